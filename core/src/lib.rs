@@ -1,0 +1,29 @@
+//! # dnsluice-core
+//!
+//! The engine every dnsluice module plugs into:
+//!
+//! - [`object`]: the objects that flow through a chain ([`Object`], [`Packet`]),
+//!   zero-copy views over captured bytes;
+//! - [`wire`]: bounds-checked views and the layer parser (link → IP → UDP/TCP);
+//! - [`stage`]: the two traits, [`Receiver`] (push) and [`Producer`] (pull);
+//! - [`stats`]: per-stage counters reported at the end of a run;
+//! - [`registry`]: dotted module names → constructors taking typed options;
+//! - [`pipeline`]: TOML pipelines with file/line/key errors, and chain building.
+//!
+//! See `ARCHITECTURE.md` at the repository root for the five-minute tour.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod object;
+pub mod pipeline;
+pub mod registry;
+pub mod stage;
+pub mod stats;
+pub mod time;
+pub mod wire;
+
+pub use error::StageError;
+pub use object::{CaptureMeta, LinkType, Object, Packet};
+pub use registry::{ModuleEntry, Registry, Role};
+pub use stage::{drive, Map, MapStage, Producer, Receiver};
+pub use stats::StageStats;

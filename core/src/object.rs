@@ -1,0 +1,137 @@
+//! Objects that flow through a chain.
+//!
+//! A [`Packet`] is a zero-copy view: its bytes borrow from the input's mmap or
+//! read buffer, and it is `Copy`, so a filter passes it on by value after filling
+//! in [`Layers`]. Other object kinds (DNS lookups, client responses) join the
+//! [`Object`] enum in later modules.
+
+use crate::wire::Layers;
+
+/// One object handed from stage to stage.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Object<'a> {
+    /// A captured packet (from a pcap file or a live interface).
+    Packet(Packet<'a>),
+}
+
+impl<'a> Object<'a> {
+    /// The packet, when this object is one.
+    pub fn packet(&self) -> Option<&Packet<'a>> {
+        match self {
+            Object::Packet(p) => Some(p),
+        }
+    }
+}
+
+/// A link-layer header type, as numbered by tcpdump.org's LINKTYPE_ values
+/// (plus the platform DLT values 12 and 14 that mean raw IP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LinkType(pub u32);
+
+impl LinkType {
+    /// BSD loopback: a 4-byte address family in the capturing host's byte order.
+    pub const NULL: LinkType = LinkType(0);
+    /// Ethernet (with or without 802.1Q/802.1ad tags).
+    pub const EN10MB: LinkType = LinkType(1);
+    /// Raw IP as numbered on some platforms (DLT_RAW = 12).
+    pub const RAW12: LinkType = LinkType(12);
+    /// Raw IP as numbered on other platforms (DLT_RAW = 14).
+    pub const RAW14: LinkType = LinkType(14);
+    /// Raw IP (LINKTYPE_RAW = 101): the version nibble says IPv4 or IPv6.
+    pub const RAW: LinkType = LinkType(101);
+    /// OpenBSD loopback: a 4-byte address family in network byte order.
+    pub const LOOP: LinkType = LinkType(108);
+    /// Linux cooked capture, version 1 (16-byte header).
+    pub const LINUX_SLL: LinkType = LinkType(113);
+    /// Raw IPv4 only.
+    pub const IPV4: LinkType = LinkType(228);
+    /// Raw IPv6 only.
+    pub const IPV6: LinkType = LinkType(229);
+    /// Linux cooked capture, version 2 (20-byte header).
+    pub const LINUX_SLL2: LinkType = LinkType(276);
+
+    /// The conventional upper-case name (`"EN10MB"`, `"LINUX_SLL"`, ...), or
+    /// `None` for a link type dnsluice does not know.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self.0 {
+            0 => "NULL",
+            1 => "EN10MB",
+            12 | 14 | 101 => "RAW",
+            108 => "LOOP",
+            113 => "LINUX_SLL",
+            228 => "IPV4",
+            229 => "IPV6",
+            276 => "LINUX_SLL2",
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for LinkType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "LINKTYPE_{}", self.0),
+        }
+    }
+}
+
+/// What the capture recorded about one packet, apart from its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaptureMeta {
+    /// 1-based index among the file's packet records (pcapng: EPB/SPB/OPB).
+    pub frame: u64,
+    /// Capture time in nanoseconds since the Unix epoch; `None` when the record
+    /// has none (a pcapng Simple Packet Block).
+    pub ts_ns: Option<i64>,
+    /// Original length on the wire (may exceed the captured bytes).
+    pub len: u32,
+    /// The link type of the interface the packet was captured on.
+    pub link: LinkType,
+}
+
+/// A captured packet: borrowed bytes, capture metadata and parsed layer offsets.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet<'a> {
+    /// The captured bytes (`caplen` of them), starting at the link header.
+    pub data: &'a [u8],
+    /// Capture metadata.
+    pub meta: CaptureMeta,
+    /// Layer offsets, filled in by `filter.layer` (empty before).
+    pub layers: Layers,
+}
+
+impl<'a> Packet<'a> {
+    /// A packet whose layers have not been parsed yet.
+    pub fn new(data: &'a [u8], meta: CaptureMeta) -> Self {
+        Packet {
+            data,
+            meta,
+            layers: Layers::default(),
+        }
+    }
+
+    /// Number of captured bytes.
+    pub fn caplen(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The transport payload (UDP or TCP data) as far as it was captured;
+    /// empty when layers are not parsed or there is no transport.
+    pub fn payload(&self) -> &'a [u8] {
+        let start = self.layers.payload_offset as usize;
+        let end = start + self.layers.payload_len as usize;
+        self.data.get(start..end).unwrap_or(&[])
+    }
+
+    /// Source IP address of the (outermost) IP header, when parsed.
+    pub fn src(&self) -> Option<std::net::IpAddr> {
+        self.layers.src_addr(self.data)
+    }
+
+    /// Destination IP address of the (outermost) IP header, when parsed.
+    pub fn dst(&self) -> Option<std::net::IpAddr> {
+        self.layers.dst_addr(self.data)
+    }
+}

@@ -1,0 +1,389 @@
+//! TOML pipelines: an ordered list of `[[stage]]` tables, each a `module` name
+//! plus that module's options, built into a runnable [`Chain`].
+//!
+//! ```toml
+//! drive = "push"          # optional: "push" (from the input, default) or "pull" (from the end)
+//!
+//! [[stage]]
+//! module = "input.mmpcap"
+//! path = "examples/data/sample.pcap"
+//!
+//! [[stage]]
+//! module = "filter.layer"
+//!
+//! [[stage]]
+//! module = "output.json"
+//! ```
+//!
+//! Every error names the file, the line and the key ([`ConfigError`]).
+
+use crate::registry::{Factory, Role, StageOptions};
+use crate::stage::drive;
+use crate::{Producer, Receiver, Registry, StageError, StageStats};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use toml::Spanned;
+
+/// A configuration error: where it is and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The pipeline file (as given).
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The key at fault, when known.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": key `{key}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Which end drives the chain.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Drive {
+    /// The input pushes each object through receivers (`input → filter → output`).
+    #[default]
+    Push,
+    /// The output pulls each object through producers (`output ← filter ← input`).
+    Pull,
+}
+
+/// One `[[stage]]` of a pipeline.
+#[derive(Clone, Debug)]
+pub struct StageSpec {
+    /// The module's dotted name.
+    pub module: String,
+    /// Its options (the table without `module`).
+    pub options: toml::Table,
+    /// Line of the stage (its `module` key).
+    pub line: usize,
+    /// Line of each option key (keys set with `--set` have none).
+    pub key_lines: BTreeMap<String, usize>,
+}
+
+/// A parsed pipeline, not yet built.
+#[derive(Clone, Debug)]
+pub struct Pipeline {
+    /// The file it came from (for messages).
+    pub file: String,
+    /// Which end drives.
+    pub drive: Drive,
+    /// The stages, in order.
+    pub stages: Vec<StageSpec>,
+}
+
+type SpannedTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPipeline {
+    #[serde(default)]
+    drive: Option<Spanned<Drive>>,
+    #[serde(default)]
+    stage: Vec<Spanned<SpannedTable>>,
+}
+
+/// 1-based line of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+}
+
+impl Pipeline {
+    /// Parses pipeline `text`, read from `file`.
+    pub fn parse(file: &str, text: &str) -> Result<Pipeline, ConfigError> {
+        let err = |line: Option<usize>, key: Option<&str>, message: String| ConfigError {
+            file: file.to_string(),
+            line,
+            key: key.map(str::to_string),
+            message,
+        };
+        let raw: RawPipeline = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            err(line, None, e.message().to_string())
+        })?;
+        if raw.stage.is_empty() {
+            return Err(err(None, Some("stage"), "no [[stage]] tables: a pipeline needs at least an input and an output".into()));
+        }
+        let mut stages = Vec::with_capacity(raw.stage.len());
+        for (index, table) in raw.stage.into_iter().enumerate() {
+            let table_line = line_of(text, table.span().start);
+            let mut module = None;
+            let mut options = toml::Table::new();
+            let mut key_lines = BTreeMap::new();
+            for (key, value) in table.into_inner() {
+                let line = line_of(text, key.span().start);
+                let key = key.into_inner();
+                if key == "module" {
+                    match value.into_inner() {
+                        toml::Value::String(name) => module = Some((name, line)),
+                        other => {
+                            return Err(err(Some(line), Some("module"), format!("expected a module name string, found {}", other.type_str())))
+                        }
+                    }
+                } else {
+                    key_lines.insert(key.clone(), line);
+                    options.insert(key, value.into_inner());
+                }
+            }
+            let (module, line) = module.ok_or_else(|| {
+                err(Some(table_line), Some("module"), format!("stage {index} has no `module` key"))
+            })?;
+            stages.push(StageSpec {
+                module,
+                options,
+                line,
+                key_lines,
+            });
+        }
+        Ok(Pipeline {
+            file: file.to_string(),
+            drive: raw.drive.map(Spanned::into_inner).unwrap_or_default(),
+            stages,
+        })
+    }
+
+    /// Applies an override `INDEX.KEY=VALUE` (e.g. `0.path=big.pcap`). VALUE is
+    /// read as a TOML value when it parses as one (`true`, `42`, `"x"`), else as
+    /// a string. `INDEX.module=NAME` replaces the module.
+    pub fn set(&mut self, assignment: &str) -> Result<(), ConfigError> {
+        let err = |message: String| ConfigError {
+            file: "--set".to_string(),
+            line: None,
+            key: None,
+            message,
+        };
+        let (target, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| err(format!("`{assignment}`: expected INDEX.KEY=VALUE")))?;
+        let (index, key) = target
+            .split_once('.')
+            .ok_or_else(|| err(format!("`{target}`: expected INDEX.KEY, e.g. 0.path")))?;
+        let index: usize = index
+            .parse()
+            .map_err(|_| err(format!("`{index}`: the stage index must be a number from 0")))?;
+        let count = self.stages.len();
+        let stage = self
+            .stages
+            .get_mut(index)
+            .ok_or_else(|| err(format!("stage {index} does not exist (the pipeline has {count})")))?;
+        let value = parse_value(value);
+        if key == "module" {
+            match value {
+                toml::Value::String(name) => stage.module = name,
+                _ => return Err(err("module must be a name".into())),
+            }
+        } else {
+            stage.key_lines.remove(key);
+            stage.options.insert(key.to_string(), value);
+        }
+        Ok(())
+    }
+
+    /// Builds the chain with modules from `registry`.
+    pub fn build(&self, registry: &Registry) -> Result<Chain, ConfigError> {
+        let last = self.stages.len() - 1;
+        let mut entries = Vec::with_capacity(self.stages.len());
+        for (index, spec) in self.stages.iter().enumerate() {
+            let entry = registry.get(&spec.module).ok_or_else(|| {
+                self.error_at(spec, None, format!("unknown module `{}`; modules are: {}", spec.module, registry.names()))
+            })?;
+            let expected = match index {
+                0 => Role::Input,
+                i if i == last => Role::Output,
+                _ => Role::Filter,
+            };
+            if entry.role() != expected {
+                return Err(self.error_at(
+                    spec,
+                    None,
+                    format!(
+                        "`{}` is an {} module, but stage {index} must be an {} (a pipeline is input, filters..., output)",
+                        spec.module,
+                        entry.role().as_str(),
+                        expected.as_str()
+                    ),
+                ));
+            }
+            entries.push(entry);
+        }
+        let options = |spec: &StageSpec| StageOptions::new(&spec.module, spec.options.clone());
+        let wrap = |spec: &StageSpec, e: StageError| self.stage_error(spec, e);
+        let (first, rest) = self.stages.split_first().expect("at least one stage");
+        let (out_spec, filters) = rest.split_last().ok_or_else(|| {
+            self.error_at(first, None, "a pipeline needs an output stage after the input".into())
+        })?;
+        let build_output = |spec: &StageSpec| match &entries[last].factory {
+            Factory::Output(make) => make(&options(spec)).map_err(|e| wrap(spec, e)),
+            _ => unreachable!("roles checked above"),
+        };
+        let mut producer = match &entries[0].factory {
+            Factory::Input(make) => make(&options(first)).map_err(|e| wrap(first, e))?,
+            _ => unreachable!("roles checked above"),
+        };
+        let receiver = match self.drive {
+            Drive::Push => {
+                let mut receiver = build_output(out_spec)?;
+                for (offset, spec) in filters.iter().enumerate().rev() {
+                    if let Factory::Filter { push, .. } = &entries[offset + 1].factory {
+                        receiver = push(&options(spec), receiver).map_err(|e| wrap(spec, e))?;
+                    }
+                }
+                receiver
+            }
+            Drive::Pull => {
+                for (offset, spec) in filters.iter().enumerate() {
+                    if let Factory::Filter { pull, .. } = &entries[offset + 1].factory {
+                        producer = pull(&options(spec), producer).map_err(|e| wrap(spec, e))?;
+                    }
+                }
+                build_output(out_spec)?
+            }
+        };
+        Ok(Chain { producer, receiver })
+    }
+
+    fn error_at(&self, spec: &StageSpec, key: Option<&str>, message: String) -> ConfigError {
+        let line = key.and_then(|k| spec.key_lines.get(k).copied()).unwrap_or(spec.line);
+        ConfigError {
+            file: self.file.clone(),
+            line: Some(line),
+            key: key.map(str::to_string),
+            message,
+        }
+    }
+
+    /// Attaches file and line to an error a constructor returned.
+    fn stage_error(&self, spec: &StageSpec, e: StageError) -> ConfigError {
+        match e {
+            StageError::Option { module, key, message } => {
+                let message = format!("{module}: {message}");
+                self.error_at(spec, key.as_deref(), message)
+            }
+            other => self.error_at(spec, None, other.to_string()),
+        }
+    }
+}
+
+fn parse_value(text: &str) -> toml::Value {
+    #[derive(Deserialize)]
+    struct Probe {
+        v: toml::Value,
+    }
+    toml::from_str::<Probe>(&format!("v = {text}"))
+        .map(|p| p.v)
+        .unwrap_or_else(|_| toml::Value::String(text.to_string()))
+}
+
+/// A built chain: a producer side and a receiver side, joined by [`Chain::run`].
+/// In push mode the producer is the input alone and the receiver holds the
+/// filters and the output; in pull mode the producer holds input and filters.
+pub struct Chain {
+    /// The pulling half.
+    pub producer: Box<dyn Producer>,
+    /// The pushing half.
+    pub receiver: Box<dyn Receiver>,
+}
+
+impl Chain {
+    /// Runs the chain to its end; `progress` is called now and then with the
+    /// number of objects moved so far.
+    pub fn run(&mut self, progress: Option<&mut dyn FnMut(u64)>) -> Result<u64, StageError> {
+        drive(&mut self.producer, &mut self.receiver, progress)
+    }
+
+    /// Every stage's counters, in pipeline order.
+    pub fn stats(&self) -> Vec<StageStats> {
+        let mut out = Vec::new();
+        self.producer.stats(&mut out);
+        self.receiver.stats(&mut out);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stages_with_lines() {
+        let text = "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"a.pcap\"\n\n[[stage]]\nmodule = \"output.null\"\n";
+        let p = Pipeline::parse("p.toml", text).unwrap();
+        assert_eq!(p.stages.len(), 2);
+        assert_eq!(p.stages[0].module, "input.mmpcap");
+        assert_eq!(p.stages[0].line, 2);
+        assert_eq!(p.stages[0].key_lines["path"], 3);
+        assert_eq!(p.stages[1].line, 6);
+        assert_eq!(p.drive, Drive::Push);
+    }
+
+    #[test]
+    fn syntax_error_names_line() {
+        let e = Pipeline::parse("p.toml", "[[stage]]\nmodule = \"x\"\npath = \n").unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(e.to_string().starts_with("p.toml:3: "), "{e}");
+    }
+
+    #[test]
+    fn unknown_top_level_key_is_an_error() {
+        let e = Pipeline::parse("p.toml", "stages = 1\n").unwrap_err();
+        assert_eq!(e.line, Some(1));
+        assert!(e.message.contains("unknown field `stages`"), "{e}");
+    }
+
+    #[test]
+    fn stage_without_module_is_an_error() {
+        let e = Pipeline::parse("p.toml", "[[stage]]\npath = \"x\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("module"));
+        assert!(e.message.contains("no `module` key"));
+    }
+
+    #[test]
+    fn module_must_be_a_string() {
+        let e = Pipeline::parse("p.toml", "[[stage]]\nmodule = 3\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("module")));
+    }
+
+    #[test]
+    fn empty_pipeline_is_an_error() {
+        let e = Pipeline::parse("p.toml", "").unwrap_err();
+        assert!(e.message.contains("no [[stage]]"));
+    }
+
+    #[test]
+    fn bad_drive_value_names_line() {
+        let e = Pipeline::parse("p.toml", "\ndrive = \"sideways\"\n[[stage]]\nmodule=\"x\"\n").unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("push"), "{e}");
+    }
+
+    #[test]
+    fn set_overrides_options_and_module() {
+        let text = "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"a.pcap\"\n[[stage]]\nmodule = \"output.null\"\n";
+        let mut p = Pipeline::parse("p.toml", text).unwrap();
+        p.set("0.path=/tmp/b.pcap").unwrap();
+        p.set("0.module=input.fpcap").unwrap();
+        p.set("1.count=42").unwrap();
+        assert_eq!(p.stages[0].options["path"].as_str(), Some("/tmp/b.pcap"));
+        assert_eq!(p.stages[0].module, "input.fpcap");
+        assert_eq!(p.stages[1].options["count"].as_integer(), Some(42));
+        assert!(p.set("7.path=x").unwrap_err().message.contains("does not exist"));
+        assert!(p.set("path=x").is_err());
+        assert!(p.set("0.path").is_err());
+    }
+}

@@ -1,0 +1,279 @@
+//! Bounds-checked packet views and the layer parser.
+//!
+//! [`parse_layers`] walks link → (VLAN tags) → IPv4/IPv6 (options, extension
+//! headers) → UDP/TCP and records offsets in a small `Copy` struct, [`Layers`].
+//! It never panics and never reads out of bounds: every field read goes through
+//! [`be16`]/[`be32`], which return `None` past the end. Problems are reported in
+//! [`Layers::error`] as a [`LayerError`] kind; the packet still flows on.
+
+mod ip;
+mod link;
+mod transport;
+
+#[cfg(test)]
+mod tests;
+
+use crate::object::LinkType;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// How many VLAN ids are kept per packet; deeper tags are still walked and counted.
+pub const MAX_VLAN: usize = 8;
+
+/// Reads a big-endian `u16` at `at`, or `None` past the end.
+#[inline]
+pub fn be16(data: &[u8], at: usize) -> Option<u16> {
+    let b = data.get(at..at.checked_add(2)?)?;
+    Some(u16::from_be_bytes([b[0], b[1]]))
+}
+
+/// Reads a big-endian `u32` at `at`, or `None` past the end.
+#[inline]
+pub fn be32(data: &[u8], at: usize) -> Option<u32> {
+    let b = data.get(at..at.checked_add(4)?)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// The network layer found in a packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Network {
+    /// Layers were not parsed (no `filter.layer` upstream).
+    #[default]
+    Unparsed,
+    /// IPv4 at [`Layers::l3_offset`].
+    Ipv4,
+    /// IPv6 at [`Layers::l3_offset`].
+    Ipv6,
+    /// A non-IP frame: the ethertype (or, for NULL/LOOP, the address family).
+    NonIp(u32),
+    /// An IEEE 802.3 frame with an LLC header (length field instead of a type).
+    Llc,
+    /// The link type is not one dnsluice parses.
+    UnsupportedLink,
+}
+
+/// The transport layer found in a packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// No transport: not IP, a fragment, or a header that did not parse.
+    #[default]
+    None,
+    /// UDP, with ports in [`Layers::sport`]/[`Layers::dport`].
+    Udp,
+    /// TCP, with ports in [`Layers::sport`]/[`Layers::dport`].
+    Tcp,
+    /// Another IP protocol (ICMP, ESP, ...): its number.
+    Other(u8),
+}
+
+impl Transport {
+    /// Lower-case name as used in JSON: `udp`, `tcp`, `icmp`, `icmpv6`, or `ipproto-N`.
+    pub fn name(self) -> Option<std::borrow::Cow<'static, str>> {
+        use std::borrow::Cow::Borrowed;
+        Some(match self {
+            Transport::None => return None,
+            Transport::Udp => Borrowed("udp"),
+            Transport::Tcp => Borrowed("tcp"),
+            Transport::Other(1) => Borrowed("icmp"),
+            Transport::Other(58) => Borrowed("icmpv6"),
+            Transport::Other(n) => std::borrow::Cow::Owned(format!("ipproto-{n}")),
+        })
+    }
+}
+
+/// An IP fragment (IPv4 with MF or a non-zero offset; IPv6 with a fragment header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fragment {
+    /// Identification (16 bits for IPv4, 32 for IPv6).
+    pub id: u32,
+    /// Offset of this fragment's data in the original datagram, in bytes.
+    pub offset: u32,
+    /// More fragments follow.
+    pub more: bool,
+    /// The protocol of the reassembled datagram (IPv4 protocol / IPv6 next header).
+    pub protocol: u8,
+    /// An IPv6 atomic fragment (offset 0, no more fragments): the packet is whole
+    /// and its transport was parsed.
+    pub atomic: bool,
+}
+
+/// What went wrong while parsing a packet's layers. Counted by kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum LayerError {
+    /// Captured bytes end inside the link header.
+    TruncatedLink,
+    /// Captured bytes end inside a VLAN tag.
+    TruncatedVlan,
+    /// Captured bytes end inside the IPv4 header.
+    TruncatedIpv4,
+    /// The IP version nibble is not the one the link layer announced.
+    BadIpVersion,
+    /// IPv4 IHL below 5.
+    BadIpv4HeaderLength,
+    /// IPv4 total length shorter than its header, or longer than the frame.
+    BadIpv4TotalLength,
+    /// Captured bytes end inside the IPv6 header.
+    TruncatedIpv6,
+    /// IPv6 payload length longer than the frame.
+    BadIpv6PayloadLength,
+    /// An IPv6 extension header runs past the datagram.
+    TruncatedExtensionHeader,
+    /// More IPv6 extension headers than any sane packet has (loop guard).
+    TooManyExtensionHeaders,
+    /// Captured bytes end inside the UDP header.
+    TruncatedUdp,
+    /// UDP length below 8 or beyond the IP payload.
+    BadUdpLength,
+    /// Captured bytes end inside the TCP header.
+    TruncatedTcp,
+    /// TCP data offset below 5 or beyond the IP payload.
+    BadTcpDataOffset,
+}
+
+impl LayerError {
+    /// Every kind, in a fixed order (for counters indexed by kind).
+    pub const ALL: [LayerError; 14] = [
+        LayerError::TruncatedLink,
+        LayerError::TruncatedVlan,
+        LayerError::TruncatedIpv4,
+        LayerError::BadIpVersion,
+        LayerError::BadIpv4HeaderLength,
+        LayerError::BadIpv4TotalLength,
+        LayerError::TruncatedIpv6,
+        LayerError::BadIpv6PayloadLength,
+        LayerError::TruncatedExtensionHeader,
+        LayerError::TooManyExtensionHeaders,
+        LayerError::TruncatedUdp,
+        LayerError::BadUdpLength,
+        LayerError::TruncatedTcp,
+        LayerError::BadTcpDataOffset,
+    ];
+
+    /// The kind as a `snake_case` name (used in stats and JSON).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LayerError::TruncatedLink => "truncated_link",
+            LayerError::TruncatedVlan => "truncated_vlan",
+            LayerError::TruncatedIpv4 => "truncated_ipv4",
+            LayerError::BadIpVersion => "bad_ip_version",
+            LayerError::BadIpv4HeaderLength => "bad_ipv4_header_length",
+            LayerError::BadIpv4TotalLength => "bad_ipv4_total_length",
+            LayerError::TruncatedIpv6 => "truncated_ipv6",
+            LayerError::BadIpv6PayloadLength => "bad_ipv6_payload_length",
+            LayerError::TruncatedExtensionHeader => "truncated_extension_header",
+            LayerError::TooManyExtensionHeaders => "too_many_extension_headers",
+            LayerError::TruncatedUdp => "truncated_udp",
+            LayerError::BadUdpLength => "bad_udp_length",
+            LayerError::TruncatedTcp => "truncated_tcp",
+            LayerError::BadTcpDataOffset => "bad_tcp_data_offset",
+        }
+    }
+
+    /// Position of this kind in [`LayerError::ALL`].
+    pub fn index(self) -> usize {
+        LayerError::ALL
+            .iter()
+            .position(|k| *k == self)
+            .unwrap_or_default()
+    }
+}
+
+/// Offsets and facts about a packet's layers, filled in by [`parse_layers`].
+/// All offsets index the packet's captured bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layers {
+    /// The network layer.
+    pub network: Network,
+    /// VLAN tags seen, outermost first (may exceed [`MAX_VLAN`]; only that many ids are kept).
+    pub vlan_count: u8,
+    /// VLAN ids (12 bits each), outermost first; the first `min(vlan_count, MAX_VLAN)` are valid.
+    pub vlan_ids: [u16; MAX_VLAN],
+    /// Start of the IP header.
+    pub l3_offset: u32,
+    /// End of the IP datagram within the captured bytes (link padding trimmed).
+    pub ip_end: u32,
+    /// Upper-layer protocol number (after IPv6 extension headers).
+    pub protocol: u8,
+    /// The transport layer.
+    pub transport: Transport,
+    /// Start of the transport header.
+    pub l4_offset: u32,
+    /// Source port (UDP/TCP).
+    pub sport: u16,
+    /// Destination port (UDP/TCP).
+    pub dport: u16,
+    /// Start of the transport payload.
+    pub payload_offset: u32,
+    /// Captured payload bytes.
+    pub payload_len: u32,
+    /// The capture ends before the datagram does (snaplen): headers claim more bytes.
+    pub truncated: bool,
+    /// Fragment information, when this packet is an IP fragment.
+    pub fragment: Option<Fragment>,
+    /// The first problem met while parsing, if any.
+    pub error: Option<LayerError>,
+}
+
+impl Layers {
+    /// Records `error` unless an earlier one was recorded (the first problem wins).
+    pub fn note(&mut self, error: LayerError) {
+        self.error.get_or_insert(error);
+    }
+
+    /// The VLAN ids that were kept, outermost first.
+    pub fn vlans(&self) -> &[u16] {
+        &self.vlan_ids[..(self.vlan_count as usize).min(MAX_VLAN)]
+    }
+
+    /// IP version (4 or 6), when the packet is IP.
+    pub fn ip_version(&self) -> Option<u8> {
+        match self.network {
+            Network::Ipv4 => Some(4),
+            Network::Ipv6 => Some(6),
+            _ => None,
+        }
+    }
+
+    fn addr(&self, data: &[u8], v4_at: usize, v6_at: usize) -> Option<IpAddr> {
+        let l3 = self.l3_offset as usize;
+        match self.network {
+            Network::Ipv4 => {
+                let b: [u8; 4] = data.get(l3 + v4_at..l3 + v4_at + 4)?.try_into().ok()?;
+                Some(IpAddr::V4(Ipv4Addr::from(b)))
+            }
+            Network::Ipv6 => {
+                let b: [u8; 16] = data.get(l3 + v6_at..l3 + v6_at + 16)?.try_into().ok()?;
+                Some(IpAddr::V6(Ipv6Addr::from(b)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Source address of the IP header in `data` (the packet these layers describe).
+    pub fn src_addr(&self, data: &[u8]) -> Option<IpAddr> {
+        self.addr(data, 12, 8)
+    }
+
+    /// Destination address of the IP header in `data`.
+    pub fn dst_addr(&self, data: &[u8]) -> Option<IpAddr> {
+        self.addr(data, 16, 24)
+    }
+}
+
+/// Parses the layers of one packet. `wire_len` is the original length on the
+/// wire, used to tell a snaplen-truncated capture from a header that lies.
+pub fn parse_layers(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
+    let mut layers = Layers::default();
+    let parsed = link::parse(link, data, &mut layers).and_then(|next| match next {
+        link::Next::Ipv4(at) => ip::parse_ipv4(data, at, wire_len, &mut layers),
+        link::Next::Ipv6(at) => ip::parse_ipv6(data, at, wire_len, &mut layers),
+        link::Next::Stop(network) => {
+            layers.network = network;
+            Ok(())
+        }
+    });
+    if let Err(e) = parsed {
+        layers.note(e);
+    }
+    layers
+}

@@ -1,0 +1,94 @@
+//! `filter.layer`: parses link → IP → UDP/TCP and annotates each packet with
+//! its layer offsets ([`dnsluice_core::wire::Layers`]). Every packet passes on,
+//! non-IP and malformed ones included; problems are counted by kind.
+
+use dnsluice_core::registry::{Factory, ModuleEntry, StageOptions};
+use dnsluice_core::wire::{parse_layers, LayerError, Network};
+use dnsluice_core::{Map, MapStage, Object, Producer, Receiver, StageStats};
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// Options of `filter.layer` (none yet; unknown keys are rejected).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerOptions {}
+
+/// The layer parser with its counters.
+#[derive(Debug, Default)]
+pub struct Layer {
+    errors: [u64; LayerError::ALL.len()],
+    ipv4: u64,
+    ipv6: u64,
+    non_ip: u64,
+    fragments: u64,
+    truncated: u64,
+    unsupported_link: u64,
+}
+
+impl Layer {
+    /// A layer parser with zeroed counters.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Map for Layer {
+    #[inline]
+    fn map<'a>(&mut self, obj: &Object<'a>) -> Object<'a> {
+        let Some(packet) = obj.packet() else {
+            return *obj;
+        };
+        let mut packet = *packet;
+        let layers = parse_layers(packet.meta.link, packet.data, packet.meta.len);
+        match layers.network {
+            Network::Ipv4 => self.ipv4 += 1,
+            Network::Ipv6 => self.ipv6 += 1,
+            Network::UnsupportedLink => self.unsupported_link += 1,
+            _ => self.non_ip += 1,
+        }
+        if let Some(e) = layers.error {
+            self.errors[e.index()] += 1;
+        }
+        if layers.fragment.is_some_and(|f| !f.atomic) {
+            self.fragments += 1;
+        }
+        self.truncated += u64::from(layers.truncated);
+        packet.layers = layers;
+        Object::Packet(packet)
+    }
+
+    fn stats(&self) -> StageStats {
+        let mut stats = StageStats::new("filter.layer");
+        for (kind, n) in LayerError::ALL.iter().zip(self.errors) {
+            stats.add_error(kind.as_str(), n);
+        }
+        stats.add_counter("ipv4", self.ipv4);
+        stats.add_counter("ipv6", self.ipv6);
+        stats.add_counter("non_ip", self.non_ip);
+        stats.add_counter("ip_fragments", self.fragments);
+        stats.add_counter("snaplen_truncated", self.truncated);
+        stats.add_counter("unsupported_link", self.unsupported_link);
+        stats
+    }
+}
+
+/// The registry entry.
+pub fn entry() -> ModuleEntry {
+    fn layer(opts: &StageOptions) -> Result<Layer, dnsluice_core::StageError> {
+        let _: LayerOptions = opts.parse()?;
+        Ok(Layer::new())
+    }
+    ModuleEntry {
+        name: "filter.layer",
+        summary: "parse link (Ethernet/VLAN, NULL, LOOP, raw, Linux cooked), IPv4/IPv6 and UDP/TCP headers",
+        options: &[],
+        factory: Factory::Filter {
+            push: Arc::new(|opts, next: Box<dyn Receiver>| {
+                Ok(Box::new(MapStage::new(layer(opts)?, next)) as Box<dyn Receiver>)
+            }),
+            pull: Arc::new(|opts, prev: Box<dyn Producer>| {
+                Ok(Box::new(MapStage::new(layer(opts)?, prev)) as Box<dyn Producer>)
+            }),
+        },
+    }
+}

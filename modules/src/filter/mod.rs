@@ -1,0 +1,3 @@
+//! Filters: stages between an input and an output.
+
+pub mod layer;

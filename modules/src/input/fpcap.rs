@@ -1,0 +1,134 @@
+//! `input.fpcap`: reads a pcap/pcapng file or standard input (`path = "-"`)
+//! with large buffered reads, so `tcpdump -w - | dnsluice run ...` works.
+
+use super::{CaptureReader, RecordSource};
+use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::{Producer, StageError};
+use serde::Deserialize;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Options of `input.fpcap`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FpcapOptions {
+    /// The capture file, or `-` for standard input.
+    pub path: PathBuf,
+    /// Read size in KiB.
+    #[serde(default = "default_buffer_kib")]
+    pub buffer_kib: usize,
+}
+
+fn default_buffer_kib() -> usize {
+    1024
+}
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc {
+        name: "path",
+        kind: "string",
+        default: "",
+        help: "capture file (pcap or pcapng), or \"-\" for standard input",
+    },
+    OptionDoc {
+        name: "buffer_kib",
+        kind: "integer",
+        default: "1024",
+        help: "size of each read in KiB",
+    },
+];
+
+/// The registry entry.
+pub fn entry() -> ModuleEntry {
+    ModuleEntry {
+        name: "input.fpcap",
+        summary: "read a pcap/pcapng file or stdin with buffered reads",
+        options: OPTIONS,
+        factory: Factory::Input(Arc::new(|opts: &StageOptions| {
+            let o: FpcapOptions = opts.parse()?;
+            if o.buffer_kib == 0 {
+                return Err(StageError::Option {
+                    module: opts.module.clone(),
+                    key: Some("buffer_kib".into()),
+                    message: "must be at least 1".into(),
+                });
+            }
+            Ok(Box::new(open(o.path, o.buffer_kib * 1024)?) as Box<dyn Producer>)
+        })),
+    }
+}
+
+/// A reader with a growable buffer, as a [`RecordSource`].
+pub struct BufferedStream {
+    reader: Box<dyn Read>,
+    buffer: Vec<u8>,
+    start: usize,
+    end: usize,
+    chunk: usize,
+    consumed_before: u64,
+    eof: bool,
+}
+
+impl BufferedStream {
+    /// Wraps `reader`, reading `chunk` bytes at a time.
+    pub fn new(reader: Box<dyn Read>, chunk: usize) -> Self {
+        BufferedStream {
+            reader,
+            buffer: vec![0; chunk],
+            start: 0,
+            end: 0,
+            chunk,
+            consumed_before: 0,
+            eof: false,
+        }
+    }
+}
+
+impl RecordSource for BufferedStream {
+    fn window(&self) -> &[u8] {
+        &self.buffer[self.start..self.end]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        self.consumed_before += n as u64;
+    }
+
+    fn fill(&mut self, needed: usize) -> io::Result<bool> {
+        while self.end - self.start < needed && !self.eof {
+            // Move what is left to the front, and grow if one record is larger than the buffer.
+            if self.start > 0 {
+                self.buffer.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            let want = needed.max(self.chunk);
+            if self.buffer.len() < want {
+                self.buffer.resize(want, 0);
+            }
+            match self.reader.read(&mut self.buffer[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(!self.eof || self.end - self.start >= needed)
+    }
+
+    fn offset(&self) -> u64 {
+        self.consumed_before
+    }
+}
+
+/// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk` bytes.
+pub fn open(path: PathBuf, chunk: usize) -> Result<CaptureReader<BufferedStream>, StageError> {
+    let reader: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(io::stdin())
+    } else {
+        Box::new(File::open(&path).map_err(|e| StageError::io(&path, e))?)
+    };
+    CaptureReader::new("input.fpcap", path, BufferedStream::new(reader, chunk))
+}

@@ -1,0 +1,11 @@
+//! Inputs: capture files through mmap (`input.mmpcap`), buffered read
+//! (`input.fpcap`, also stdin), and libpcap (`input.pcap`, feature `libpcap`).
+
+pub mod format;
+pub mod fpcap;
+#[cfg(feature = "libpcap")]
+pub mod libpcap;
+pub mod mmpcap;
+mod reader;
+
+pub use reader::{CaptureReader, RecordSource};

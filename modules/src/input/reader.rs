@@ -1,0 +1,153 @@
+//! The record walker shared by the native inputs: a [`CaptureFormat`] over a
+//! [`RecordSource`] (an mmap or a read buffer), producing zero-copy packets.
+
+use super::format::{CaptureFormat, FormatError, Step};
+use dnsluice_core::{CaptureMeta, Object, Packet, Producer, StageError, StageStats};
+use std::io;
+use std::path::PathBuf;
+
+/// Bytes the walker reads from: a window starting at the current position.
+pub trait RecordSource {
+    /// The bytes available from the current position.
+    fn window(&self) -> &[u8];
+    /// Moves the current position forward by `n` bytes (`n <= window().len()`).
+    fn consume(&mut self, n: usize);
+    /// Tries to make at least `needed` bytes available in the window. Returns
+    /// `Ok(false)` at the end of the data (the window may then be shorter).
+    fn fill(&mut self, needed: usize) -> io::Result<bool>;
+    /// Absolute offset of the current position in the file.
+    fn offset(&self) -> u64;
+}
+
+/// A capture reader: walks records of a pcap or pcapng file and produces packets.
+pub struct CaptureReader<S> {
+    module: &'static str,
+    path: PathBuf,
+    source: S,
+    format: CaptureFormat,
+    /// Bytes of the last produced record, consumed at the next call (the
+    /// packet borrows them until then).
+    pending: usize,
+    frames: u64,
+    bytes: u64,
+    skipped_blocks: u64,
+    warnings: Vec<String>,
+    done: bool,
+}
+
+impl<S: RecordSource> CaptureReader<S> {
+    /// Reads the file header from `source` and prepares to walk records.
+    pub fn new(module: &'static str, path: PathBuf, mut source: S) -> Result<Self, StageError> {
+        let mut needed = 4;
+        let (format, header) = loop {
+            let more = source.fill(needed).map_err(|e| StageError::io(&path, e))?;
+            match CaptureFormat::detect(source.window()) {
+                Ok(found) => break found,
+                Err(FormatError::NeedMore(n)) if more && n > source.window().len() => needed = n,
+                Err(FormatError::NeedMore(_)) => {
+                    let message = if source.window().is_empty() {
+                        "empty file: not a pcap or pcapng capture".to_string()
+                    } else {
+                        format!("file too short ({} bytes) for a capture file header", source.window().len())
+                    };
+                    return Err(StageError::format(&path, message));
+                }
+                Err(FormatError::Invalid(message)) => return Err(StageError::format(&path, message)),
+            }
+        };
+        source.consume(header);
+        Ok(CaptureReader {
+            module,
+            path,
+            source,
+            format,
+            pending: 0,
+            frames: 0,
+            bytes: 0,
+            skipped_blocks: 0,
+            warnings: Vec::new(),
+            done: false,
+        })
+    }
+
+    /// The detected format (`pcap (little-endian, µs)`, `pcapng`).
+    pub fn format(&self) -> String {
+        self.format.describe()
+    }
+
+    /// Records the end of the data, warning when bytes of a partial record remain.
+    fn end(&mut self) {
+        self.done = true;
+        let left = self.source.window().len();
+        if left > 0 {
+            self.warnings.push(format!(
+                "{}: file cut off inside record {} at byte offset {} ({left} bytes of an incomplete record ignored); the {} complete records were read",
+                self.path.display(),
+                self.frames + 1,
+                self.source.offset(),
+                self.frames
+            ));
+        }
+    }
+}
+
+impl<S: RecordSource> Producer for CaptureReader<S> {
+    fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
+        if self.pending > 0 {
+            self.source.consume(self.pending);
+            self.pending = 0;
+        }
+        if self.done {
+            return Ok(None);
+        }
+        loop {
+            let step = match self.format.next(self.source.window()) {
+                Ok(step) => step,
+                Err(message) => {
+                    let message = format!("at byte offset {}: {message}", self.source.offset());
+                    self.done = true;
+                    return Err(StageError::format(&self.path, message));
+                }
+            };
+            match step {
+                Step::Packet(record) => {
+                    self.frames += 1;
+                    self.bytes += record.caplen as u64;
+                    self.pending = record.consumed;
+                    let meta = CaptureMeta {
+                        frame: self.frames,
+                        ts_ns: record.ts_ns,
+                        len: record.len,
+                        link: record.link,
+                    };
+                    let data = &self.source.window()[record.data_at..record.data_at + record.caplen];
+                    return Ok(Some(Object::Packet(Packet::new(data, meta))));
+                }
+                Step::Skip { consumed } => {
+                    self.skipped_blocks += 1;
+                    self.source.consume(consumed);
+                }
+                Step::NeedMore { needed } => {
+                    let more = self.source.fill(needed).map_err(|e| StageError::io(&self.path, e))?;
+                    if !more && self.source.window().len() < needed {
+                        self.end();
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        let mut stats = StageStats::new(self.module);
+        stats.input = self.frames;
+        stats.output = self.frames;
+        stats.add_counter("bytes", self.bytes);
+        stats.add_counter("skipped_blocks", self.skipped_blocks);
+        if !self.warnings.is_empty() {
+            stats.add_error("truncated_file", 1);
+        }
+        stats.warnings = self.warnings.clone();
+        out.push(stats);
+    }
+}

@@ -1,0 +1,39 @@
+//! # dnsluice-modules
+//!
+//! The built-in stages, one file (or folder) each:
+//!
+//! | module | role | file |
+//! |---|---|---|
+//! | `input.mmpcap` | input | [`input::mmpcap`] |
+//! | `input.fpcap` | input | [`input::fpcap`] |
+//! | `input.pcap` | input (feature `libpcap`) | `input::libpcap` |
+//! | `filter.layer` | filter | [`filter::layer`] |
+//! | `output.null` | output | [`output::null`] |
+//! | `output.json` | output | [`output::json`] |
+//!
+//! [`registry`] returns a registry holding all of them.
+
+pub mod filter;
+pub mod input;
+pub mod output;
+
+use dnsluice_core::Registry;
+
+/// Adds every built-in module to `registry`.
+pub fn register_builtin(registry: &mut Registry) {
+    registry
+        .add(input::mmpcap::entry())
+        .add(input::fpcap::entry())
+        .add(filter::layer::entry())
+        .add(output::null::entry())
+        .add(output::json::entry());
+    #[cfg(feature = "libpcap")]
+    registry.add(input::libpcap::entry());
+}
+
+/// A registry with every built-in module.
+pub fn registry() -> Registry {
+    let mut registry = Registry::new();
+    register_builtin(&mut registry);
+    registry
+}

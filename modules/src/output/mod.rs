@@ -1,0 +1,4 @@
+//! Outputs: the last stage of a chain.
+
+pub mod json;
+pub mod null;

@@ -1,0 +1,134 @@
+//! Command-line parsing and the subcommands.
+
+use crate::report::{print_summary, stats_json, Progress};
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use dnsluice_core::pipeline::Pipeline;
+use dnsluice_core::registry::Registry;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// dnsluice: a modular DNS dataflow engine. Capture, parse, replay and resolve DNS
+/// by composing stages (input → filters → output) into chains declared in TOML.
+#[derive(Parser, Debug)]
+#[command(name = "dnsluice", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a pipeline declared in a TOML file.
+    ///
+    /// A pipeline is an ordered list of [[stage]] tables: an input, any number
+    /// of filters, an output. See `dnsluice modules` for every module and its
+    /// options. At the end a per-stage summary is printed on stderr.
+    Run {
+        /// The pipeline file.
+        pipeline: PathBuf,
+        /// Override an option: INDEX.KEY=VALUE, e.g. `--set 0.path=big.pcap`
+        /// or `--set 0.module=input.fpcap`. May be repeated.
+        #[arg(long = "set", value_name = "INDEX.KEY=VALUE")]
+        set: Vec<String>,
+        /// Also write the summary as one JSON object to FILE.
+        #[arg(long, value_name = "FILE")]
+        stats_json: Option<PathBuf>,
+        /// No summary on stderr (warnings are still printed).
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// List every module with its options and defaults.
+    Modules,
+}
+
+/// Parses the command line and runs it with `registry`; the process exit code.
+pub fn main(registry: Registry) -> ExitCode {
+    let cli = Cli::parse();
+    match execute(cli, &registry) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("dnsluice: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
+    match cli.command {
+        Command::Modules => {
+            print!("{}", modules_text(registry));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run {
+            pipeline,
+            set,
+            stats_json: stats_path,
+            quiet,
+        } => run(registry, &pipeline, &set, stats_path.as_deref(), quiet),
+    }
+}
+
+/// Runs the pipeline in `file` after applying the `--set` overrides.
+pub fn run(
+    registry: &Registry,
+    file: &std::path::Path,
+    overrides: &[String],
+    stats_path: Option<&std::path::Path>,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read pipeline {}", file.display()))?;
+    let mut pipeline = Pipeline::parse(&file.display().to_string(), &text)?;
+    for assignment in overrides {
+        pipeline.set(assignment)?;
+    }
+    let mut chain = pipeline.build(registry)?;
+    let started = Instant::now();
+    let mut progress = Progress::new(started);
+    let result = chain.run(Some(&mut |n| progress.update(n)));
+    progress.clear();
+    if matches!(&result, Err(e) if e.is_broken_pipe()) {
+        // The reader of our output went away (`| head`): stop quietly, as other tools do.
+        return Ok(ExitCode::SUCCESS);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let stats = chain.stats();
+    for warning in stats.iter().flat_map(|s| &s.warnings) {
+        eprintln!("dnsluice: warning: {warning}");
+    }
+    if !quiet {
+        print_summary(&stats, elapsed);
+    }
+    if let Some(path) = stats_path {
+        std::fs::write(path, stats_json(&stats, elapsed))
+            .with_context(|| format!("cannot write stats to {}", path.display()))?;
+    }
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text of `dnsluice modules`.
+pub fn modules_text(registry: &Registry) -> String {
+    let mut text = String::new();
+    for module in registry.iter() {
+        text.push_str(&format!("{:<16} {:<7} {}\n", module.name, module.role().as_str(), module.summary));
+        for option in module.options {
+            let default = if option.default.is_empty() {
+                "required".to_string()
+            } else {
+                format!("default {}", option.default)
+            };
+            text.push_str(&format!(
+                "    {:<14} {:<8} {:<20} {}\n",
+                option.name, option.kind, default, option.help
+            ));
+        }
+        if module.options.is_empty() {
+            text.push_str("    (no options)\n");
+        }
+    }
+    text
+}

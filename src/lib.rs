@@ -1,0 +1,12 @@
+//! # dnsluice
+//!
+//! The command-line front end of the dnsluice engine. The binary is a thin
+//! `main` over [`cli::main`]; a program that adds its own modules builds a
+//! registry with them and calls [`cli::main`] the same way (see
+//! `examples/custom-module`).
+
+pub mod cli;
+pub mod report;
+
+pub use dnsluice_core as core;
+pub use dnsluice_modules as modules;

@@ -1,0 +1,5 @@
+//! The `dnsluice` command.
+
+fn main() -> std::process::ExitCode {
+    dnsluice::cli::main(dnsluice::modules::registry())
+}
