@@ -22,6 +22,13 @@ impl<'a> Object<'a> {
             Object::Packet(p) => Some(p),
         }
     }
+
+    /// The packet, mutably, when this object is one (for filters that annotate it).
+    pub fn packet_mut(&mut self) -> Option<&mut Packet<'a>> {
+        match self {
+            Object::Packet(p) => Some(p),
+        }
+    }
 }
 
 /// A link-layer header type, as numbered by tcpdump.org's LINKTYPE_ values

@@ -270,8 +270,8 @@ impl Pipeline {
 
     /// Attaches file and line to an error a constructor returned.
     fn stage_error(&self, spec: &StageSpec, e: StageError) -> ConfigError {
-        match e {
-            StageError::Option { module, key, message } => {
+        match e.into_kind() {
+            crate::error::ErrorKind::Option { module, key, message } => {
                 let message = format!("{module}: {message}");
                 self.error_at(spec, key.as_deref(), message)
             }

@@ -64,7 +64,7 @@ impl StageOptions {
     }
 
     /// Parses the options into `T`. On failure the error names the offending
-    /// key when there is one ([`StageError::Option`]).
+    /// key when there is one ([`crate::error::ErrorKind::Option`]).
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, StageError> {
         let value = toml::Value::Table(self.table.clone());
         serde_path_to_error::deserialize(value).map_err(|e| {
@@ -76,11 +76,7 @@ impl StageOptions {
             } else {
                 Some(path.split('.').next().unwrap_or_default().to_string())
             };
-            StageError::Option {
-                module: self.module.clone(),
-                key,
-                message,
-            }
+            StageError::option(&self.module, key.as_deref(), message)
         })
     }
 }

@@ -85,12 +85,12 @@ where
     Ok(moved)
 }
 
-/// A one-to-one filter: looks at each object and passes on a (possibly
-/// annotated) object. [`MapStage`] turns any `Map` into both a push and a pull
-/// stage, so such a filter is written once.
+/// A one-to-one filter: looks at each object and annotates it in place (a
+/// layer parser fills in offsets, a DNS parser its view). [`MapStage`] turns any
+/// `Map` into both a push and a pull stage, so such a filter is written once.
 pub trait Map {
-    /// Maps one object to the object passed on.
-    fn map<'a>(&mut self, obj: &Object<'a>) -> Object<'a>;
+    /// Annotates one object before it is passed on.
+    fn map(&mut self, obj: &mut Object<'_>);
 
     /// This filter's counters (`input`/`output` are filled in by [`MapStage`]).
     fn stats(&self) -> StageStats;
@@ -126,7 +126,8 @@ impl<M: Map, R: Receiver> Receiver for MapStage<M, R> {
     #[inline]
     fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
         self.count += 1;
-        let out = self.map.map(obj);
+        let mut out = *obj;
+        self.map.map(&mut out);
         self.neighbour.receive(&out)
     }
 
@@ -143,13 +144,12 @@ impl<M: Map, R: Receiver> Receiver for MapStage<M, R> {
 impl<M: Map, P: Producer> Producer for MapStage<M, P> {
     #[inline]
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
-        match self.neighbour.produce()? {
-            Some(obj) => {
-                self.count += 1;
-                Ok(Some(self.map.map(&obj)))
-            }
-            None => Ok(None),
+        let mut next = self.neighbour.produce()?;
+        if let Some(obj) = next.as_mut() {
+            self.count += 1;
+            self.map.map(obj);
         }
+        Ok(next)
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {

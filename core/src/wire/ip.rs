@@ -10,11 +10,14 @@ const EXT_AH: u8 = 51;
 const MAX_EXT_HEADERS: usize = 16;
 
 pub(super) fn parse_ipv4(data: &[u8], at: usize, wire_len: u32, layers: &mut Layers) -> Result<(), LayerError> {
-    let first = *data.get(at).ok_or(LayerError::TruncatedIpv4)?;
-    if first >> 4 != 4 {
+    let fixed: &[u8; 20] = data
+        .get(at..at + 20)
+        .and_then(|h| h.try_into().ok())
+        .ok_or(LayerError::TruncatedIpv4)?;
+    if fixed[0] >> 4 != 4 {
         return Err(LayerError::BadIpVersion);
     }
-    let header_len = usize::from(first & 0x0f) * 4;
+    let header_len = usize::from(fixed[0] & 0x0f) * 4;
     if header_len < 20 {
         return Err(LayerError::BadIpv4HeaderLength);
     }
@@ -23,7 +26,7 @@ pub(super) fn parse_ipv4(data: &[u8], at: usize, wire_len: u32, layers: &mut Lay
     }
     layers.network = Network::Ipv4;
     layers.l3_offset = at as u32;
-    let total = usize::from(be16(data, at + 2).ok_or(LayerError::TruncatedIpv4)?);
+    let total = usize::from(u16::from_be_bytes([fixed[2], fixed[3]]));
     // Total length 0 happens with TCP segmentation offload: the datagram is the frame.
     let mut wire_end = if total == 0 { wire_len as usize } else { at + total };
     if wire_end < at + header_len {
@@ -36,14 +39,14 @@ pub(super) fn parse_ipv4(data: &[u8], at: usize, wire_len: u32, layers: &mut Lay
         wire_end = wire_len as usize;
     }
     let ip_end = clamp_to_capture(wire_end, data.len(), layers);
-    let protocol = data[at + 9];
+    let protocol = fixed[9];
     layers.protocol = protocol;
-    let flags_offset = be16(data, at + 6).ok_or(LayerError::TruncatedIpv4)?;
+    let flags_offset = u16::from_be_bytes([fixed[6], fixed[7]]);
     let more = flags_offset & 0x2000 != 0;
     let offset = u32::from(flags_offset & 0x1fff) * 8;
     if more || offset > 0 {
         layers.fragment = Some(Fragment {
-            id: u32::from(be16(data, at + 4).ok_or(LayerError::TruncatedIpv4)?),
+            id: u32::from(u16::from_be_bytes([fixed[4], fixed[5]])),
             offset,
             more,
             protocol,

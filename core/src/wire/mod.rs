@@ -264,9 +264,18 @@ impl Layers {
 /// wire, used to tell a snaplen-truncated capture from a header that lies.
 pub fn parse_layers(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
     let mut layers = Layers::default();
-    let parsed = link::parse(link, data, &mut layers).and_then(|next| match next {
-        link::Next::Ipv4(at) => ip::parse_ipv4(data, at, wire_len, &mut layers),
-        link::Next::Ipv6(at) => ip::parse_ipv6(data, at, wire_len, &mut layers),
+    parse_layers_into(link, data, wire_len, &mut layers);
+    layers
+}
+
+/// [`parse_layers`] writing into `layers` in place (which is reset first): the
+/// form the per-packet path uses, as it avoids moving the struct around.
+#[inline]
+pub fn parse_layers_into(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers) {
+    *layers = Layers::default();
+    let parsed = link::parse(link, data, layers).and_then(|next| match next {
+        link::Next::Ipv4(at) => ip::parse_ipv4(data, at, wire_len, layers),
+        link::Next::Ipv6(at) => ip::parse_ipv6(data, at, wire_len, layers),
         link::Next::Stop(network) => {
             layers.network = network;
             Ok(())
@@ -275,5 +284,4 @@ pub fn parse_layers(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
     if let Err(e) = parsed {
         layers.note(e);
     }
-    layers
 }

@@ -1,6 +1,6 @@
 //! UDP and TCP headers.
 
-use super::{be16, LayerError, Layers, Transport};
+use super::{LayerError, Layers, Transport};
 
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
@@ -20,10 +20,8 @@ pub(super) fn parse(
     layers.l4_offset = at as u32;
     match protocol {
         PROTO_UDP => {
-            if at + 8 > ip_end {
-                return Err(LayerError::TruncatedUdp);
-            }
-            let length = usize::from(be16(data, at + 4).ok_or(LayerError::TruncatedUdp)?);
+            let header: &[u8; 8] = header_at(data, at, ip_end).ok_or(LayerError::TruncatedUdp)?;
+            let length = usize::from(u16::from_be_bytes([header[4], header[5]]));
             if length < 8 {
                 return Err(LayerError::BadUdpLength);
             }
@@ -33,22 +31,20 @@ pub(super) fn parse(
                 layers.note(LayerError::BadUdpLength);
                 udp_end = wire_end;
             }
-            set_ports(data, at, layers, Transport::Udp)?;
+            set_ports(header, layers, Transport::Udp);
             set_payload(at + 8, udp_end, ip_end, layers);
             Ok(())
         }
         PROTO_TCP => {
-            if at + 20 > ip_end {
-                return Err(LayerError::TruncatedTcp);
-            }
-            let header_len = usize::from(data[at + 12] >> 4) * 4;
+            let header: &[u8; 20] = header_at(data, at, ip_end).ok_or(LayerError::TruncatedTcp)?;
+            let header_len = usize::from(header[12] >> 4) * 4;
             if header_len < 20 || at + header_len > wire_end {
                 return Err(LayerError::BadTcpDataOffset);
             }
             if at + header_len > ip_end {
                 return Err(LayerError::TruncatedTcp);
             }
-            set_ports(data, at, layers, Transport::Tcp)?;
+            set_ports(header, layers, Transport::Tcp);
             set_payload(at + header_len, wire_end, ip_end, layers);
             Ok(())
         }
@@ -60,15 +56,21 @@ pub(super) fn parse(
     }
 }
 
-fn set_ports(data: &[u8], at: usize, layers: &mut Layers, transport: Transport) -> Result<(), LayerError> {
-    let truncated = match transport {
-        Transport::Tcp => LayerError::TruncatedTcp,
-        _ => LayerError::TruncatedUdp,
-    };
-    layers.sport = be16(data, at).ok_or(truncated)?;
-    layers.dport = be16(data, at + 2).ok_or(truncated)?;
+/// The fixed-size header at `at`, when it lies within the captured datagram.
+#[inline]
+fn header_at<const N: usize>(data: &[u8], at: usize, ip_end: usize) -> Option<&[u8; N]> {
+    if at + N > ip_end {
+        return None;
+    }
+    data.get(at..at + N)?.try_into().ok()
+}
+
+/// Source and destination ports: the first four bytes of both UDP and TCP headers.
+#[inline]
+fn set_ports(header: &[u8], layers: &mut Layers, transport: Transport) {
+    layers.sport = u16::from_be_bytes([header[0], header[1]]);
+    layers.dport = u16::from_be_bytes([header[2], header[3]]);
     layers.transport = transport;
-    Ok(())
 }
 
 /// Payload from `start` to `wire_end` on the wire, of which up to `ip_end` was captured.

@@ -3,7 +3,7 @@
 //! non-IP and malformed ones included; problems are counted by kind.
 
 use dnsluice_core::registry::{Factory, ModuleEntry, StageOptions};
-use dnsluice_core::wire::{parse_layers, LayerError, Network};
+use dnsluice_core::wire::{parse_layers_into, LayerError, Network};
 use dnsluice_core::{Map, MapStage, Object, Producer, Receiver, StageStats};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -34,12 +34,12 @@ impl Layer {
 
 impl Map for Layer {
     #[inline]
-    fn map<'a>(&mut self, obj: &Object<'a>) -> Object<'a> {
-        let Some(packet) = obj.packet() else {
-            return *obj;
+    fn map(&mut self, obj: &mut Object<'_>) {
+        let Some(packet) = obj.packet_mut() else {
+            return;
         };
-        let mut packet = *packet;
-        let layers = parse_layers(packet.meta.link, packet.data, packet.meta.len);
+        let layers = &mut packet.layers;
+        parse_layers_into(packet.meta.link, packet.data, packet.meta.len, layers);
         match layers.network {
             Network::Ipv4 => self.ipv4 += 1,
             Network::Ipv6 => self.ipv6 += 1,
@@ -53,8 +53,6 @@ impl Map for Layer {
             self.fragments += 1;
         }
         self.truncated += u64::from(layers.truncated);
-        packet.layers = layers;
-        Object::Packet(packet)
     }
 
     fn stats(&self) -> StageStats {

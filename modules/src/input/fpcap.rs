@@ -49,11 +49,7 @@ pub fn entry() -> ModuleEntry {
         factory: Factory::Input(Arc::new(|opts: &StageOptions| {
             let o: FpcapOptions = opts.parse()?;
             if o.buffer_kib == 0 {
-                return Err(StageError::Option {
-                    module: opts.module.clone(),
-                    key: Some("buffer_kib".into()),
-                    message: "must be at least 1".into(),
-                });
+                return Err(StageError::option(&opts.module, Some("buffer_kib"), "must be at least 1"));
             }
             Ok(Box::new(open(o.path, o.buffer_kib * 1024)?) as Box<dyn Producer>)
         })),

@@ -1,7 +1,7 @@
 //! The record walker shared by the native inputs: a [`CaptureFormat`] over a
 //! [`RecordSource`] (an mmap or a read buffer), producing zero-copy packets.
 
-use super::format::{CaptureFormat, FormatError, Step};
+use super::format::{CaptureFormat, FormatError, RecordInfo, Step};
 use dnsluice_core::{CaptureMeta, Object, Packet, Producer, StageError, StageStats};
 use std::io;
 use std::path::PathBuf;
@@ -91,12 +91,26 @@ impl<S: RecordSource> CaptureReader<S> {
     }
 }
 
-impl<S: RecordSource> Producer for CaptureReader<S> {
-    fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
-        if self.pending > 0 {
-            self.source.consume(self.pending);
-            self.pending = 0;
-        }
+impl<S: RecordSource> CaptureReader<S> {
+    /// Counts the record and hands out its packet; the record's bytes are
+    /// consumed at the next call, as the packet borrows them until then.
+    #[inline]
+    fn emit(&mut self, record: RecordInfo) -> Object<'_> {
+        self.frames += 1;
+        self.bytes += record.caplen as u64;
+        self.pending = record.consumed;
+        let meta = CaptureMeta {
+            frame: self.frames,
+            ts_ns: record.ts_ns,
+            len: record.len,
+            link: record.link,
+        };
+        let data = &self.source.window()[record.data_at..record.data_at + record.caplen];
+        Object::Packet(Packet::new(data, meta))
+    }
+
+    /// The general path: any format, incomplete records, refills, the end.
+    fn produce_slow(&mut self) -> Result<Option<Object<'_>>, StageError> {
         if self.done {
             return Ok(None);
         }
@@ -110,19 +124,7 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
                 }
             };
             match step {
-                Step::Packet(record) => {
-                    self.frames += 1;
-                    self.bytes += record.caplen as u64;
-                    self.pending = record.consumed;
-                    let meta = CaptureMeta {
-                        frame: self.frames,
-                        ts_ns: record.ts_ns,
-                        len: record.len,
-                        link: record.link,
-                    };
-                    let data = &self.source.window()[record.data_at..record.data_at + record.caplen];
-                    return Ok(Some(Object::Packet(Packet::new(data, meta))));
-                }
+                Step::Packet(record) => return Ok(Some(self.emit(record))),
                 Step::Skip { consumed } => {
                     self.skipped_blocks += 1;
                     self.source.consume(consumed);
@@ -136,6 +138,21 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
                 }
             }
         }
+    }
+}
+
+impl<S: RecordSource> Producer for CaptureReader<S> {
+    #[inline]
+    fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
+        self.source.consume(self.pending);
+        self.pending = 0;
+        // Fast path: a complete classic pcap record already in the window.
+        if let CaptureFormat::Pcap(pcap) = &self.format {
+            if let Some(record) = pcap.record(self.source.window()) {
+                return Ok(Some(self.emit(record)));
+            }
+        }
+        self.produce_slow()
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {

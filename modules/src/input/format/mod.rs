@@ -7,8 +7,8 @@
 //! says what is there ([`Step`]) using offsets only, so the same code serves
 //! the memory-mapped and the buffered-read inputs.
 
-mod pcap;
-mod pcapng;
+pub mod pcap;
+pub mod pcapng;
 
 #[cfg(test)]
 mod tests;
@@ -89,6 +89,7 @@ impl CaptureFormat {
     }
 
     /// What the bytes at `buf[0..]` (the current position) hold.
+    #[inline]
     pub fn next(&mut self, buf: &[u8]) -> Result<Step, String> {
         match self {
             CaptureFormat::Pcap(p) => p.next(buf),

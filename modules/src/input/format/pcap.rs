@@ -48,30 +48,49 @@ impl Pcap {
         ))
     }
 
-    pub(super) fn next(&mut self, buf: &[u8]) -> Result<Step, String> {
-        if buf.len() < RECORD_HEADER {
-            return Ok(Step::NeedMore { needed: RECORD_HEADER });
+    /// The complete, sane record at the start of `buf`, or `None` when the
+    /// record is incomplete or corrupt (then [`Pcap::next`] says which). This is
+    /// the per-packet fast path.
+    #[inline]
+    pub fn record(&self, buf: &[u8]) -> Option<RecordInfo> {
+        let header: &[u8; RECORD_HEADER] = buf.get(..RECORD_HEADER)?.try_into().ok()?;
+        let field = |at: usize| {
+            let bytes = [header[at], header[at + 1], header[at + 2], header[at + 3]];
+            match self.endian {
+                Endian::Little => u32::from_le_bytes(bytes),
+                Endian::Big => u32::from_be_bytes(bytes),
+            }
+        };
+        let caplen = field(8) as usize;
+        if caplen > MAX_RECORD || buf.len() < RECORD_HEADER + caplen {
+            return None;
         }
-        let field = |at| self.endian.u32(buf, at).unwrap_or_default();
-        let (secs, frac, caplen, len) = (field(0), field(4), field(8) as usize, field(12));
-        if caplen > MAX_RECORD {
-            return Err(format!("record claims {caplen} captured bytes (more than {MAX_RECORD}): corrupt file"));
-        }
-        let needed = RECORD_HEADER + caplen;
-        if buf.len() < needed {
-            return Ok(Step::NeedMore { needed });
-        }
-        let frac_ns = if self.nanos { i64::from(frac) } else { i64::from(frac) * 1000 };
-        Ok(Step::Packet(RecordInfo {
-            consumed: needed,
+        let frac = i64::from(field(4));
+        let frac_ns = if self.nanos { frac } else { frac * 1000 };
+        Some(RecordInfo {
+            consumed: RECORD_HEADER + caplen,
             data_at: RECORD_HEADER,
             caplen,
             // A record whose original length is below its captured length is
             // inconsistent; the captured bytes are what we have.
-            len: len.max(caplen as u32),
-            ts_ns: Some(i64::from(secs) * 1_000_000_000 + frac_ns),
+            len: field(12).max(caplen as u32),
+            ts_ns: Some(i64::from(field(0)) * 1_000_000_000 + frac_ns),
             link: self.link,
-        }))
+        })
+    }
+
+    pub(super) fn next(&mut self, buf: &[u8]) -> Result<Step, String> {
+        if let Some(record) = self.record(buf) {
+            return Ok(Step::Packet(record));
+        }
+        if buf.len() < RECORD_HEADER {
+            return Ok(Step::NeedMore { needed: RECORD_HEADER });
+        }
+        let caplen = self.endian.u32(buf, 8).unwrap_or_default() as usize;
+        if caplen > MAX_RECORD {
+            return Err(format!("record claims {caplen} captured bytes (more than {MAX_RECORD}): corrupt file"));
+        }
+        Ok(Step::NeedMore { needed: RECORD_HEADER + caplen })
     }
 
     pub(super) fn describe(&self) -> String {
