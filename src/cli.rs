@@ -80,7 +80,8 @@ pub fn run(
     stats_path: Option<&std::path::Path>,
     quiet: bool,
 ) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read pipeline {}", file.display()))?;
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read pipeline {}", file.display()))?;
     let mut pipeline = Pipeline::parse(&file.display().to_string(), &text)?;
     for assignment in overrides {
         pipeline.set(assignment)?;
@@ -114,7 +115,12 @@ pub fn run(
 pub fn modules_text(registry: &Registry) -> String {
     let mut text = String::new();
     for module in registry.iter() {
-        text.push_str(&format!("{:<16} {:<7} {}\n", module.name, module.role().as_str(), module.summary));
+        text.push_str(&format!(
+            "{:<16} {:<7} {}\n",
+            module.name,
+            module.role().as_str(),
+            module.summary
+        ));
         for option in module.options {
             let default = if option.default.is_empty() {
                 "required".to_string()

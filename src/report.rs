@@ -11,8 +11,16 @@ pub fn print_summary(stats: &[StageStats], elapsed: f64) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "dnsluice: {:.3} s", elapsed);
     for s in stats {
-        let rate = if elapsed > 0.0 { s.input as f64 / elapsed } else { 0.0 };
-        let _ = write!(err, "  {:<16} in {:>10}  out {:>10}  {:>12.0}/s", s.module, s.input, s.output, rate);
+        let rate = if elapsed > 0.0 {
+            s.input as f64 / elapsed
+        } else {
+            0.0
+        };
+        let _ = write!(
+            err,
+            "  {:<16} in {:>10}  out {:>10}  {:>12.0}/s",
+            s.module, s.input, s.output, rate
+        );
         if !s.errors.is_empty() {
             let _ = write!(err, "  errors {}", join(&s.errors));
         }
@@ -24,7 +32,10 @@ pub fn print_summary(stats: &[StageStats], elapsed: f64) {
 }
 
 fn join(map: &std::collections::BTreeMap<String, u64>) -> String {
-    map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+    map.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The summary as one JSON object:
@@ -34,7 +45,11 @@ pub fn stats_json(stats: &[StageStats], elapsed: f64) -> String {
         .iter()
         .map(|s| {
             let map = |m: &std::collections::BTreeMap<String, u64>| {
-                Value::Object(m.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<Map<_, _>>())
+                Value::Object(
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), json!(v)))
+                        .collect::<Map<_, _>>(),
+                )
             };
             json!({
                 "module": s.module,
@@ -77,7 +92,11 @@ impl Progress {
         }
         self.last = Instant::now();
         let secs = self.started.elapsed().as_secs_f64();
-        eprint!("\r\x1b[K{objects} objects, {:.1} s, {:.0}/s", secs, objects as f64 / secs);
+        eprint!(
+            "\r\x1b[K{objects} objects, {:.1} s, {:.0}/s",
+            secs,
+            objects as f64 / secs
+        );
         self.shown = true;
     }
 

@@ -101,7 +101,11 @@ struct RawPipeline {
 
 /// 1-based line of byte offset `at` in `text`.
 fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+    text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
 }
 
 impl Pipeline {
@@ -118,7 +122,11 @@ impl Pipeline {
             err(line, None, e.message().to_string())
         })?;
         if raw.stage.is_empty() {
-            return Err(err(None, Some("stage"), "no [[stage]] tables: a pipeline needs at least an input and an output".into()));
+            return Err(err(
+                None,
+                Some("stage"),
+                "no [[stage]] tables: a pipeline needs at least an input and an output".into(),
+            ));
         }
         let mut stages = Vec::with_capacity(raw.stage.len());
         for (index, table) in raw.stage.into_iter().enumerate() {
@@ -133,7 +141,14 @@ impl Pipeline {
                     match value.into_inner() {
                         toml::Value::String(name) => module = Some((name, line)),
                         other => {
-                            return Err(err(Some(line), Some("module"), format!("expected a module name string, found {}", other.type_str())))
+                            return Err(err(
+                                Some(line),
+                                Some("module"),
+                                format!(
+                                    "expected a module name string, found {}",
+                                    other.type_str()
+                                ),
+                            ))
                         }
                     }
                 } else {
@@ -142,7 +157,11 @@ impl Pipeline {
                 }
             }
             let (module, line) = module.ok_or_else(|| {
-                err(Some(table_line), Some("module"), format!("stage {index} has no `module` key"))
+                err(
+                    Some(table_line),
+                    Some("module"),
+                    format!("stage {index} has no `module` key"),
+                )
             })?;
             stages.push(StageSpec {
                 module,
@@ -174,14 +193,17 @@ impl Pipeline {
         let (index, key) = target
             .split_once('.')
             .ok_or_else(|| err(format!("`{target}`: expected INDEX.KEY, e.g. 0.path")))?;
-        let index: usize = index
-            .parse()
-            .map_err(|_| err(format!("`{index}`: the stage index must be a number from 0")))?;
+        let index: usize = index.parse().map_err(|_| {
+            err(format!(
+                "`{index}`: the stage index must be a number from 0"
+            ))
+        })?;
         let count = self.stages.len();
-        let stage = self
-            .stages
-            .get_mut(index)
-            .ok_or_else(|| err(format!("stage {index} does not exist (the pipeline has {count})")))?;
+        let stage = self.stages.get_mut(index).ok_or_else(|| {
+            err(format!(
+                "stage {index} does not exist (the pipeline has {count})"
+            ))
+        })?;
         let value = parse_value(value);
         if key == "module" {
             match value {
@@ -201,7 +223,15 @@ impl Pipeline {
         let mut entries = Vec::with_capacity(self.stages.len());
         for (index, spec) in self.stages.iter().enumerate() {
             let entry = registry.get(&spec.module).ok_or_else(|| {
-                self.error_at(spec, None, format!("unknown module `{}`; modules are: {}", spec.module, registry.names()))
+                self.error_at(
+                    spec,
+                    None,
+                    format!(
+                        "unknown module `{}`; modules are: {}",
+                        spec.module,
+                        registry.names()
+                    ),
+                )
             })?;
             let expected = match index {
                 0 => Role::Input,
@@ -226,17 +256,23 @@ impl Pipeline {
         let wrap = |spec: &StageSpec, e: StageError| self.stage_error(spec, e);
         let (first, rest) = self.stages.split_first().expect("at least one stage");
         let (out_spec, filters) = rest.split_last().ok_or_else(|| {
-            self.error_at(first, None, "a pipeline needs an output stage after the input".into())
+            self.error_at(
+                first,
+                None,
+                "a pipeline needs an output stage after the input".into(),
+            )
         })?;
         let build_output = |spec: &StageSpec| match &entries[last].factory {
             Factory::Output(make) => make(&options(spec)).map_err(|e| wrap(spec, e)),
             _ => unreachable!("roles checked above"),
         };
-        let mut producer = match &entries[0].factory {
-            Factory::Input(make) => make(&options(first)).map_err(|e| wrap(first, e))?,
+        let build_input = || match &entries[0].factory {
+            Factory::Input(make) => make(&options(first)).map_err(|e| wrap(first, e)),
             _ => unreachable!("roles checked above"),
         };
-        let receiver = match self.drive {
+        // Outputs and filters are built before the input opens its file, so a
+        // mistyped option is reported before any I/O error.
+        let (producer, receiver) = match self.drive {
             Drive::Push => {
                 let mut receiver = build_output(out_spec)?;
                 for (offset, spec) in filters.iter().enumerate().rev() {
@@ -244,22 +280,26 @@ impl Pipeline {
                         receiver = push(&options(spec), receiver).map_err(|e| wrap(spec, e))?;
                     }
                 }
-                receiver
+                (build_input()?, receiver)
             }
             Drive::Pull => {
+                let receiver = build_output(out_spec)?;
+                let mut producer = build_input()?;
                 for (offset, spec) in filters.iter().enumerate() {
                     if let Factory::Filter { pull, .. } = &entries[offset + 1].factory {
                         producer = pull(&options(spec), producer).map_err(|e| wrap(spec, e))?;
                     }
                 }
-                build_output(out_spec)?
+                (producer, receiver)
             }
         };
         Ok(Chain { producer, receiver })
     }
 
     fn error_at(&self, spec: &StageSpec, key: Option<&str>, message: String) -> ConfigError {
-        let line = key.and_then(|k| spec.key_lines.get(k).copied()).unwrap_or(spec.line);
+        let line = key
+            .and_then(|k| spec.key_lines.get(k).copied())
+            .unwrap_or(spec.line);
         ConfigError {
             file: self.file.clone(),
             line: Some(line),
@@ -271,7 +311,11 @@ impl Pipeline {
     /// Attaches file and line to an error a constructor returned.
     fn stage_error(&self, spec: &StageSpec, e: StageError) -> ConfigError {
         match e.into_kind() {
-            crate::error::ErrorKind::Option { module, key, message } => {
+            crate::error::ErrorKind::Option {
+                module,
+                key,
+                message,
+            } => {
                 let message = format!("{module}: {message}");
                 self.error_at(spec, key.as_deref(), message)
             }
@@ -367,7 +411,11 @@ mod tests {
 
     #[test]
     fn bad_drive_value_names_line() {
-        let e = Pipeline::parse("p.toml", "\ndrive = \"sideways\"\n[[stage]]\nmodule=\"x\"\n").unwrap_err();
+        let e = Pipeline::parse(
+            "p.toml",
+            "\ndrive = \"sideways\"\n[[stage]]\nmodule=\"x\"\n",
+        )
+        .unwrap_err();
         assert_eq!(e.line, Some(2));
         assert!(e.message.contains("push"), "{e}");
     }
@@ -382,7 +430,11 @@ mod tests {
         assert_eq!(p.stages[0].options["path"].as_str(), Some("/tmp/b.pcap"));
         assert_eq!(p.stages[0].module, "input.fpcap");
         assert_eq!(p.stages[1].options["count"].as_integer(), Some(42));
-        assert!(p.set("7.path=x").unwrap_err().message.contains("does not exist"));
+        assert!(p
+            .set("7.path=x")
+            .unwrap_err()
+            .message
+            .contains("does not exist"));
         assert!(p.set("path=x").is_err());
         assert!(p.set("0.path").is_err());
     }

@@ -88,15 +88,19 @@ fn unknown_field_in(message: &str) -> Option<String> {
 }
 
 /// Builds an input stage from its options.
-pub type InputFactory = Arc<dyn Fn(&StageOptions) -> Result<Box<dyn Producer>, StageError> + Send + Sync>;
+pub type InputFactory =
+    Arc<dyn Fn(&StageOptions) -> Result<Box<dyn Producer>, StageError> + Send + Sync>;
 /// Builds a filter stage that pushes to `downstream`.
-pub type PushFilterFactory =
-    Arc<dyn Fn(&StageOptions, Box<dyn Receiver>) -> Result<Box<dyn Receiver>, StageError> + Send + Sync>;
+pub type PushFilterFactory = Arc<
+    dyn Fn(&StageOptions, Box<dyn Receiver>) -> Result<Box<dyn Receiver>, StageError> + Send + Sync,
+>;
 /// Builds a filter stage that pulls from `upstream`.
-pub type PullFilterFactory =
-    Arc<dyn Fn(&StageOptions, Box<dyn Producer>) -> Result<Box<dyn Producer>, StageError> + Send + Sync>;
+pub type PullFilterFactory = Arc<
+    dyn Fn(&StageOptions, Box<dyn Producer>) -> Result<Box<dyn Producer>, StageError> + Send + Sync,
+>;
 /// Builds an output stage from its options.
-pub type OutputFactory = Arc<dyn Fn(&StageOptions) -> Result<Box<dyn Receiver>, StageError> + Send + Sync>;
+pub type OutputFactory =
+    Arc<dyn Fn(&StageOptions) -> Result<Box<dyn Receiver>, StageError> + Send + Sync>;
 
 /// How to construct a module, by role.
 #[derive(Clone)]

@@ -75,7 +75,7 @@ where
     while let Some(obj) = producer.produce()? {
         receiver.receive(&obj)?;
         moved += 1;
-        if moved % PROGRESS_EVERY == 0 {
+        if moved.is_multiple_of(PROGRESS_EVERY) {
             if let Some(report) = progress.as_mut() {
                 report(moved);
             }

@@ -7,11 +7,16 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 } as u32;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    } as u32;
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
@@ -67,12 +72,21 @@ mod tests {
     fn formats_known_instants() {
         // `date -u -d @0` and `date -u -d @1704067200` (GNU date).
         assert_eq!(fmt(0), "1970-01-01T00:00:00.000000000Z");
-        assert_eq!(fmt(1_704_067_200_123_456_000), "2024-01-01T00:00:00.123456000Z");
+        assert_eq!(
+            fmt(1_704_067_200_123_456_000),
+            "2024-01-01T00:00:00.123456000Z"
+        );
         // 2024-02-29 12:34:56 UTC = 1709210096 (`date -u -d '2024-02-29 12:34:56' +%s`).
-        assert_eq!(fmt(1_709_210_096_000_000_001), "2024-02-29T12:34:56.000000001Z");
+        assert_eq!(
+            fmt(1_709_210_096_000_000_001),
+            "2024-02-29T12:34:56.000000001Z"
+        );
         // Before the epoch: 1969-12-31T23:59:59.5
         assert_eq!(fmt(-500_000_000), "1969-12-31T23:59:59.500000000Z");
         // 2100-03-01 (2100 is not a leap year) = 4107542400.
-        assert_eq!(fmt(4_107_542_400_000_000_000), "2100-03-01T00:00:00.000000000Z");
+        assert_eq!(
+            fmt(4_107_542_400_000_000_000),
+            "2100-03-01T00:00:00.000000000Z"
+        );
     }
 }

@@ -9,7 +9,12 @@ const EXT_AH: u8 = 51;
 /// More than this many extension headers is treated as malformed.
 const MAX_EXT_HEADERS: usize = 16;
 
-pub(super) fn parse_ipv4(data: &[u8], at: usize, wire_len: u32, layers: &mut Layers) -> Result<(), LayerError> {
+pub(super) fn parse_ipv4(
+    data: &[u8],
+    at: usize,
+    wire_len: u32,
+    layers: &mut Layers,
+) -> Result<(), LayerError> {
     let fixed: &[u8; 20] = data
         .get(at..at + 20)
         .and_then(|h| h.try_into().ok())
@@ -28,7 +33,11 @@ pub(super) fn parse_ipv4(data: &[u8], at: usize, wire_len: u32, layers: &mut Lay
     layers.l3_offset = at as u32;
     let total = usize::from(u16::from_be_bytes([fixed[2], fixed[3]]));
     // Total length 0 happens with TCP segmentation offload: the datagram is the frame.
-    let mut wire_end = if total == 0 { wire_len as usize } else { at + total };
+    let mut wire_end = if total == 0 {
+        wire_len as usize
+    } else {
+        at + total
+    };
     if wire_end < at + header_len {
         return Err(LayerError::BadIpv4TotalLength);
     }
@@ -57,7 +66,12 @@ pub(super) fn parse_ipv4(data: &[u8], at: usize, wire_len: u32, layers: &mut Lay
     transport::parse(data, at + header_len, ip_end, wire_end, protocol, layers)
 }
 
-pub(super) fn parse_ipv6(data: &[u8], at: usize, wire_len: u32, layers: &mut Layers) -> Result<(), LayerError> {
+pub(super) fn parse_ipv6(
+    data: &[u8],
+    at: usize,
+    wire_len: u32,
+    layers: &mut Layers,
+) -> Result<(), LayerError> {
     let first = *data.get(at).ok_or(LayerError::TruncatedIpv6)?;
     if first >> 4 != 6 {
         return Err(LayerError::BadIpVersion);
@@ -89,7 +103,8 @@ pub(super) fn parse_ipv6(data: &[u8], at: usize, wire_len: u32, layers: &mut Lay
             (usize::from(ext_byte(data, cursor + 1, ip_end)?) + 2) * 4
         } else if next == EXT_FRAGMENT {
             let following = ext_byte(data, cursor, ip_end)?;
-            let offset_flags = be16(data, cursor + 2).ok_or(LayerError::TruncatedExtensionHeader)?;
+            let offset_flags =
+                be16(data, cursor + 2).ok_or(LayerError::TruncatedExtensionHeader)?;
             let id = be32(data, cursor + 4).ok_or(LayerError::TruncatedExtensionHeader)?;
             if cursor + 8 > ip_end {
                 return Err(LayerError::TruncatedExtensionHeader);
@@ -124,7 +139,9 @@ fn ext_byte(data: &[u8], at: usize, ip_end: usize) -> Result<u8, LayerError> {
     if at >= ip_end {
         return Err(LayerError::TruncatedExtensionHeader);
     }
-    data.get(at).copied().ok_or(LayerError::TruncatedExtensionHeader)
+    data.get(at)
+        .copied()
+        .ok_or(LayerError::TruncatedExtensionHeader)
 }
 
 /// The datagram's end within the captured bytes (recorded in `layers.ip_end`);

@@ -41,7 +41,11 @@ pub(super) fn parse(link: LinkType, data: &[u8], layers: &mut Layers) -> Result<
 }
 
 /// Reads the type field at `type_at`, walking any number of VLAN tags.
-fn ethertype_chain(data: &[u8], mut type_at: usize, layers: &mut Layers) -> Result<Next, LayerError> {
+fn ethertype_chain(
+    data: &[u8],
+    mut type_at: usize,
+    layers: &mut Layers,
+) -> Result<Next, LayerError> {
     loop {
         let ethertype = be16(data, type_at).ok_or(LayerError::TruncatedLink)?;
         if VLAN_TPIDS.contains(&ethertype) {

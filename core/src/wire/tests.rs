@@ -7,7 +7,9 @@ use super::*;
 const SRC4: [u8; 4] = [192, 0, 2, 1];
 const DST4: [u8; 4] = [198, 51, 100, 53];
 const SRC6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-const DST6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x53];
+const DST6: [u8; 16] = [
+    0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x53,
+];
 
 fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     let mut v = Vec::new();
@@ -25,7 +27,7 @@ fn tcp(sport: u16, dport: u16, options: &[u8], payload: &[u8]) -> Vec<u8> {
     v.extend_from_slice(&sport.to_be_bytes());
     v.extend_from_slice(&dport.to_be_bytes());
     v.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0]); // seq, ack
-    v.push(((20 + options.len()) / 4 << 4) as u8);
+    v.push((((20 + options.len()) / 4) << 4) as u8);
     v.extend_from_slice(&[0x18, 0xff, 0xff, 0, 0, 0, 0]); // flags, window, csum, urg
     v.extend_from_slice(options);
     v.extend_from_slice(payload);
@@ -102,7 +104,10 @@ fn assert_udp_v4(l: &Layers, data: &[u8], payload_at: usize) {
     assert_eq!(l.src_addr(data), Some(IpAddr::from(SRC4)));
     assert_eq!(l.dst_addr(data), Some(IpAddr::from(DST4)));
     assert_eq!(l.payload_offset as usize, payload_at);
-    assert_eq!(&data[payload_at..payload_at + l.payload_len as usize], b"hello dns");
+    assert_eq!(
+        &data[payload_at..payload_at + l.payload_len as usize],
+        b"hello dns"
+    );
 }
 
 #[test]
@@ -126,10 +131,14 @@ fn ethernet_padding_is_trimmed_by_ipv4_total_length() {
 #[test]
 fn vlan_tags_at_any_depth() {
     let inner = ipv4(17, &udp(40000, 53, b"hello dns"));
-    let cases: [(&[(u16, u16)], &[u16]); 4] = [
+    type Tags<'a> = &'a [(u16, u16)];
+    let cases: [(Tags, &[u16]); 4] = [
         (&[(0x8100, 0x2064)], &[100]),
         (&[(0x88a8, 0x00c8), (0x8100, 0x0064)], &[200, 100]),
-        (&[(0x9100, 0x0005), (0x8100, 0x0006), (0x8100, 0x0007)], &[5, 6, 7]),
+        (
+            &[(0x9100, 0x0005), (0x8100, 0x0006), (0x8100, 0x0007)],
+            &[5, 6, 7],
+        ),
         (&[(0x8100, 0xe000)], &[0]), // priority tag: VLAN 0 with PCP 7
     ];
     for (tags, ids) in cases {
@@ -154,14 +163,20 @@ fn more_vlan_tags_than_kept_are_walked() {
 #[test]
 fn truncated_vlan_tag() {
     let f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x81, 0x00, 0x00];
-    assert_eq!(parse(LinkType::EN10MB, &f).error, Some(LayerError::TruncatedVlan));
+    assert_eq!(
+        parse(LinkType::EN10MB, &f).error,
+        Some(LayerError::TruncatedVlan)
+    );
 }
 
 #[test]
 fn non_ip_and_llc_frames_pass_marked() {
     let arp = ether(0x0806, &[0; 28]);
     let l = parse(LinkType::EN10MB, &arp);
-    assert_eq!((l.network, l.error, l.transport), (Network::NonIp(0x0806), None, Transport::None));
+    assert_eq!(
+        (l.network, l.error, l.transport),
+        (Network::NonIp(0x0806), None, Transport::None)
+    );
     let llc = ether(46, &[0x42, 0x42, 0x03]);
     assert_eq!(parse(LinkType::EN10MB, &llc).network, Network::Llc);
 }
@@ -180,7 +195,11 @@ fn null_and_loop_families_in_both_byte_orders() {
             for family in [value.to_le_bytes(), value.to_be_bytes()] {
                 let f = with_family(family, &v6);
                 let l = parse(link, &f);
-                assert_eq!((l.network, l.transport, l.dport), (Network::Ipv6, Transport::Udp, 53), "{link} {value}");
+                assert_eq!(
+                    (l.network, l.transport, l.dport),
+                    (Network::Ipv6, Transport::Udp, 53),
+                    "{link} {value}"
+                );
                 assert_eq!(l.src_addr(&f), Some(IpAddr::from(SRC6)));
             }
         }
@@ -196,12 +215,21 @@ fn raw_ip_link_types() {
     for link in [LinkType::RAW, LinkType::RAW12, LinkType::RAW14] {
         assert_udp_v4(&parse(link, &v4), &v4, 28);
         assert_eq!(parse(link, &v6).network, Network::Ipv6);
-        assert_eq!(parse(link, &[0x50, 0, 0]).error, Some(LayerError::BadIpVersion));
+        assert_eq!(
+            parse(link, &[0x50, 0, 0]).error,
+            Some(LayerError::BadIpVersion)
+        );
     }
     assert_udp_v4(&parse(LinkType::IPV4, &v4), &v4, 28);
     assert_eq!(parse(LinkType::IPV6, &v6).transport, Transport::Udp);
-    assert_eq!(parse(LinkType::IPV4, &v6).error, Some(LayerError::BadIpVersion));
-    assert_eq!(parse(LinkType::IPV6, &v4).error, Some(LayerError::BadIpVersion));
+    assert_eq!(
+        parse(LinkType::IPV4, &v6).error,
+        Some(LayerError::BadIpVersion)
+    );
+    assert_eq!(
+        parse(LinkType::IPV6, &v4).error,
+        Some(LayerError::BadIpVersion)
+    );
 }
 
 #[test]
@@ -212,10 +240,15 @@ fn linux_cooked_v1_and_v2() {
     sll.extend_from_slice(&v4);
     assert_udp_v4(&parse(LinkType::LINUX_SLL, &sll), &sll, 16 + 28);
     // SLL2: protocol, reserved, ifindex, ARPHRD, packet type, address length, 8 address bytes.
-    let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 1, 0x03, 0x04, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0];
+    let mut sll2 = vec![
+        0x08, 0x00, 0, 0, 0, 0, 0, 1, 0x03, 0x04, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
     sll2.extend_from_slice(&v4);
     assert_udp_v4(&parse(LinkType::LINUX_SLL2, &sll2), &sll2, 20 + 28);
-    assert_eq!(parse(LinkType::LINUX_SLL2, &sll2[..10]).error, Some(LayerError::TruncatedLink));
+    assert_eq!(
+        parse(LinkType::LINUX_SLL2, &sll2[..10]).error,
+        Some(LayerError::TruncatedLink)
+    );
 }
 
 #[test]
@@ -227,7 +260,12 @@ fn unsupported_link_type_is_marked() {
 #[test]
 fn ipv4_options_move_the_transport_header() {
     // Router Alert (4 bytes) + 4 NOPs: IHL 7.
-    let ip = ipv4_with(17, &[0x94, 0x04, 0, 0, 1, 1, 1, 1], 0, &udp(40000, 53, b"hello dns"));
+    let ip = ipv4_with(
+        17,
+        &[0x94, 0x04, 0, 0, 1, 1, 1, 1],
+        0,
+        &udp(40000, 53, b"hello dns"),
+    );
     let f = ether(0x0800, &ip);
     assert_udp_v4(&parse(LinkType::EN10MB, &f), &f, 14 + 28 + 8);
 }
@@ -236,9 +274,15 @@ fn ipv4_options_move_the_transport_header() {
 fn ipv4_bad_header_length_and_version() {
     let mut ip = ipv4(17, &udp(40000, 53, b"hello dns"));
     ip[0] = 0x44;
-    assert_eq!(parse(LinkType::IPV4, &ip).error, Some(LayerError::BadIpv4HeaderLength));
+    assert_eq!(
+        parse(LinkType::IPV4, &ip).error,
+        Some(LayerError::BadIpv4HeaderLength)
+    );
     ip[0] = 0x65;
-    assert_eq!(parse(LinkType::IPV4, &ip).error, Some(LayerError::BadIpVersion));
+    assert_eq!(
+        parse(LinkType::IPV4, &ip).error,
+        Some(LayerError::BadIpVersion)
+    );
 }
 
 #[test]
@@ -251,7 +295,10 @@ fn ipv4_total_length_beyond_frame_is_noted_and_bounded() {
     assert_eq!(l.payload_len, 9);
     ip[2..4].copy_from_slice(&10u16.to_be_bytes()); // shorter than its own header
     let l = parse(LinkType::IPV4, &ip);
-    assert_eq!((l.error, l.transport), (Some(LayerError::BadIpv4TotalLength), Transport::None));
+    assert_eq!(
+        (l.error, l.transport),
+        (Some(LayerError::BadIpv4TotalLength), Transport::None)
+    );
 }
 
 #[test]
@@ -259,19 +306,31 @@ fn udp_length_errors() {
     let mut ip = ipv4(17, &udp(40000, 53, b"hello dns"));
     ip[24..26].copy_from_slice(&200u16.to_be_bytes());
     let l = parse(LinkType::IPV4, &ip);
-    assert_eq!((l.error, l.transport, l.payload_len), (Some(LayerError::BadUdpLength), Transport::Udp, 9));
+    assert_eq!(
+        (l.error, l.transport, l.payload_len),
+        (Some(LayerError::BadUdpLength), Transport::Udp, 9)
+    );
     ip[24..26].copy_from_slice(&4u16.to_be_bytes());
     let l = parse(LinkType::IPV4, &ip);
-    assert_eq!((l.error, l.transport), (Some(LayerError::BadUdpLength), Transport::None));
+    assert_eq!(
+        (l.error, l.transport),
+        (Some(LayerError::BadUdpLength), Transport::None)
+    );
 }
 
 #[test]
 fn ipv4_fragments_are_marked_not_parsed() {
-    let first = ipv4_with(17, &[], 0x2000 | 0, &udp(40000, 53, &[7; 64]));
+    let first = ipv4_with(17, &[], 0x2000, &udp(40000, 53, &[7; 64]));
     let l = parse(LinkType::IPV4, &first);
     assert_eq!(
         l.fragment,
-        Some(Fragment { id: 0x1234, offset: 0, more: true, protocol: 17, atomic: false })
+        Some(Fragment {
+            id: 0x1234,
+            offset: 0,
+            more: true,
+            protocol: 17,
+            atomic: false
+        })
     );
     assert_eq!(l.transport, Transport::None);
     let later = ipv4_with(17, &[], 185, &[7; 40]); // offset 185 * 8 = 1480, last fragment
@@ -286,7 +345,10 @@ fn ipv6_extension_headers_are_walked() {
     let rest = [ext(43, 0), ext(60, 1), ext(17, 0), upper].concat(); // HBH → Routing → DestOpts → UDP
     let f = ether(0x86dd, &ipv6(0, &rest));
     let l = parse(LinkType::EN10MB, &f);
-    assert_eq!((l.error, l.transport, l.sport, l.dport), (None, Transport::Udp, 40000, 53));
+    assert_eq!(
+        (l.error, l.transport, l.sport, l.dport),
+        (None, Transport::Udp, 40000, 53)
+    );
     assert_eq!(l.payload_offset as usize, 14 + 40 + 8 + 16 + 8 + 8);
     assert_eq!(l.dst_addr(&f), Some(IpAddr::from(DST6)));
 }
@@ -312,11 +374,22 @@ fn ipv6_fragment_header() {
     let l = parse(LinkType::IPV6, &first);
     assert_eq!(
         l.fragment,
-        Some(Fragment { id: 0xdead_beef, offset: 0, more: true, protocol: 17, atomic: false })
+        Some(Fragment {
+            id: 0xdead_beef,
+            offset: 0,
+            more: true,
+            protocol: 17,
+            atomic: false
+        })
     );
     assert_eq!(l.transport, Transport::None);
     let last = ipv6(44, &[frag(1232, 17), vec![1; 16]].concat());
-    assert_eq!(parse(LinkType::IPV6, &last).fragment.map(|f| (f.offset, f.more)), Some((1232, false)));
+    assert_eq!(
+        parse(LinkType::IPV6, &last)
+            .fragment
+            .map(|f| (f.offset, f.more)),
+        Some((1232, false))
+    );
     // Atomic fragment (RFC 6946): offset 0, M = 0: the whole packet, parsed on.
     let atomic = ipv6(0, &[ext(44, 0), frag(0, 17), udp(40000, 53, b"x")].concat());
     let l = parse(LinkType::IPV6, &atomic);
@@ -329,9 +402,15 @@ fn ipv6_extension_header_past_the_end_and_loops() {
     let mut hbh = ext(17, 0);
     hbh[1] = 20; // claims 168 bytes
     let ip = ipv6(0, &hbh);
-    assert_eq!(parse(LinkType::IPV6, &ip).error, Some(LayerError::TruncatedExtensionHeader));
+    assert_eq!(
+        parse(LinkType::IPV6, &ip).error,
+        Some(LayerError::TruncatedExtensionHeader)
+    );
     let chain: Vec<u8> = (0..20).flat_map(|_| ext(0, 0)).collect();
-    assert_eq!(parse(LinkType::IPV6, &ipv6(0, &chain)).error, Some(LayerError::TooManyExtensionHeaders));
+    assert_eq!(
+        parse(LinkType::IPV6, &ipv6(0, &chain)).error,
+        Some(LayerError::TooManyExtensionHeaders)
+    );
 }
 
 #[test]
@@ -339,10 +418,22 @@ fn tcp_with_options_and_bad_offset() {
     let mss = [2, 4, 0x05, 0xb4, 1, 1, 4, 2, 1, 1, 1, 0]; // 12 bytes of options
     let ip = ipv4(6, &tcp(40000, 53, &mss, b"\x00\x05hello"));
     let l = parse(LinkType::IPV4, &ip);
-    assert_eq!((l.transport, l.sport, l.dport, l.payload_offset, l.payload_len), (Transport::Tcp, 40000, 53, 52, 7));
+    assert_eq!(
+        (
+            l.transport,
+            l.sport,
+            l.dport,
+            l.payload_offset,
+            l.payload_len
+        ),
+        (Transport::Tcp, 40000, 53, 52, 7)
+    );
     let mut bad = ip.clone();
     bad[32] = 0x40; // data offset 4 words
-    assert_eq!(parse(LinkType::IPV4, &bad).error, Some(LayerError::BadTcpDataOffset));
+    assert_eq!(
+        parse(LinkType::IPV4, &bad).error,
+        Some(LayerError::BadTcpDataOffset)
+    );
 }
 
 #[test]
@@ -350,29 +441,55 @@ fn snaplen_cut_marks_truncation() {
     let f = v4_udp_frame();
     // Cut inside the payload: transport parsed, payload shortened, marked truncated.
     let l = parse_layers(LinkType::EN10MB, &f[..46], f.len() as u32);
-    assert_eq!((l.transport, l.payload_len, l.truncated, l.error), (Transport::Udp, 4, true, None));
+    assert_eq!(
+        (l.transport, l.payload_len, l.truncated, l.error),
+        (Transport::Udp, 4, true, None)
+    );
     // Cut inside the UDP header.
     let l = parse_layers(LinkType::EN10MB, &f[..38], f.len() as u32);
     assert_eq!(l.error, Some(LayerError::TruncatedUdp));
     // Cut inside the IPv4 header.
     let l = parse_layers(LinkType::EN10MB, &f[..20], f.len() as u32);
     assert_eq!(l.error, Some(LayerError::TruncatedIpv4));
-    assert_eq!(parse(LinkType::EN10MB, &f[..10]).error, Some(LayerError::TruncatedLink));
+    assert_eq!(
+        parse(LinkType::EN10MB, &f[..10]).error,
+        Some(LayerError::TruncatedLink)
+    );
 }
 
 #[test]
 fn every_prefix_of_every_packet_parses_without_panic() {
     let packets = [
         (LinkType::EN10MB, v4_udp_frame()),
-        (LinkType::EN10MB, ether_tagged(&[(0x88a8, 1), (0x8100, 2)], 0x86dd, &ipv6(0, &[ext(44, 0), vec![17, 0, 0, 1, 0, 0, 0, 1], udp(1, 53, b"q")].concat()))),
+        (
+            LinkType::EN10MB,
+            ether_tagged(
+                &[(0x88a8, 1), (0x8100, 2)],
+                0x86dd,
+                &ipv6(
+                    0,
+                    &[ext(44, 0), vec![17, 0, 0, 1, 0, 0, 0, 1], udp(1, 53, b"q")].concat(),
+                ),
+            ),
+        ),
         (LinkType::IPV4, ipv4(6, &tcp(1, 53, &[1, 1, 1, 1], b"abc"))),
-        (LinkType::NULL, [vec![30, 0, 0, 0], ipv6(60, &[ext(6, 0), tcp(1, 53, &[], b"x")].concat())].concat()),
+        (
+            LinkType::NULL,
+            [
+                vec![30, 0, 0, 0],
+                ipv6(60, &[ext(6, 0), tcp(1, 53, &[], b"x")].concat()),
+            ]
+            .concat(),
+        ),
     ];
     for (link, p) in packets {
         for cut in 0..=p.len() {
             for wire in [cut as u32, p.len() as u32, 0, u32::MAX] {
                 let l = parse_layers(link, &p[..cut], wire);
-                assert!(l.payload_offset as usize + l.payload_len as usize <= cut.max(l.payload_offset as usize));
+                assert!(
+                    l.payload_offset as usize + l.payload_len as usize
+                        <= cut.max(l.payload_offset as usize)
+                );
             }
         }
     }

@@ -1,1 +1,95 @@
-fn main() {}
+//! A dnsluice binary with one extra module, `filter.count-by-source`, written
+//! here, outside the engine and its built-in modules.
+//!
+//! Adding a module takes three things:
+//! 1. a type that does the work (here a [`Map`]: look at each packet, pass it on);
+//! 2. a registry entry: its dotted name, a summary, its options, its constructor;
+//! 3. a `main` that adds the entry to the built-in registry and runs the CLI.
+//!
+//! Then any pipeline can use it by name (see `pipeline.toml` beside this file):
+//!
+//! ```text
+//! cargo run -p dnsluice-example-custom-module -- run examples/custom-module/pipeline.toml
+//! ```
+
+use dnsluice::core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice::core::{Map, MapStage, Object, Producer, Receiver, StageError, StageStats};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// Options of `filter.count-by-source`, checked like any built-in module's.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    /// How many of the busiest sources to report.
+    #[serde(default = "default_top")]
+    top: usize,
+}
+
+fn default_top() -> usize {
+    10
+}
+
+/// Counts packets per source IP address; reports the busiest at the end.
+struct CountBySource {
+    top: usize,
+    counts: HashMap<IpAddr, u64>,
+}
+
+impl Map for CountBySource {
+    fn map(&mut self, obj: &mut Object<'_>) {
+        if let Some(source) = obj.packet().and_then(|p| p.src()) {
+            *self.counts.entry(source).or_default() += 1;
+        }
+    }
+
+    fn stats(&self) -> StageStats {
+        let mut stats = StageStats::new("filter.count-by-source");
+        let mut busiest: Vec<_> = self.counts.iter().collect();
+        busiest.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (source, n) in busiest.into_iter().take(self.top) {
+            stats.add_counter(&format!("src {source}"), *n);
+        }
+        stats
+    }
+}
+
+fn build(opts: &StageOptions) -> Result<CountBySource, StageError> {
+    let options: Options = opts.parse()?;
+    Ok(CountBySource {
+        top: options.top,
+        counts: HashMap::new(),
+    })
+}
+
+/// The registry entry: the same shape every built-in module has.
+fn entry() -> ModuleEntry {
+    const OPTIONS: &[OptionDoc] = &[OptionDoc {
+        name: "top",
+        kind: "integer",
+        default: "10",
+        help: "how many of the busiest source addresses to report",
+    }];
+    ModuleEntry {
+        name: "filter.count-by-source",
+        summary:
+            "count packets per source IP address (example of a module added outside the engine)",
+        options: OPTIONS,
+        factory: Factory::Filter {
+            push: Arc::new(|opts, next: Box<dyn Receiver>| {
+                Ok(Box::new(MapStage::new(build(opts)?, next)) as Box<dyn Receiver>)
+            }),
+            pull: Arc::new(|opts, prev: Box<dyn Producer>| {
+                Ok(Box::new(MapStage::new(build(opts)?, prev)) as Box<dyn Producer>)
+            }),
+        },
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let mut registry = dnsluice::modules::registry();
+    registry.add(entry());
+    dnsluice::cli::main(registry)
+}

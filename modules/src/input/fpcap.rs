@@ -49,7 +49,11 @@ pub fn entry() -> ModuleEntry {
         factory: Factory::Input(Arc::new(|opts: &StageOptions| {
             let o: FpcapOptions = opts.parse()?;
             if o.buffer_kib == 0 {
-                return Err(StageError::option(&opts.module, Some("buffer_kib"), "must be at least 1"));
+                return Err(StageError::option(
+                    &opts.module,
+                    Some("buffer_kib"),
+                    "must be at least 1",
+                ));
             }
             Ok(Box::new(open(o.path, o.buffer_kib * 1024)?) as Box<dyn Producer>)
         })),

@@ -7,5 +7,6 @@ pub mod fpcap;
 pub mod libpcap;
 pub mod mmpcap;
 mod reader;
+mod walker;
 
 pub use reader::{CaptureReader, RecordSource};

@@ -17,6 +17,14 @@ pub trait RecordSource {
     fn fill(&mut self, needed: usize) -> io::Result<bool>;
     /// Absolute offset of the current position in the file.
     fn offset(&self) -> u64;
+    /// A record at the current position that a helper already found, if the
+    /// source has such a helper (see `walker`). `None` means: walk yourself.
+    #[inline]
+    fn walked(&mut self) -> Option<RecordInfo> {
+        None
+    }
+    /// Called once the file header is read: the source may start helpers.
+    fn started(&mut self, _format: &CaptureFormat) {}
 }
 
 /// A capture reader: walks records of a pcap or pcapng file and produces packets.
@@ -48,14 +56,20 @@ impl<S: RecordSource> CaptureReader<S> {
                     let message = if source.window().is_empty() {
                         "empty file: not a pcap or pcapng capture".to_string()
                     } else {
-                        format!("file too short ({} bytes) for a capture file header", source.window().len())
+                        format!(
+                            "file too short ({} bytes) for a capture file header",
+                            source.window().len()
+                        )
                     };
                     return Err(StageError::format(&path, message));
                 }
-                Err(FormatError::Invalid(message)) => return Err(StageError::format(&path, message)),
+                Err(FormatError::Invalid(message)) => {
+                    return Err(StageError::format(&path, message))
+                }
             }
         };
         source.consume(header);
+        source.started(&format);
         Ok(CaptureReader {
             module,
             path,
@@ -130,7 +144,10 @@ impl<S: RecordSource> CaptureReader<S> {
                     self.source.consume(consumed);
                 }
                 Step::NeedMore { needed } => {
-                    let more = self.source.fill(needed).map_err(|e| StageError::io(&self.path, e))?;
+                    let more = self
+                        .source
+                        .fill(needed)
+                        .map_err(|e| StageError::io(&self.path, e))?;
                     if !more && self.source.window().len() < needed {
                         self.end();
                         return Ok(None);
@@ -146,6 +163,9 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
         self.source.consume(self.pending);
         self.pending = 0;
+        if let Some(record) = self.source.walked() {
+            return Ok(Some(self.emit(record)));
+        }
         // Fast path: a complete classic pcap record already in the window.
         if let CaptureFormat::Pcap(pcap) = &self.format {
             if let Some(record) = pcap.record(self.source.window()) {

@@ -119,7 +119,10 @@ pub fn write_packet(p: &Packet<'_>, out: &mut Vec<u8>) {
         out.extend_from_slice(b",\"transport\":\"");
         out.extend_from_slice(name.as_bytes());
         out.push(b'"');
-        if matches!(l.transport, dnsluice_core::wire::Transport::Udp | dnsluice_core::wire::Transport::Tcp) {
+        if matches!(
+            l.transport,
+            dnsluice_core::wire::Transport::Udp | dnsluice_core::wire::Transport::Tcp
+        ) {
             field(out, "sport", u64::from(l.sport));
             field(out, "dport", u64::from(l.dport));
         }

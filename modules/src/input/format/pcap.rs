@@ -19,7 +19,9 @@ pub struct Pcap {
 impl Pcap {
     /// Reads the file header.
     pub(super) fn detect(head: &[u8]) -> Result<(Pcap, usize), FormatError> {
-        let le = Endian::Little.u32(head, 0).ok_or(FormatError::NeedMore(4))?;
+        let le = Endian::Little
+            .u32(head, 0)
+            .ok_or(FormatError::NeedMore(4))?;
         let be = Endian::Big.u32(head, 0).ok_or(FormatError::NeedMore(4))?;
         let (endian, nanos) = match (le, be) {
             (MAGIC_MICRO, _) => (Endian::Little, false),
@@ -37,7 +39,10 @@ impl Pcap {
             return Err(FormatError::NeedMore(FILE_HEADER));
         }
         // The link type is the low 16 bits of the last field (the high bits carry FCS info).
-        let link = endian.u32(head, 20).ok_or(FormatError::NeedMore(FILE_HEADER))? & 0xffff;
+        let link = endian
+            .u32(head, 20)
+            .ok_or(FormatError::NeedMore(FILE_HEADER))?
+            & 0xffff;
         Ok((
             Pcap {
                 endian,
@@ -84,19 +89,29 @@ impl Pcap {
             return Ok(Step::Packet(record));
         }
         if buf.len() < RECORD_HEADER {
-            return Ok(Step::NeedMore { needed: RECORD_HEADER });
+            return Ok(Step::NeedMore {
+                needed: RECORD_HEADER,
+            });
         }
         let caplen = self.endian.u32(buf, 8).unwrap_or_default() as usize;
         if caplen > MAX_RECORD {
-            return Err(format!("record claims {caplen} captured bytes (more than {MAX_RECORD}): corrupt file"));
+            return Err(format!(
+                "record claims {caplen} captured bytes (more than {MAX_RECORD}): corrupt file"
+            ));
         }
-        Ok(Step::NeedMore { needed: RECORD_HEADER + caplen })
+        Ok(Step::NeedMore {
+            needed: RECORD_HEADER + caplen,
+        })
     }
 
     pub(super) fn describe(&self) -> String {
         format!(
             "pcap ({}-endian, {})",
-            if self.endian == Endian::Little { "little" } else { "big" },
+            if self.endian == Endian::Little {
+                "little"
+            } else {
+                "big"
+            },
             if self.nanos { "ns" } else { "µs" }
         )
     }

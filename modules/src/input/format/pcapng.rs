@@ -41,7 +41,9 @@ impl Interface {
             let exp = u32::from(self.tsresol & 0x7f);
             (units * 1_000_000_000).checked_shr(exp).unwrap_or(0)
         };
-        i64::try_from(ns).ok()?.checked_add(self.tsoffset.checked_mul(1_000_000_000)?)
+        i64::try_from(ns)
+            .ok()?
+            .checked_add(self.tsoffset.checked_mul(1_000_000_000)?)
     }
 }
 
@@ -63,7 +65,11 @@ impl Pcapng {
             self.endian = match magic_le {
                 BYTE_ORDER_MAGIC => Endian::Little,
                 m if m.swap_bytes() == BYTE_ORDER_MAGIC => Endian::Big,
-                m => return Err(format!("section header with a bad byte-order magic 0x{m:08x}")),
+                m => {
+                    return Err(format!(
+                        "section header with a bad byte-order magic 0x{m:08x}"
+                    ))
+                }
             };
             self.interfaces.clear();
             self.seen_shb = true;
@@ -72,11 +78,15 @@ impl Pcapng {
         }
         let block_type = self.endian.u32(buf, 0).unwrap_or_default();
         let block_len = self.endian.u32(buf, 4).unwrap_or_default() as usize;
-        if block_len < 12 || block_len % 4 != 0 {
-            return Err(format!("block of type 0x{block_type:08x} has an invalid length {block_len}"));
+        if block_len < 12 || !block_len.is_multiple_of(4) {
+            return Err(format!(
+                "block of type 0x{block_type:08x} has an invalid length {block_len}"
+            ));
         }
         if block_len > MAX_RECORD {
-            return Err(format!("block of type 0x{block_type:08x} claims {block_len} bytes: corrupt file"));
+            return Err(format!(
+                "block of type 0x{block_type:08x} claims {block_len} bytes: corrupt file"
+            ));
         }
         if buf.len() < block_len {
             return Ok(Step::NeedMore { needed: block_len });
@@ -91,19 +101,27 @@ impl Pcapng {
         match block_type {
             IDB => {
                 self.interfaces.push(self.read_interface(body)?);
-                Ok(Step::Skip { consumed: block_len })
+                Ok(Step::Skip {
+                    consumed: block_len,
+                })
             }
             EPB => self.enhanced_packet(body, block_len),
             OPB => self.obsolete_packet(body, block_len),
             SPB => self.simple_packet(body, block_len),
-            _ => Ok(Step::Skip { consumed: block_len }),
+            _ => Ok(Step::Skip {
+                consumed: block_len,
+            }),
         }
     }
 
     fn read_interface(&self, body: &[u8]) -> Result<Interface, String> {
         let e = self.endian;
-        let link = e.u16(body, 0).ok_or("interface description block too short")?;
-        let snaplen = e.u32(body, 4).ok_or("interface description block too short")?;
+        let link = e
+            .u16(body, 0)
+            .ok_or("interface description block too short")?;
+        let snaplen = e
+            .u32(body, 4)
+            .ok_or("interface description block too short")?;
         let mut interface = Interface {
             link: LinkType(u32::from(link)),
             snaplen,
@@ -113,7 +131,9 @@ impl Pcapng {
         for (code, value) in Options::new(e, body.get(8..).unwrap_or_default()) {
             match code {
                 OPT_IF_TSRESOL if !value.is_empty() => interface.tsresol = value[0],
-                OPT_IF_TSOFFSET if value.len() == 8 => interface.tsoffset = e.u64(value, 0).unwrap_or_default() as i64,
+                OPT_IF_TSOFFSET if value.len() == 8 => {
+                    interface.tsoffset = e.u64(value, 0).unwrap_or_default() as i64
+                }
                 _ => {}
             }
         }
@@ -121,10 +141,12 @@ impl Pcapng {
     }
 
     fn interface(&self, id: u32) -> Result<Interface, String> {
-        self.interfaces
-            .get(id as usize)
-            .copied()
-            .ok_or_else(|| format!("packet block names interface {id}, but the section has {}", self.interfaces.len()))
+        self.interfaces.get(id as usize).copied().ok_or_else(|| {
+            format!(
+                "packet block names interface {id}, but the section has {}",
+                self.interfaces.len()
+            )
+        })
     }
 
     /// EPB body: interface, ts high, ts low, caplen, len, data, options.
@@ -133,21 +155,41 @@ impl Pcapng {
         let field = |at| e.u32(body, at).ok_or("enhanced packet block too short");
         let interface = self.interface(field(0)?)?;
         let units = (u64::from(field(4)?) << 32) | u64::from(field(8)?);
-        self.packet(interface, Some(units), 20, field(12)? as usize, field(16)?, body, block_len)
+        self.packet(
+            interface,
+            Some(units),
+            20,
+            field(12)? as usize,
+            field(16)?,
+            body,
+            block_len,
+        )
     }
 
     /// OPB body: interface (u16), drops (u16), ts high, ts low, caplen, len, data.
     fn obsolete_packet(&self, body: &[u8], block_len: usize) -> Result<Step, String> {
         let e = self.endian;
         let field = |at| e.u32(body, at).ok_or("packet block too short");
-        let interface = self.interface(u32::from(e.u16(body, 0).ok_or("packet block too short")?))?;
+        let interface =
+            self.interface(u32::from(e.u16(body, 0).ok_or("packet block too short")?))?;
         let units = (u64::from(field(4)?) << 32) | u64::from(field(8)?);
-        self.packet(interface, Some(units), 20, field(12)? as usize, field(16)?, body, block_len)
+        self.packet(
+            interface,
+            Some(units),
+            20,
+            field(12)? as usize,
+            field(16)?,
+            body,
+            block_len,
+        )
     }
 
     /// SPB body: original length, data (captured length implied by the block length and snaplen).
     fn simple_packet(&self, body: &[u8], block_len: usize) -> Result<Step, String> {
-        let len = self.endian.u32(body, 0).ok_or("simple packet block too short")?;
+        let len = self
+            .endian
+            .u32(body, 0)
+            .ok_or("simple packet block too short")?;
         let interface = self.interface(0)?;
         let mut caplen = (len as usize).min(body.len() - 4);
         if interface.snaplen > 0 {
@@ -168,7 +210,10 @@ impl Pcapng {
         block_len: usize,
     ) -> Result<Step, String> {
         if data_in_body + caplen > body.len() {
-            return Err(format!("packet block claims {caplen} captured bytes but holds {}", body.len().saturating_sub(data_in_body)));
+            return Err(format!(
+                "packet block claims {caplen} captured bytes but holds {}",
+                body.len().saturating_sub(data_in_body)
+            ));
         }
         Ok(Step::Packet(RecordInfo {
             consumed: block_len,

@@ -1,0 +1,316 @@
+//! The command line as a user meets it: pipelines, overrides, errors, summaries.
+
+mod common;
+
+use common::{corpus_dir, dnsluice, layer_json, run_pipeline, temp_path};
+use serde_json::Value;
+use std::io::Write;
+use std::process::Stdio;
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn pipeline(input: &str, path: &str, output: &str) -> String {
+    format!("[[stage]]\nmodule = \"{input}\"\npath = \"{path}\"\n\n[[stage]]\nmodule = \"filter.layer\"\n\n[[stage]]\nmodule = \"{output}\"\n")
+}
+
+#[test]
+fn cut_off_files_warn_with_offset_and_keep_every_complete_record() {
+    for file in ["truncated_record_header.pcap", "truncated_record_data.pcap"] {
+        let capture = corpus_dir().join(file);
+        // The truth file's own container parse: the bytes after the last complete record.
+        let truth: Value = serde_json::from_str(
+            &std::fs::read_to_string(corpus_dir().join(format!("{file}.truth.json"))).unwrap(),
+        )
+        .unwrap();
+        let trailing = truth["container"]["trailing_bytes"].as_u64().unwrap();
+        let offset = truth["size_bytes"].as_u64().unwrap() - trailing;
+        for input in ["input.mmpcap", "input.fpcap"] {
+            let (rows, out) = layer_json(input, &capture);
+            assert!(out.status.success(), "{input} {file}");
+            assert_eq!(rows.len(), 10, "{input} {file}: the 10 complete records");
+            let err = stderr(&out);
+            assert!(err.contains("warning") && err.contains(file), "{err}");
+            assert!(
+                err.contains(&format!(
+                    "inside record 11 at byte offset {offset} ({trailing} bytes"
+                )),
+                "{input}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_file_that_is_not_a_capture_is_a_clear_error() {
+    let text = temp_path("notes.txt");
+    std::fs::write(&text, "these are not packets, just some text\n").unwrap();
+    let empty = temp_path("empty.pcap");
+    std::fs::write(&empty, "").unwrap();
+    for input in ["input.mmpcap", "input.fpcap"] {
+        let out = run_pipeline(
+            &pipeline(input, &text.display().to_string(), "output.null"),
+            &[],
+        );
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(
+            err.contains("not a pcap or pcapng file") && err.contains("notes.txt"),
+            "{err}"
+        );
+        let out = run_pipeline(
+            &pipeline(input, &empty.display().to_string(), "output.null"),
+            &[],
+        );
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("empty file"), "{}", stderr(&out));
+        let out = run_pipeline(&pipeline(input, "/nonexistent/x.pcap", "output.null"), &[]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("/nonexistent/x.pcap"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+/// Runs a pipeline text that must fail; returns stderr.
+fn config_error(text: &str) -> String {
+    let out = run_pipeline(text, &[]);
+    assert!(!out.status.success(), "should fail: {text}");
+    stderr(&out)
+}
+
+#[test]
+fn config_errors_name_file_line_and_key() {
+    let err = config_error("[[stage]]\nmodule = \"input.mmpcap\"\npath = \"x.pcap\"\nspeed = 3\n[[stage]]\nmodule = \"output.null\"\n");
+    assert!(err.contains("pipeline.toml:4: key `speed`"), "{err}");
+    assert!(
+        err.contains("unknown field `speed`") && err.contains("`path`"),
+        "lists valid keys: {err}"
+    );
+
+    let err = config_error(
+        "[[stage]]\nmodule = \"input.mmpcap\"\npath = 3\n[[stage]]\nmodule = \"output.null\"\n",
+    );
+    assert!(err.contains("pipeline.toml:3: key `path`"), "{err}");
+
+    let err =
+        config_error("[[stage]]\nmodule = \"input.mmpcap\"\n[[stage]]\nmodule = \"output.null\"\n");
+    assert!(
+        err.contains("pipeline.toml:2") && err.contains("missing field `path`"),
+        "{err}"
+    );
+
+    let err =
+        config_error("[[stage]]\nmodule = \"input.nope\"\n[[stage]]\nmodule = \"output.null\"\n");
+    assert!(
+        err.contains("pipeline.toml:2") && err.contains("unknown module `input.nope`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("input.mmpcap") && err.contains("output.json"),
+        "lists modules: {err}"
+    );
+
+    let err =
+        config_error("[[stage]]\nmodule = \"output.null\"\n[[stage]]\nmodule = \"output.null\"\n");
+    assert!(err.contains("must be an input"), "{err}");
+
+    let err = config_error("[[stage]]\nmodule = \"input.mmpcap\"\npath = \"x\"\n[[stage]]\nmodule = \"filter.layer\"\n");
+    assert!(err.contains("must be an output"), "{err}");
+
+    let err = config_error("[[stage]]\nmodule = \"input.mmpcap\"\npath = \"x\"\n\n[[stage]\nmodule = \"output.null\"\n");
+    assert!(err.contains("pipeline.toml:5"), "syntax error line: {err}");
+
+    let err = config_error("[[stage]]\nmodule = \"input.fpcap\"\npath = \"x\"\nbuffer_kib = 0\n[[stage]]\nmodule = \"output.null\"\n");
+    assert!(
+        err.contains("pipeline.toml:4: key `buffer_kib`") && err.contains("at least 1"),
+        "{err}"
+    );
+
+    let err = config_error("[[stage]]\nmodule = \"input.mmpcap\"\npath = \"x\"\n[[stage]]\nmodule = \"filter.layer\"\ndepth = 2\n[[stage]]\nmodule = \"output.null\"\n");
+    assert!(err.contains("pipeline.toml:6: key `depth`"), "{err}");
+}
+
+#[test]
+fn set_overrides_stage_options_and_modules() {
+    let capture = corpus_dir().join("vlan_qinq.pcap");
+    let stats = temp_path("stats.json");
+    let out = run_pipeline(
+        &pipeline("input.mmpcap", "does-not-exist.pcap", "output.null"),
+        &[
+            "--set",
+            &format!("0.path={}", capture.display()),
+            "--set",
+            "0.module=input.fpcap",
+            "--stats-json",
+            &stats.display().to_string(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(stats["stages"][0]["module"], "input.fpcap");
+    assert_eq!(stats["stages"][0]["out"], 22);
+    let out = run_pipeline(
+        &pipeline("input.mmpcap", "x", "output.null"),
+        &["--set", "9.path=y"],
+    );
+    assert!(
+        stderr(&out).contains("stage 9 does not exist"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn stats_json_has_every_stage_with_counts_and_errors() {
+    let stats = temp_path("stats.json");
+    let capture = corpus_dir().join("malformed.pcap");
+    let out = run_pipeline(
+        &pipeline(
+            "input.mmpcap",
+            &capture.display().to_string(),
+            "output.null",
+        ),
+        &["--stats-json", &stats.display().to_string()],
+    );
+    assert!(out.status.success());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let modules: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["module"].as_str().unwrap())
+        .collect();
+    assert_eq!(modules, ["input.mmpcap", "filter.layer", "output.null"]);
+    for stage in v["stages"].as_array().unwrap() {
+        assert_eq!(stage["in"], 34, "{stage}");
+    }
+    // malformed.pcap's frames 2, 5 and 32 carry a bad IPv4 total length, a bad UDP
+    // length and IHL=4 (corpus README, generator_frames).
+    let errors = &v["stages"][1]["errors"];
+    assert_eq!(errors["bad_ipv4_total_length"], 1, "{errors}");
+    assert_eq!(errors["bad_udp_length"], 1, "{errors}");
+    assert_eq!(errors["bad_ipv4_header_length"], 1, "{errors}");
+    assert!(v["elapsed_s"].as_f64().unwrap() >= 0.0);
+    // The human summary on stderr has the same stages.
+    let err = stderr(&out);
+    assert!(
+        err.contains("filter.layer") && err.contains("bad_udp_length=1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn stdin_input_reads_a_piped_capture() {
+    let capture = corpus_dir().join("live_mini.pcapng");
+    let text =
+        "[[stage]]\nmodule = \"input.fpcap\"\npath = \"-\"\n[[stage]]\nmodule = \"output.null\"\n";
+    let file = temp_path("stdin.toml");
+    std::fs::write(&file, text).unwrap();
+    let stats = temp_path("stats.json");
+    let mut child = dnsluice()
+        .args([
+            "run",
+            &file.display().to_string(),
+            "--stats-json",
+            &stats.display().to_string(),
+        ])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&std::fs::read(&capture).unwrap())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(v["stages"][1]["in"], 1517, "tshark counts 1517 records");
+}
+
+#[test]
+fn pull_driven_chain_gives_the_same_output_as_push() {
+    let capture = corpus_dir()
+        .join("live_mini_en10mb.pcap")
+        .display()
+        .to_string();
+    let push = run_pipeline(&pipeline("input.mmpcap", &capture, "output.json"), &["-q"]);
+    let pull = run_pipeline(
+        &format!(
+            "drive = \"pull\"\n{}",
+            pipeline("input.mmpcap", &capture, "output.json")
+        ),
+        &["-q"],
+    );
+    assert!(push.status.success() && pull.status.success());
+    assert_eq!(push.stdout.iter().filter(|b| **b == b'\n').count(), 1517);
+    assert_eq!(push.stdout, pull.stdout);
+}
+
+#[test]
+fn modules_lists_every_module_with_options() {
+    let out = dnsluice().arg("modules").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for name in [
+        "input.mmpcap",
+        "input.fpcap",
+        "filter.layer",
+        "output.null",
+        "output.json",
+    ] {
+        assert!(text.contains(name), "{name} in {text}");
+    }
+    assert!(
+        text.contains("buffer_kib") && text.contains("default 1024"),
+        "{text}"
+    );
+    assert!(text.contains("required"), "{text}");
+}
+
+#[test]
+fn quickstart_runs_on_the_bundled_sample() {
+    let out = dnsluice()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["run", "configs/quickstart.toml", "-q"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first: Value =
+        serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    // Frame 1 of live_mini_en10mb.pcap per its truth file: 127.0.0.1:59035 → 127.0.0.1:53 over UDP.
+    assert_eq!(first["frame"], 1);
+    assert_eq!(
+        (
+            first["src"].as_str(),
+            first["sport"].as_u64(),
+            first["dport"].as_u64()
+        ),
+        (Some("127.0.0.1"), Some(59035), Some(53))
+    );
+}
+
+#[test]
+fn closed_stdout_ends_quietly() {
+    let capture = corpus_dir()
+        .join("live_lo_en10mb.pcap")
+        .display()
+        .to_string();
+    let file = temp_path("pipe.toml");
+    std::fs::write(&file, pipeline("input.mmpcap", &capture, "output.json")).unwrap();
+    let mut child = dnsluice()
+        .args(["run", &file.display().to_string(), "-q"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away at once
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("error"), "{}", stderr(&out));
+}
