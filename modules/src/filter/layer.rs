@@ -44,7 +44,9 @@ impl Map for Layer {
             Network::Ipv4 => self.ipv4 += 1,
             Network::Ipv6 => self.ipv6 += 1,
             Network::UnsupportedLink => self.unsupported_link += 1,
-            _ => self.non_ip += 1,
+            // The link header itself did not parse: counted as an error below.
+            Network::Unparsed => {}
+            Network::NonIp(_) | Network::Llc => self.non_ip += 1,
         }
         if let Some(e) = layers.error {
             self.errors[e.index()] += 1;
