@@ -6,13 +6,13 @@
 //!
 //! Whole-process comparisons with dnsjit are in `benches/vs-dnsjit.sh`.
 
+use divan::{black_box, Bencher};
 use dnsluice::core::pipeline::Pipeline;
 use dnsluice::core::wire::parse_layers;
 use dnsluice::core::{drive, MapStage, Object, Producer};
 use dnsluice::modules::filter::layer::Layer;
 use dnsluice::modules::input::{fpcap, mmpcap};
 use dnsluice::modules::output::null::Null;
-use divan::{black_box, Bencher};
 use std::path::PathBuf;
 
 fn main() {
@@ -28,26 +28,28 @@ const PACKETS: u64 = 1517;
 
 #[divan::bench(name = "walk: mmpcap records")]
 fn walk_mmpcap(b: Bencher) {
-    b.counter(divan::counter::ItemsCount::new(PACKETS)).bench(|| {
-        let mut reader = mmpcap::open_with(sample(), false).unwrap();
-        let mut n = 0u64;
-        while let Some(obj) = reader.produce().unwrap() {
-            n += black_box(&obj).packet().map_or(0, |p| p.data.len() as u64);
-        }
-        n
-    });
+    b.counter(divan::counter::ItemsCount::new(PACKETS))
+        .bench(|| {
+            let mut reader = mmpcap::open_with(sample(), false).unwrap();
+            let mut n = 0u64;
+            while let Some(obj) = reader.produce().unwrap() {
+                n += black_box(&obj).packet().map_or(0, |p| p.data.len() as u64);
+            }
+            n
+        });
 }
 
 #[divan::bench(name = "walk: fpcap records")]
 fn walk_fpcap(b: Bencher) {
-    b.counter(divan::counter::ItemsCount::new(PACKETS)).bench(|| {
-        let mut reader = fpcap::open(sample(), 1 << 20).unwrap();
-        let mut n = 0u64;
-        while let Some(obj) = reader.produce().unwrap() {
-            n += black_box(&obj).packet().map_or(0, |p| p.data.len() as u64);
-        }
-        n
-    });
+    b.counter(divan::counter::ItemsCount::new(PACKETS))
+        .bench(|| {
+            let mut reader = fpcap::open(sample(), 1 << 20).unwrap();
+            let mut n = 0u64;
+            while let Some(obj) = reader.produce().unwrap() {
+                n += black_box(&obj).packet().map_or(0, |p| p.data.len() as u64);
+            }
+            n
+        });
 }
 
 /// The sample's packets, copied out once, with their link type and wire length.
@@ -63,22 +65,24 @@ fn packets() -> Vec<(dnsluice::core::LinkType, Vec<u8>, u32)> {
 #[divan::bench(name = "parse: layers of every sample packet")]
 fn parse(b: Bencher) {
     let packets = packets();
-    b.counter(divan::counter::ItemsCount::new(packets.len())).bench(|| {
-        let mut sum = 0u32;
-        for (link, data, len) in &packets {
-            sum = sum.wrapping_add(black_box(parse_layers(*link, data, *len)).payload_len);
-        }
-        sum
-    });
+    b.counter(divan::counter::ItemsCount::new(packets.len()))
+        .bench(|| {
+            let mut sum = 0u32;
+            for (link, data, len) in &packets {
+                sum = sum.wrapping_add(black_box(parse_layers(*link, data, *len)).payload_len);
+            }
+            sum
+        });
 }
 
 #[divan::bench(name = "chain: mmpcap → layer → null, static (generics)")]
 fn chain_static(b: Bencher) {
-    b.counter(divan::counter::ItemsCount::new(PACKETS)).bench(|| {
-        let mut input = mmpcap::open_with(sample(), false).unwrap();
-        let mut chain = MapStage::new(Layer::new(), Null::new());
-        drive(&mut input, &mut chain, None).unwrap()
-    });
+    b.counter(divan::counter::ItemsCount::new(PACKETS))
+        .bench(|| {
+            let mut input = mmpcap::open_with(sample(), false).unwrap();
+            let mut chain = MapStage::new(Layer::new(), Null::new());
+            drive(&mut input, &mut chain, None).unwrap()
+        });
 }
 
 #[divan::bench(name = "chain: mmpcap → layer → null, dynamic (TOML)")]
@@ -89,5 +93,6 @@ fn chain_dynamic(b: Bencher) {
     );
     let pipeline = Pipeline::parse("bench", &text).unwrap();
     let registry = dnsluice::modules::registry();
-    b.counter(divan::counter::ItemsCount::new(PACKETS)).bench(|| pipeline.build(&registry).unwrap().run(None).unwrap());
+    b.counter(divan::counter::ItemsCount::new(PACKETS))
+        .bench(|| pipeline.build(&registry).unwrap().run(None).unwrap());
 }

@@ -11,7 +11,10 @@ use dnsluice::modules::input::{mmpcap, CaptureReader};
 use std::path::Path;
 
 /// What a reader made of some bytes: each packet's (frame, ts, len, link, bytes), then the outcome.
-type Outcome = (Vec<(u64, Option<i64>, u32, u32, Vec<u8>)>, Result<(), String>);
+type Outcome = (
+    Vec<(u64, Option<i64>, u32, u32, Vec<u8>)>,
+    Result<(), String>,
+);
 
 fn drain<P: Producer>(reader: Result<P, dnsluice::core::StageError>) -> Outcome {
     let mut reader = match reader {
@@ -24,9 +27,18 @@ fn drain<P: Producer>(reader: Result<P, dnsluice::core::StageError>) -> Outcome 
             Ok(Some(Object::Packet(p))) => {
                 let layers = parse_layers(p.meta.link, p.data, p.meta.len);
                 let end = layers.payload_offset as usize + layers.payload_len as usize;
-                assert!(layers.payload_len == 0 || end <= p.data.len(), "payload past the packet");
+                assert!(
+                    layers.payload_len == 0 || end <= p.data.len(),
+                    "payload past the packet"
+                );
                 let _ = (p.src(), p.dst(), p.payload());
-                packets.push((p.meta.frame, p.meta.ts_ns, p.meta.len, p.meta.link.0, p.data.to_vec()));
+                packets.push((
+                    p.meta.frame,
+                    p.meta.ts_ns,
+                    p.meta.len,
+                    p.meta.link.0,
+                    p.data.to_vec(),
+                ));
             }
             Ok(Some(_)) => {}
             Ok(None) => return (packets, Ok(())),
@@ -43,8 +55,17 @@ fn check(bytes: &[u8], label: &str) {
     let stream = BufferedStream::new(Box::new(std::io::Cursor::new(bytes.to_vec())), 4096);
     let read = drain(CaptureReader::new("input.fpcap", "fuzz".into(), stream));
     let _ = std::fs::remove_file(&file);
-    assert_eq!(mapped.0, read.0, "{label}: packets differ between mmpcap and fpcap");
-    assert_eq!(mapped.1.is_ok(), read.1.is_ok(), "{label}: {:?} vs {:?}", mapped.1, read.1);
+    assert_eq!(
+        mapped.0, read.0,
+        "{label}: packets differ between mmpcap and fpcap"
+    );
+    assert_eq!(
+        mapped.1.is_ok(),
+        read.1.is_ok(),
+        "{label}: {:?} vs {:?}",
+        mapped.1,
+        read.1
+    );
 }
 
 #[test]
@@ -58,12 +79,20 @@ fn fuzzer_findings_stay_fixed() {
             replayed += 1;
         }
     }
-    assert!(replayed >= 3, "fuzz/regressions holds at least the hand-made hostile inputs");
+    assert!(
+        replayed >= 3,
+        "fuzz/regressions holds at least the hand-made hostile inputs"
+    );
 }
 
 #[test]
 fn every_prefix_and_a_flipped_byte_of_small_captures_reads_cleanly() {
-    for name in ["pcapng_multi_if.pcapng", "pcapng_two_sections.pcapng", "malformed.pcap", "vlan_qinq.pcap"] {
+    for name in [
+        "pcapng_multi_if.pcapng",
+        "pcapng_two_sections.pcapng",
+        "malformed.pcap",
+        "vlan_qinq.pcap",
+    ] {
         let bytes = std::fs::read(common::corpus_dir().join(name)).unwrap();
         for cut in (0..bytes.len()).step_by(7) {
             check(&bytes[..cut], &format!("{name}[..{cut}]"));

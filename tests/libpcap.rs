@@ -9,12 +9,22 @@ use serde_json::Value;
 fn stats_of(text: &str) -> (Value, String, bool) {
     let stats = temp_path("stats.json");
     let out = run_pipeline(text, &["--stats-json", &stats.display().to_string()]);
-    let value = std::fs::read_to_string(&stats).ok().and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(Value::Null);
-    (value, String::from_utf8_lossy(&out.stderr).to_string(), out.status.success())
+    let value = std::fs::read_to_string(&stats)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or(Value::Null);
+    (
+        value,
+        String::from_utf8_lossy(&out.stderr).to_string(),
+        out.status.success(),
+    )
 }
 
 fn truth(file: &str) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(corpus_dir().join(format!("{file}.truth.json"))).unwrap()).unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(corpus_dir().join(format!("{file}.truth.json"))).unwrap(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -26,7 +36,11 @@ fn bpf_filter_selects_what_tshark_counts() {
     );
     let (stats, err, ok) = stats_of(&text);
     assert!(ok, "{err}");
-    assert_eq!(stats["stages"][0]["out"], truth(file)["counts"]["tcp_frames"], "{stats}");
+    assert_eq!(
+        stats["stages"][0]["out"],
+        truth(file)["counts"]["tcp_frames"],
+        "{stats}"
+    );
 }
 
 #[test]
@@ -42,7 +56,8 @@ fn a_bad_filter_names_the_option() {
 
 #[test]
 fn path_or_interface_exactly_one() {
-    let (_, err, ok) = stats_of("[[stage]]\nmodule = \"input.pcap\"\n[[stage]]\nmodule = \"output.null\"\n");
+    let (_, err, ok) =
+        stats_of("[[stage]]\nmodule = \"input.pcap\"\n[[stage]]\nmodule = \"output.null\"\n");
     assert!(!ok && err.contains("exactly one of `path`"), "{err}");
 }
 
@@ -55,7 +70,10 @@ fn files_libpcap_rejects_give_a_clear_error() {
     );
     let (_, err, ok) = stats_of(&text);
     assert!(!ok, "{err}");
-    assert!(err.contains("input.pcap") && err.contains("pcapng_multi_if.pcapng"), "{err}");
+    assert!(
+        err.contains("input.pcap") && err.contains("pcapng_multi_if.pcapng"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -88,20 +106,33 @@ fn live_capture_on_loopback_sees_what_we_send() {
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let status = loop {
-        socket.send_to(b"dnsluice live test", "127.0.0.1:45353").unwrap();
+        socket
+            .send_to(b"dnsluice live test", "127.0.0.1:45353")
+            .unwrap();
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(std::time::Instant::now() < deadline, "live capture did not stop after 3 packets");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "live capture did not stop after 3 packets"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(status.success(), "{err}");
-    let rows: Vec<Value> = std::fs::read_to_string(&json).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(rows.len(), 3);
     for row in rows {
-        assert_eq!((row["dst"].as_str(), row["dport"].as_u64()), (Some("127.0.0.1"), Some(45353)), "{row}");
+        assert_eq!(
+            (row["dst"].as_str(), row["dport"].as_u64()),
+            (Some("127.0.0.1"), Some(45353)),
+            "{row}"
+        );
         assert_eq!(row["payload_len"], 18);
     }
 }

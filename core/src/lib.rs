@@ -13,8 +13,10 @@
 //! See `ARCHITECTURE.md` at the repository root for the five-minute tour.
 #![forbid(unsafe_code)]
 
+pub mod dns;
 pub mod error;
 pub mod object;
+pub mod owned;
 pub mod pipeline;
 pub mod registry;
 pub mod stage;
@@ -23,7 +25,8 @@ pub mod time;
 pub mod wire;
 
 pub use error::StageError;
-pub use object::{CaptureMeta, LinkType, Object, Packet};
+pub use object::{CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Packet};
+pub use owned::OwnedObject;
 pub use registry::{ModuleEntry, Registry, Role};
-pub use stage::{drive, Map, MapStage, Producer, Receiver};
+pub use stage::{drive, Filter, FilterStage, Map, MapStage, Producer, Receiver};
 pub use stats::StageStats;

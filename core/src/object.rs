@@ -5,7 +5,9 @@
 //! in [`Layers`]. Other object kinds (DNS lookups, client responses) join the
 //! [`Object`] enum in later modules.
 
-use crate::wire::Layers;
+use crate::dns::DnsInfo;
+use crate::wire::{Layers, Transport};
+use std::net::IpAddr;
 
 /// One object handed from stage to stage.
 #[derive(Clone, Copy, Debug)]
@@ -13,22 +15,94 @@ use crate::wire::Layers;
 pub enum Object<'a> {
     /// A captured packet (from a pcap file or a live interface).
     Packet(Packet<'a>),
+    /// A DNS message found in a packet (or reassembled from several).
+    Dns(DnsMessage<'a>),
 }
 
 impl<'a> Object<'a> {
-    /// The packet, when this object is one.
+    /// The packet: the object itself, or the one that carried (completed) a DNS message.
     pub fn packet(&self) -> Option<&Packet<'a>> {
         match self {
             Object::Packet(p) => Some(p),
+            Object::Dns(m) => Some(&m.packet),
         }
     }
 
-    /// The packet, mutably, when this object is one (for filters that annotate it).
+    /// The packet, mutably (for filters that annotate it).
     pub fn packet_mut(&mut self) -> Option<&mut Packet<'a>> {
         match self {
             Object::Packet(p) => Some(p),
+            Object::Dns(m) => Some(&mut m.packet),
         }
     }
+
+    /// The DNS message, when this object is one.
+    pub fn dns(&self) -> Option<&DnsMessage<'a>> {
+        match self {
+            Object::Dns(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// Addresses and ports of a message's transport flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Flow {
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// UDP or TCP.
+    pub transport: Transport,
+}
+
+/// Where a DNS message's bytes came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// One UDP datagram.
+    Datagram,
+    /// One TCP segment (which may hold several messages).
+    TcpSegment,
+    /// A TCP stream: the message spans this many segments.
+    TcpReassembled {
+        /// Segments that carried parts of it.
+        segments: u32,
+    },
+    /// A UDP datagram reassembled from this many IP fragments.
+    IpReassembled {
+        /// Fragments.
+        fragments: u32,
+    },
+}
+
+impl Origin {
+    /// True when the message was put together from several packets.
+    pub fn reassembled(&self) -> bool {
+        matches!(
+            self,
+            Origin::TcpReassembled { .. } | Origin::IpReassembled { .. }
+        )
+    }
+}
+
+/// A DNS message: its bytes (without a TCP length prefix), what a full
+/// check of them found, and the packet that carried or completed it.
+#[derive(Clone, Copy, Debug)]
+pub struct DnsMessage<'a> {
+    /// The packet that carried the message, or the last of those that did.
+    pub packet: Packet<'a>,
+    /// The message.
+    pub bytes: &'a [u8],
+    /// Header, first question, EDNS, counts and the first problem.
+    pub info: DnsInfo,
+    /// Addresses and ports.
+    pub flow: Flow,
+    /// Datagram, TCP segment, or reassembled.
+    pub origin: Origin,
 }
 
 /// A link-layer header type, as numbered by tcpdump.org's LINKTYPE_ values

@@ -157,3 +157,133 @@ impl<M: Map, P: Producer> Producer for MapStage<M, P> {
         out.push(self.own_stats());
     }
 }
+
+/// A filter that may pass on any number of objects for each one it takes
+/// (none for a packet that is not DNS, several for a TCP segment holding
+/// several messages, one later for the last of several fragments), and may
+/// hold state until the end ([`Filter::flush`]). [`FilterStage`] makes it a
+/// push and a pull stage.
+pub trait Filter {
+    /// Takes one object and hands what it produces to `out`.
+    fn process(&mut self, obj: &Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError>;
+
+    /// Called after the last object: hand on or report what is still held.
+    fn flush(&mut self, _out: &mut dyn Receiver) -> Result<(), StageError> {
+        Ok(())
+    }
+
+    /// This filter's counters (`input` is filled in by [`FilterStage`]; the
+    /// filter counts its own `output`).
+    fn stats(&self) -> StageStats;
+}
+
+/// A [`Filter`] joined to its neighbour: a [`Receiver`] when `N` is the
+/// downstream receiver, a [`Producer`] when `N` is the upstream producer.
+///
+/// On the pull side the objects a filter produces for one input are copied
+/// into a queue of reused [`crate::OwnedObject`]s and handed out one per call;
+/// the push side hands them on directly, without copying.
+pub struct FilterStage<F, N> {
+    filter: F,
+    neighbour: N,
+    count: u64,
+    queue: std::collections::VecDeque<crate::OwnedObject>,
+    spare: Vec<crate::OwnedObject>,
+    current: crate::OwnedObject,
+    ended: bool,
+}
+
+impl<F: Filter, N> FilterStage<F, N> {
+    /// Joins `filter` to `neighbour`.
+    pub fn new(filter: F, neighbour: N) -> Self {
+        FilterStage {
+            filter,
+            neighbour,
+            count: 0,
+            queue: Default::default(),
+            spare: Vec::new(),
+            current: Default::default(),
+            ended: false,
+        }
+    }
+
+    /// The filter (to read its state after a run).
+    pub fn filter(&self) -> &F {
+        &self.filter
+    }
+
+    fn own_stats(&self) -> StageStats {
+        let mut stats = self.filter.stats();
+        stats.input = self.count;
+        stats
+    }
+}
+
+impl<F: Filter, R: Receiver> Receiver for FilterStage<F, R> {
+    #[inline]
+    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
+        self.count += 1;
+        self.filter.process(obj, &mut self.neighbour)
+    }
+
+    fn finish(&mut self) -> Result<(), StageError> {
+        self.filter.flush(&mut self.neighbour)?;
+        self.neighbour.finish()
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        out.push(self.own_stats());
+        self.neighbour.stats(out);
+    }
+}
+
+/// Copies what a filter produces into a queue (the pull side of [`FilterStage`]).
+struct Collector<'q> {
+    queue: &'q mut std::collections::VecDeque<crate::OwnedObject>,
+    spare: &'q mut Vec<crate::OwnedObject>,
+}
+
+impl Receiver for Collector<'_> {
+    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
+        let mut slot = self.spare.pop().unwrap_or_default();
+        slot.copy_from(obj);
+        self.queue.push_back(slot);
+        Ok(())
+    }
+
+    fn stats(&self, _out: &mut Vec<StageStats>) {}
+}
+
+impl<F: Filter, P: Producer> Producer for FilterStage<F, P> {
+    fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
+        loop {
+            if let Some(next) = self.queue.pop_front() {
+                let done = std::mem::replace(&mut self.current, next);
+                self.spare.push(done);
+                return Ok(Some(self.current.view()));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            let mut collector = Collector {
+                queue: &mut self.queue,
+                spare: &mut self.spare,
+            };
+            match self.neighbour.produce()? {
+                Some(obj) => {
+                    self.count += 1;
+                    self.filter.process(&obj, &mut collector)?;
+                }
+                None => {
+                    self.ended = true;
+                    self.filter.flush(&mut collector)?;
+                }
+            }
+        }
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        self.neighbour.stats(out);
+        out.push(self.own_stats());
+    }
+}

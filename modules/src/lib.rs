@@ -25,6 +25,7 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(input::mmpcap::entry())
         .add(input::fpcap::entry())
         .add(filter::layer::entry())
+        .add(filter::dns::entry())
         .add(output::null::entry())
         .add(output::json::entry());
     #[cfg(feature = "libpcap")]

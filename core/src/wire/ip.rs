@@ -61,6 +61,7 @@ pub(super) fn parse_ipv4(
             protocol,
             atomic: false,
         });
+        set_fragment_data(at + header_len, ip_end, wire_end, layers);
         return Ok(());
     }
     transport::parse(data, at + header_len, ip_end, wire_end, protocol, layers)
@@ -119,6 +120,7 @@ pub(super) fn parse_ipv6(
             layers.fragment = Some(fragment);
             if !fragment.atomic {
                 layers.protocol = following;
+                set_fragment_data(cursor + 8, ip_end, wire_end, layers);
                 return Ok(());
             }
             8
@@ -151,4 +153,11 @@ fn clamp_to_capture(wire_end: usize, caplen: usize, layers: &mut Layers) -> usiz
     layers.truncated |= wire_end > caplen;
     layers.ip_end = end as u32;
     end
+}
+
+/// A fragment's data (what reassembly puts together) as the packet's payload.
+fn set_fragment_data(start: usize, ip_end: usize, wire_end: usize, layers: &mut Layers) {
+    layers.payload_offset = start as u32;
+    layers.payload_len = ip_end.saturating_sub(start) as u32;
+    layers.wire_payload_len = wire_end.saturating_sub(start) as u32;
 }

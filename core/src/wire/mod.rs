@@ -52,7 +52,7 @@ pub enum Network {
 }
 
 /// The transport layer found in a packet.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Transport {
     /// No transport: not IP, a fragment, or a header that did not parse.
     #[default]
@@ -202,10 +202,13 @@ pub struct Layers {
     pub sport: u16,
     /// Destination port (UDP/TCP).
     pub dport: u16,
-    /// Start of the transport payload.
+    /// Start of the transport payload (for an IP fragment: of the fragment's data).
     pub payload_offset: u32,
-    /// Captured payload bytes.
+    /// Captured payload bytes (for an IP fragment: fragment data bytes).
     pub payload_len: u32,
+    /// Payload bytes on the wire: more than `payload_len` when the capture's
+    /// snaplen cut the packet.
+    pub wire_payload_len: u32,
     /// The capture ends before the datagram does (snaplen): headers claim more bytes.
     pub truncated: bool,
     /// Fragment information, when this packet is an IP fragment.

@@ -78,6 +78,7 @@ fn set_payload(start: usize, wire_end: usize, ip_end: usize, layers: &mut Layers
     let end = wire_end.min(ip_end).max(start);
     layers.payload_offset = start as u32;
     layers.payload_len = (end - start) as u32;
+    layers.wire_payload_len = wire_end.saturating_sub(start) as u32;
     if wire_end > ip_end {
         layers.truncated = true;
     }

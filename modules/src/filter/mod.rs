@@ -1,3 +1,4 @@
 //! Filters: stages between an input and an output.
 
+pub mod dns;
 pub mod layer;

@@ -1,0 +1,117 @@
+//! Domain names on the wire: walking labels through compression pointers, and
+//! printing them in presentation form.
+
+use super::DnsError;
+
+/// Longest name on the wire (RFC 1035 §2.3.4), length octets included.
+pub const MAX_NAME: usize = 255;
+/// Most compression pointers followed in one name. A real name cannot need
+/// more than one pointer per label, and has at most 127 labels.
+pub const MAX_POINTERS: usize = 127;
+
+/// Walks the name at `start` in `msg`, calling `label` for each label (without
+/// its length octet; the root's empty label is not passed). Returns the offset
+/// just past the name *where it started* (after the first pointer, if any).
+///
+/// Forward pointers are accepted (RFC 1035 asks for prior occurrences, but
+/// tshark and most resolvers follow them); loops and pointers outside the
+/// message are errors.
+#[inline]
+pub fn walk(
+    msg: &[u8],
+    start: usize,
+    mut label: impl FnMut(&[u8]),
+) -> Result<usize, (DnsError, usize)> {
+    let mut pos = start;
+    let mut end = None;
+    let mut wire_len = 1; // the root's length octet
+    let mut pointers = 0;
+    let mut lowest_target = usize::MAX;
+    loop {
+        let len = *msg.get(pos).ok_or((DnsError::LabelPastEnd, pos))? as usize;
+        match len & 0xc0 {
+            0x00 => {
+                if len == 0 {
+                    return Ok(end.unwrap_or(pos + 1));
+                }
+                let text = msg
+                    .get(pos + 1..pos + 1 + len)
+                    .ok_or((DnsError::LabelPastEnd, pos))?;
+                wire_len += len + 1;
+                if wire_len > MAX_NAME {
+                    return Err((DnsError::NameTooLong, pos));
+                }
+                label(text);
+                pos += 1 + len;
+            }
+            0xc0 => {
+                let low = *msg.get(pos + 1).ok_or((DnsError::LabelPastEnd, pos))? as usize;
+                let target = ((len & 0x3f) << 8) | low;
+                if target >= msg.len() {
+                    return Err((DnsError::PointerOutOfBounds, pos));
+                }
+                end.get_or_insert(pos + 2);
+                pointers += 1;
+                // Backward pointers must keep going down, or they loop; a pointer
+                // back to (or after) where an earlier one led is a loop too.
+                if pointers > MAX_POINTERS
+                    || target == pos
+                    || (target >= lowest_target && target < pos)
+                {
+                    return Err((DnsError::PointerLoop, pos));
+                }
+                lowest_target = lowest_target.min(target);
+                pos = target;
+            }
+            _ => return Err((DnsError::ReservedLabelType, pos)),
+        }
+    }
+}
+
+/// The offset just past the name at `start`, checking it fully.
+#[inline]
+pub fn skip(msg: &[u8], start: usize) -> Result<usize, (DnsError, usize)> {
+    walk(msg, start, |_| {})
+}
+
+/// Appends one label in presentation form: `.` and `\` escaped with a
+/// backslash, bytes outside `!`..`~` as `\DDD` (decimal), as in RFC 4343 / zone files.
+pub fn push_label(label: &[u8], out: &mut Vec<u8>) {
+    for &b in label {
+        match b {
+            b'.' | b'\\' => {
+                out.push(b'\\');
+                out.push(b);
+            }
+            0x21..=0x7e => out.push(b),
+            _ => {
+                out.push(b'\\');
+                out.push(b'0' + b / 100);
+                out.push(b'0' + b / 10 % 10);
+                out.push(b'0' + b % 10);
+            }
+        }
+    }
+}
+
+/// Appends the name at `start` in presentation form: absolute, with a trailing
+/// dot (the root is `.`). On error nothing is guaranteed about what was appended.
+pub fn write(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Result<usize, (DnsError, usize)> {
+    let before = out.len();
+    let end = walk(msg, start, |label| {
+        push_label(label, out);
+        out.push(b'.');
+    })?;
+    if out.len() == before {
+        out.push(b'.');
+    }
+    Ok(end)
+}
+
+/// The name at `start` as a presentation string (allocates: not for the hot path).
+pub fn to_string(msg: &[u8], start: usize) -> Result<String, (DnsError, usize)> {
+    let mut out = Vec::new();
+    write(msg, start, &mut out)?;
+    // Presentation form is ASCII by construction.
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}

@@ -1,0 +1,145 @@
+//! RDATA in presentation form, for the types people read most; everything
+//! else (and anything that does not parse) in the RFC 3597 generic form
+//! `\# LENGTH HEX`.
+
+use super::name;
+use super::scan::{read_u16, Record};
+use std::io::Write;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// Appends the record's RDATA in presentation form.
+pub fn write(msg: &[u8], record: &Record, out: &mut Vec<u8>) {
+    let start = record.rdata_at as usize;
+    let rdata = &msg[start..start + usize::from(record.rdata_len)];
+    let mark = out.len();
+    if write_typed(msg, record.rtype, start, rdata, out).is_none() {
+        out.truncate(mark);
+        write_generic(rdata, out);
+    }
+}
+
+/// `\# LENGTH HEX` (RFC 3597 §5).
+pub fn write_generic(rdata: &[u8], out: &mut Vec<u8>) {
+    let _ = write!(out, "\\# {}", rdata.len());
+    if !rdata.is_empty() {
+        out.push(b' ');
+        push_hex(rdata, out);
+    }
+}
+
+/// Appends lower-case hex digits.
+pub fn push_hex(bytes: &[u8], out: &mut Vec<u8>) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 0xf)]);
+    }
+}
+
+/// A name inside RDATA that must end exactly at `end`-or-before; returns where it ends.
+fn name_in(msg: &[u8], at: usize, end: usize, out: &mut Vec<u8>) -> Option<usize> {
+    let after = name::write(msg, at, out).ok()?;
+    (after <= end).then_some(after)
+}
+
+fn write_typed(
+    msg: &[u8],
+    rtype: u16,
+    start: usize,
+    rdata: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<()> {
+    let end = start + rdata.len();
+    match rtype {
+        // A
+        1 => {
+            let octets: [u8; 4] = rdata.try_into().ok()?;
+            let _ = write!(out, "{}", Ipv4Addr::from(octets));
+        }
+        // AAAA
+        28 => {
+            let octets: [u8; 16] = rdata.try_into().ok()?;
+            let _ = write!(out, "{}", Ipv6Addr::from(octets));
+        }
+        // NS, CNAME, PTR, DNAME: one name
+        2 | 5 | 12 | 39 => {
+            (name_in(msg, start, end, out)? == end).then_some(())?;
+        }
+        // MX: preference, exchange
+        15 => {
+            let _ = write!(out, "{} ", read_u16(rdata, 0)?);
+            (name_in(msg, start + 2, end, out)? == end).then_some(())?;
+        }
+        // SOA: mname rname serial refresh retry expire minimum
+        6 => {
+            let after = name_in(msg, start, end, out)?;
+            out.push(b' ');
+            let after = name_in(msg, after, end, out)?;
+            let numbers = msg.get(after..end).filter(|n| n.len() == 20)?;
+            for chunk in numbers.chunks_exact(4) {
+                let _ = write!(out, " {}", u32::from_be_bytes(chunk.try_into().ok()?));
+            }
+        }
+        // TXT (and SPF): character-strings
+        16 | 99 => {
+            let mut pos = 0;
+            while pos < rdata.len() {
+                let len = usize::from(rdata[pos]);
+                let text = rdata.get(pos + 1..pos + 1 + len)?;
+                if pos > 0 {
+                    out.push(b' ');
+                }
+                push_quoted(text, out);
+                pos += 1 + len;
+            }
+        }
+        // SRV: priority weight port target
+        33 => {
+            let _ = write!(
+                out,
+                "{} {} {} ",
+                read_u16(rdata, 0)?,
+                read_u16(rdata, 2)?,
+                read_u16(rdata, 4)?
+            );
+            (name_in(msg, start + 6, end, out)? == end).then_some(())?;
+        }
+        // CAA: flags tag "value"
+        257 => {
+            let flags = *rdata.first()?;
+            let tag_len = usize::from(*rdata.get(1)?);
+            let tag = rdata.get(2..2 + tag_len)?;
+            let _ = write!(out, "{flags} ");
+            name::push_label(tag, out);
+            out.push(b' ');
+            push_quoted(&rdata[2 + tag_len..], out);
+        }
+        // DS, CDS: key tag, algorithm, digest type, digest
+        43 | 59 => {
+            let digest = rdata.get(4..)?;
+            let _ = write!(out, "{} {} {} ", read_u16(rdata, 0)?, rdata[2], rdata[3]);
+            push_hex(digest, out);
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+/// A character-string in double quotes, with `"` and `\` escaped and
+/// non-printable bytes as `\DDD`.
+fn push_quoted(text: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &b in text {
+        match b {
+            b'"' | b'\\' => {
+                out.push(b'\\');
+                out.push(b);
+            }
+            0x20..=0x7e => out.push(b),
+            _ => {
+                let _ = write!(out, "\\{b:03}");
+            }
+        }
+    }
+    out.push(b'"');
+}

@@ -1,0 +1,290 @@
+//! Whole-message checking without allocation, and record iteration.
+
+use super::name;
+use super::{DnsError, Header};
+
+/// The first question of a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Question {
+    /// Offset of the QNAME in the message.
+    pub name: u32,
+    /// QTYPE.
+    pub qtype: u16,
+    /// QCLASS.
+    pub qclass: u16,
+}
+
+/// The EDNS OPT record (RFC 6891), when the additional section has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edns {
+    /// Requestor's UDP payload size (the OPT CLASS).
+    pub udp_size: u16,
+    /// Upper 8 bits of the extended RCODE.
+    pub ext_rcode: u8,
+    /// EDNS version.
+    pub version: u8,
+    /// The flags (DO is the top bit).
+    pub flags: u16,
+    /// Offset of the options (the OPT RDATA) in the message.
+    pub options_at: u32,
+    /// Length of the options.
+    pub options_len: u16,
+}
+
+impl Edns {
+    /// DNSSEC OK.
+    pub fn dnssec_ok(&self) -> bool {
+        self.flags & 0x8000 != 0
+    }
+}
+
+/// What [`scan`] found: a `Copy` summary of one message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DnsInfo {
+    /// The header, when the message has 12 bytes.
+    pub header: Option<Header>,
+    /// For a message shorter than a header: the id and flags, when its first
+    /// 4 bytes are there (the counts are not).
+    pub partial_header: Option<Header>,
+    /// The first question, when it parsed.
+    pub question: Option<Question>,
+    /// Questions that parsed.
+    pub questions: u16,
+    /// Records that parsed: answer, authority, additional (OPT included).
+    pub records: [u16; 3],
+    /// The first OPT record.
+    pub edns: Option<Edns>,
+    /// How many OPT records the additional section holds (more than one is a FORMERR).
+    pub opt_records: u16,
+    /// The first problem found.
+    pub error: Option<DnsError>,
+    /// Where it was found (offset in the message).
+    pub error_offset: u32,
+}
+
+impl DnsInfo {
+    /// The full RCODE: the header's 4 bits, extended by EDNS when present.
+    pub fn rcode(&self) -> u16 {
+        let low = self.header.or(self.partial_header).map_or(0, |h| h.rcode());
+        match self.edns {
+            Some(e) => (u16::from(e.ext_rcode) << 4) | low,
+            None => low,
+        }
+    }
+}
+
+/// A section of the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// Answer.
+    Answer,
+    /// Authority.
+    Authority,
+    /// Additional.
+    Additional,
+}
+
+/// One resource record, as offsets into its message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Its section.
+    pub section: Section,
+    /// Offset of the owner name.
+    pub name: u32,
+    /// TYPE.
+    pub rtype: u16,
+    /// CLASS.
+    pub class: u16,
+    /// TTL.
+    pub ttl: u32,
+    /// Offset of the RDATA.
+    pub rdata_at: u32,
+    /// Length of the RDATA.
+    pub rdata_len: u16,
+}
+
+const TYPE_OPT: u16 = 41;
+
+fn u16_at(msg: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes(msg.get(at..at + 2)?.try_into().ok()?))
+}
+
+/// Reads the question at `pos`: its end, or the error.
+#[inline]
+fn question_at(msg: &[u8], pos: usize) -> Result<(Question, usize), (DnsError, usize)> {
+    let end = name::skip(msg, pos)?;
+    let fixed = msg
+        .get(end..end + 4)
+        .ok_or((DnsError::CountExceedsMessage, end))?;
+    let question = Question {
+        name: pos as u32,
+        qtype: u16::from_be_bytes([fixed[0], fixed[1]]),
+        qclass: u16::from_be_bytes([fixed[2], fixed[3]]),
+    };
+    Ok((question, end + 4))
+}
+
+/// Reads the record at `pos` in `section`: the record and the offset after it.
+#[inline]
+fn record_at(
+    msg: &[u8],
+    pos: usize,
+    section: Section,
+) -> Result<(Record, usize), (DnsError, usize)> {
+    let end = name::skip(msg, pos)?;
+    let fixed: &[u8; 10] = msg
+        .get(end..end + 10)
+        .and_then(|f| f.try_into().ok())
+        .ok_or((DnsError::CountExceedsMessage, end))?;
+    let rdata_len = u16::from_be_bytes([fixed[8], fixed[9]]);
+    let rdata_at = end + 10;
+    if rdata_at + usize::from(rdata_len) > msg.len() {
+        return Err((DnsError::RdataPastEnd, end + 8));
+    }
+    let record = Record {
+        section,
+        name: pos as u32,
+        rtype: u16::from_be_bytes([fixed[0], fixed[1]]),
+        class: u16::from_be_bytes([fixed[2], fixed[3]]),
+        ttl: u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]),
+        rdata_at: rdata_at as u32,
+        rdata_len,
+    };
+    Ok((record, rdata_at + usize::from(rdata_len)))
+}
+
+/// Checks the whole message: header, questions, every record, EDNS. `cut`
+/// says the capture ended before the message did (snaplen): running out of
+/// bytes is then reported as [`DnsError::TruncatedCapture`].
+pub fn scan(msg: &[u8], cut: bool) -> DnsInfo {
+    let mut info = DnsInfo::default();
+    let Some(header) = Header::parse(msg) else {
+        info.error = Some(if cut {
+            DnsError::TruncatedCapture
+        } else {
+            DnsError::ShortHeader
+        });
+        info.partial_header = Header::parse_partial(msg);
+        return info;
+    };
+    info.header = Some(header);
+    if let Err((kind, at)) = scan_body(msg, header, &mut info) {
+        let out_of_bytes = matches!(
+            kind,
+            DnsError::LabelPastEnd | DnsError::CountExceedsMessage | DnsError::RdataPastEnd
+        );
+        info.error = Some(if cut && out_of_bytes {
+            DnsError::TruncatedCapture
+        } else {
+            kind
+        });
+        info.error_offset = at as u32;
+    }
+    info
+}
+
+fn scan_body(msg: &[u8], header: Header, info: &mut DnsInfo) -> Result<(), (DnsError, usize)> {
+    let mut pos = Header::LEN;
+    for _ in 0..header.qdcount {
+        if pos >= msg.len() {
+            return Err((DnsError::CountExceedsMessage, pos));
+        }
+        let (question, next) = question_at(msg, pos)?;
+        info.question.get_or_insert(question);
+        info.questions += 1;
+        pos = next;
+    }
+    let sections = [
+        (Section::Answer, header.ancount),
+        (Section::Authority, header.nscount),
+        (Section::Additional, header.arcount),
+    ];
+    for (index, (section, count)) in sections.into_iter().enumerate() {
+        for _ in 0..count {
+            if pos >= msg.len() {
+                return Err((DnsError::CountExceedsMessage, pos));
+            }
+            let (record, next) = record_at(msg, pos, section)?;
+            if record.rtype == TYPE_OPT && section == Section::Additional {
+                info.opt_records += 1;
+                info.edns.get_or_insert(Edns {
+                    udp_size: record.class,
+                    ext_rcode: (record.ttl >> 24) as u8,
+                    version: (record.ttl >> 16) as u8,
+                    flags: record.ttl as u16,
+                    options_at: record.rdata_at,
+                    options_len: record.rdata_len,
+                });
+            }
+            info.records[index] += 1;
+            pos = next;
+        }
+    }
+    Ok(())
+}
+
+/// Iterates over the questions of `msg`; stops at the first that does not parse.
+pub fn questions(msg: &[u8]) -> impl Iterator<Item = Question> + '_ {
+    let count = Header::parse(msg).map_or(0, |h| h.qdcount);
+    let mut pos = Header::LEN;
+    (0..count).map_while(move |_| {
+        let (question, next) = question_at(msg, pos).ok()?;
+        pos = next;
+        Some(question)
+    })
+}
+
+/// Iterates over the records of `msg` (after its questions), in order; stops
+/// at the first one that does not parse.
+pub fn records(msg: &[u8]) -> Records<'_> {
+    let header = Header::parse(msg).unwrap_or_default();
+    let mut pos = Header::LEN;
+    let mut ok = msg.len() >= Header::LEN;
+    for _ in 0..header.qdcount {
+        match question_at(msg, pos) {
+            Ok((_, next)) if ok => pos = next,
+            _ => ok = false,
+        }
+    }
+    Records {
+        msg,
+        pos,
+        left: if ok {
+            [header.ancount, header.nscount, header.arcount]
+        } else {
+            [0; 3]
+        },
+    }
+}
+
+/// Iterator over the records of a message; see [`records`].
+pub struct Records<'a> {
+    msg: &'a [u8],
+    pos: usize,
+    left: [u16; 3],
+}
+
+impl Iterator for Records<'_> {
+    type Item = Record;
+
+    fn next(&mut self) -> Option<Record> {
+        let index = self.left.iter().position(|n| *n > 0)?;
+        let section = [Section::Answer, Section::Authority, Section::Additional][index];
+        self.left[index] -= 1;
+        match record_at(self.msg, self.pos, section) {
+            Ok((record, next)) => {
+                self.pos = next;
+                Some(record)
+            }
+            Err(_) => {
+                self.left = [0; 3];
+                None
+            }
+        }
+    }
+}
+
+/// Reads a `u16` at `at` (for RDATA decoders).
+pub(crate) fn read_u16(msg: &[u8], at: usize) -> Option<u16> {
+    u16_at(msg, at)
+}

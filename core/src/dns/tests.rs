@@ -1,0 +1,341 @@
+//! DNS tests on hand-built messages (RFC 1035 §4 layouts, RFC 6891 OPT).
+
+use super::*;
+
+/// Encodes a presentation-free name (labels given as byte strings).
+fn wire_name(labels: &[&[u8]]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for l in labels {
+        v.push(l.len() as u8);
+        v.extend_from_slice(l);
+    }
+    v.push(0);
+    v
+}
+
+fn header(id: u16, flags: u16, counts: [u16; 4]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for w in [id, flags, counts[0], counts[1], counts[2], counts[3]] {
+        v.extend_from_slice(&w.to_be_bytes());
+    }
+    v
+}
+
+fn query(name: &[&[u8]], qtype: u16) -> Vec<u8> {
+    let mut m = header(0x1234, 0x0100, [1, 0, 0, 0]);
+    m.extend(wire_name(name));
+    m.extend_from_slice(&qtype.to_be_bytes());
+    m.extend_from_slice(&1u16.to_be_bytes());
+    m
+}
+
+/// Appends a record: owner (raw wire bytes), type, class, ttl, rdata.
+fn rr(m: &mut Vec<u8>, owner: &[u8], rtype: u16, class: u16, ttl: u32, rdata: &[u8]) {
+    m.extend_from_slice(owner);
+    m.extend_from_slice(&rtype.to_be_bytes());
+    m.extend_from_slice(&class.to_be_bytes());
+    m.extend_from_slice(&ttl.to_be_bytes());
+    m.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    m.extend_from_slice(rdata);
+}
+
+const PTR_QNAME: [u8; 2] = [0xc0, 12];
+
+#[test]
+fn header_and_question() {
+    let m = query(&[b"www", b"example", b"com"], 28);
+    let info = scan(&m, false);
+    let h = info.header.unwrap();
+    assert_eq!(
+        (h.id, h.qr(), h.opcode(), h.rd(), h.qdcount),
+        (0x1234, false, 0, true, 1)
+    );
+    let q = info.question.unwrap();
+    assert_eq!((q.name, q.qtype, q.qclass), (12, 28, 1));
+    assert_eq!(name::to_string(&m, 12).unwrap(), "www.example.com.");
+    assert_eq!(info.error, None);
+}
+
+#[test]
+fn flags_decode() {
+    // QR, opcode 5 (UPDATE), AA, TC, RD, RA, AD, CD, rcode 3
+    let h = Header::parse(&header(
+        1,
+        0x8000 | (5 << 11) | 0x0400 | 0x0200 | 0x0100 | 0x0080 | 0x0020 | 0x0010 | 3,
+        [0; 4],
+    ))
+    .unwrap();
+    assert!(h.qr() && h.aa() && h.tc() && h.rd() && h.ra() && h.ad() && h.cd());
+    assert_eq!((h.opcode(), h.rcode()), (5, 3));
+}
+
+#[test]
+fn presentation_escapes_and_root() {
+    let m = query(&[b"a.b", b"sp ace", b"bin\0\xff", b"x\\y"], 1);
+    assert_eq!(
+        name::to_string(&m, 12).unwrap(),
+        "a\\.b.sp\\032ace.bin\\000\\255.x\\\\y."
+    );
+    let root = query(&[], 2);
+    assert_eq!(name::to_string(&root, 12).unwrap(), ".");
+}
+
+#[test]
+fn answers_with_compression_and_rdata() {
+    let mut m = header(7, 0x8180, [1, 7, 0, 0]);
+    m.extend(wire_name(&[b"www", b"example", b"com"]));
+    m.extend_from_slice(&[0, 1, 0, 1]);
+    rr(&mut m, &PTR_QNAME, 1, 1, 300, &[192, 0, 2, 1]);
+    rr(
+        &mut m,
+        &PTR_QNAME,
+        28,
+        1,
+        300,
+        &[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    );
+    // MX 10 mail.<example.com> via a pointer to offset 16 ("example")
+    rr(
+        &mut m,
+        &PTR_QNAME,
+        15,
+        1,
+        60,
+        &[0, 10, 4, b'm', b'a', b'i', b'l', 0xc0, 16],
+    );
+    rr(
+        &mut m,
+        &PTR_QNAME,
+        16,
+        1,
+        60,
+        b"\x05hello\x0asay \"hi\"\\\x01",
+    );
+    rr(
+        &mut m,
+        &PTR_QNAME,
+        33,
+        1,
+        60,
+        &[0, 1, 0, 2, 0x01, 0xbb, 0xc0, 12],
+    );
+    rr(&mut m, &PTR_QNAME, 257, 1, 60, b"\x00\x05issueca.example");
+    rr(&mut m, &PTR_QNAME, 65534, 1, 60, &[0xde, 0xad]);
+    let info = scan(&m, false);
+    assert_eq!((info.error, info.records), (None, [7, 0, 0]));
+    let mut printed = Vec::new();
+    for r in records(&m) {
+        let mut out = Vec::new();
+        rdata::write(&m, &r, &mut out);
+        printed.push((
+            mnemonic::rtype(r.rtype).to_string(),
+            String::from_utf8(out).unwrap(),
+        ));
+    }
+    let expect = [
+        ("A", "192.0.2.1"),
+        ("AAAA", "2001:db8::1"),
+        ("MX", "10 mail.example.com."),
+        ("TXT", "\"hello\" \"say \\\"hi\\\"\\\\\\001\""),
+        ("SRV", "1 2 443 www.example.com."),
+        ("CAA", "0 issue \"ca.example\""),
+        ("TYPE65534", "\\# 2 dead"),
+    ];
+    let got: Vec<(&str, &str)> = printed
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    assert_eq!(got, expect);
+}
+
+#[test]
+fn soa_and_malformed_rdata_fall_back_to_generic() {
+    let mut m = header(7, 0x8180, [1, 0, 2, 0]);
+    m.extend(wire_name(&[b"example"]));
+    m.extend_from_slice(&[0, 6, 0, 1]);
+    let mut soa = wire_name(&[b"ns"]);
+    soa.extend(wire_name(&[b"host"]));
+    for n in [2024010101u32, 7200, 3600, 1209600, 300] {
+        soa.extend_from_slice(&n.to_be_bytes());
+    }
+    rr(&mut m, &PTR_QNAME, 6, 1, 3600, &soa);
+    rr(&mut m, &PTR_QNAME, 1, 1, 3600, &[1, 2, 3]); // an A record of 3 bytes
+    let out: Vec<String> = records(&m)
+        .map(|r| {
+            let mut o = Vec::new();
+            rdata::write(&m, &r, &mut o);
+            String::from_utf8(o).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        out,
+        ["ns. host. 2024010101 7200 3600 1209600 300", "\\# 3 010203"]
+    );
+}
+
+#[test]
+fn edns_summary_and_extended_rcode() {
+    let mut m = header(9, 0x8000 | 0x0001, [0, 0, 0, 1]);
+    // OPT: root owner, class = udp size 1232, ttl = ext rcode 1, version 0, DO
+    rr(
+        &mut m,
+        &[0],
+        41,
+        1232,
+        (1 << 24) | 0x8000,
+        &[0, 10, 0, 2, 0xab, 0xcd],
+    );
+    let info = scan(&m, false);
+    let edns = info.edns.unwrap();
+    assert_eq!(
+        (
+            edns.udp_size,
+            edns.ext_rcode,
+            edns.version,
+            edns.dnssec_ok()
+        ),
+        (1232, 1, 0, true)
+    );
+    assert_eq!(info.rcode(), 17); // BADVERS/BADSIG range: (1 << 4) | 1
+    assert_eq!(mnemonic::rcode(info.rcode()), "BADKEY");
+    assert_eq!((edns.options_at, edns.options_len), (23, 6));
+}
+
+#[test]
+fn compression_errors() {
+    // Self loop: the QNAME is a pointer to itself.
+    let mut m = header(1, 0, [1, 0, 0, 0]);
+    m.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
+    assert_eq!(
+        (scan(&m, false).error, scan(&m, false).error_offset),
+        (Some(DnsError::PointerLoop), 12)
+    );
+
+    // A → B → A between two owner names.
+    let mut m = query(&[b"q"], 1);
+    m[7] = 1; // ancount 1
+    let at = m.len();
+    m.extend_from_slice(&[0xc0, (at + 2) as u8, 0xc0, at as u8]);
+    m.extend_from_slice(&[0, 1, 0, 1, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(scan(&m, false).error, Some(DnsError::PointerLoop));
+
+    // Labels then a pointer back to their own start.
+    let mut m = query(&[b"q"], 1);
+    m[7] = 1;
+    let at = m.len() as u8;
+    m.extend_from_slice(&[3, b'a', b'b', b'c', 3, b'd', b'e', b'f', 0xc0, at]);
+    m.extend_from_slice(&[0, 1, 0, 1, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(scan(&m, false).error, Some(DnsError::PointerLoop));
+
+    // Pointer past the end.
+    let mut m = query(&[b"q"], 1);
+    m[7] = 1;
+    m.extend_from_slice(&[0xc1, 0xf4, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(scan(&m, false).error, Some(DnsError::PointerOutOfBounds));
+
+    // Reserved label types 0x40 and 0x80.
+    for first in [0x41u8, 0x81] {
+        let mut m = header(1, 0, [1, 0, 0, 0]);
+        m.extend_from_slice(&[first, b'x', 0, 0, 1, 0, 1]);
+        assert_eq!(scan(&m, false).error, Some(DnsError::ReservedLabelType));
+    }
+}
+
+#[test]
+fn forward_pointer_is_followed_and_long_chains_are_cut() {
+    let mut m = header(1, 0, [1, 0, 0, 0]);
+    m.extend_from_slice(&[0xc0, 18, 0, 1, 0, 1]); // QNAME → offset 18, after the question
+    m.extend(wire_name(&[b"fwd", b"test"]));
+    let info = scan(&m, false);
+    assert_eq!(info.error, None);
+    assert_eq!(name::to_string(&m, 12).unwrap(), "fwd.test.");
+
+    // 151 pointers, each to the one before it, ending at the QNAME.
+    let mut m = query(&[b"www"], 1);
+    let mut previous = 12u16;
+    let mut chain = Vec::new();
+    for _ in 0..151 {
+        let at = (m.len() + chain.len()) as u16;
+        chain.extend_from_slice(&(0xc000 | previous).to_be_bytes());
+        previous = at;
+    }
+    m.extend_from_slice(&chain);
+    assert!(name::skip(&m, previous as usize).is_err_and(|(k, _)| k == DnsError::PointerLoop));
+}
+
+#[test]
+fn length_errors() {
+    let mut m = header(1, 0, [1, 0, 0, 0]);
+    m.extend_from_slice(&[63, b'a', b'b']);
+    assert_eq!(scan(&m, false).error, Some(DnsError::LabelPastEnd));
+    assert_eq!(scan(&m, true).error, Some(DnsError::TruncatedCapture));
+
+    let long: Vec<&[u8]> = vec![&[b'x'; 63]; 5];
+    assert_eq!(
+        scan(&query(&long, 1), false).error,
+        Some(DnsError::NameTooLong)
+    );
+    let just_fits: Vec<&[u8]> = vec![&[b'x'; 63], &[b'x'; 63], &[b'x'; 63], &[b'x'; 61]];
+    assert_eq!(
+        scan(&query(&just_fits, 1), false).error,
+        None,
+        "255 octets is the limit"
+    );
+
+    let mut m = query(&[b"q"], 1);
+    m[5] = 3; // qdcount 3, one present
+    let info = scan(&m, false);
+    assert_eq!(
+        (info.error, info.questions),
+        (Some(DnsError::CountExceedsMessage), 1)
+    );
+
+    let mut m = query(&[b"q"], 1);
+    m[7] = 1;
+    rr(&mut m, &PTR_QNAME, 1, 1, 0, &[1, 2, 3, 4]);
+    let n = m.len();
+    m[n - 6..n - 4].copy_from_slice(&200u16.to_be_bytes());
+    assert_eq!(scan(&m, false).error, Some(DnsError::RdataPastEnd));
+
+    assert_eq!(scan(&[0; 7], false).error, Some(DnsError::ShortHeader));
+    assert_eq!(scan(&[], false).header, None);
+}
+
+#[test]
+fn mnemonics_and_unknowns() {
+    assert_eq!(mnemonic::rtype(65), "HTTPS");
+    assert_eq!(mnemonic::rtype(65534), "TYPE65534");
+    assert_eq!(mnemonic::class(1), "IN");
+    assert_eq!(mnemonic::class(32), "CLASS32");
+    assert_eq!(mnemonic::rcode(3), "NXDOMAIN");
+    assert_eq!(mnemonic::rcode(99), "RCODE99");
+    assert_eq!(mnemonic::opcode(5), "UPDATE");
+    assert_eq!(mnemonic::rtype_from_str("aaaa"), Some(28));
+    assert_eq!(mnemonic::rtype_from_str("TYPE999"), Some(999));
+    assert_eq!(mnemonic::rcode_from_str("nxdomain"), Some(3));
+    assert_eq!(mnemonic::opcode_from_str("notify"), Some(4));
+}
+
+#[test]
+fn every_prefix_of_a_response_scans_without_panic() {
+    let mut m = header(7, 0x8180, [1, 2, 0, 1]);
+    m.extend(wire_name(&[b"www", b"example", b"com"]));
+    m.extend_from_slice(&[0, 1, 0, 1]);
+    rr(
+        &mut m,
+        &PTR_QNAME,
+        5,
+        1,
+        300,
+        &[3, b'w', b'e', b'b', 0xc0, 16],
+    );
+    rr(&mut m, &[0xc0, 12], 15, 1, 60, &[0, 10, 0xc0, 16]);
+    rr(&mut m, &[0], 41, 1232, 0, &[0, 10, 0, 2, 1, 2]);
+    for cut in 0..=m.len() {
+        let info = scan(&m[..cut], true);
+        assert_eq!(info.error.is_none(), cut == m.len(), "cut {cut}");
+        for r in records(&m[..cut]) {
+            rdata::write(&m[..cut], &r, &mut Vec::new());
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Owned copies of objects, for stages that must keep an object past the call
+//! that handed it over (a pull-side queue, a thread crossing). The buffers are
+//! reused: copying into an existing [`OwnedObject`] allocates only when a
+//! packet is larger than any before it.
+
+use crate::dns::DnsInfo;
+use crate::object::{CaptureMeta, DnsMessage, Flow, Origin};
+use crate::wire::Layers;
+use crate::{LinkType, Object, Packet};
+
+/// An object that owns its bytes.
+#[derive(Clone, Debug)]
+pub struct OwnedObject {
+    data: Vec<u8>,
+    meta: CaptureMeta,
+    layers: Layers,
+    dns: Option<OwnedDns>,
+}
+
+#[derive(Clone, Debug)]
+struct OwnedDns {
+    bytes: Vec<u8>,
+    info: DnsInfo,
+    flow: Flow,
+    origin: Origin,
+}
+
+impl Default for OwnedObject {
+    fn default() -> Self {
+        OwnedObject {
+            data: Vec::new(),
+            meta: CaptureMeta {
+                frame: 0,
+                ts_ns: None,
+                len: 0,
+                link: LinkType(0),
+            },
+            layers: Layers::default(),
+            dns: None,
+        }
+    }
+}
+
+impl OwnedObject {
+    /// Copies `obj` into this one, reusing its buffers.
+    pub fn copy_from(&mut self, obj: &Object<'_>) {
+        let Some(packet) = obj.packet() else { return };
+        self.data.clear();
+        self.data.extend_from_slice(packet.data);
+        self.meta = packet.meta;
+        self.layers = packet.layers;
+        match obj.dns() {
+            Some(m) => {
+                let dns = self.dns.get_or_insert_with(|| OwnedDns {
+                    bytes: Vec::new(),
+                    info: m.info,
+                    flow: m.flow,
+                    origin: m.origin,
+                });
+                dns.bytes.clear();
+                dns.bytes.extend_from_slice(m.bytes);
+                dns.info = m.info;
+                dns.flow = m.flow;
+                dns.origin = m.origin;
+            }
+            None => self.dns = None,
+        }
+    }
+
+    /// A view of the copy, as the object it was copied from.
+    pub fn view(&self) -> Object<'_> {
+        let packet = Packet {
+            data: &self.data,
+            meta: self.meta,
+            layers: self.layers,
+        };
+        match &self.dns {
+            Some(d) => Object::Dns(DnsMessage {
+                packet,
+                bytes: &d.bytes,
+                info: d.info,
+                flow: d.flow,
+                origin: d.origin,
+            }),
+            None => Object::Packet(packet),
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! `filter.dns`'s counters and how they appear in the summary.
+
+use super::defrag::DefragCounters;
+use super::tcp::TcpCounters;
+use dnsluice_core::dns::{mnemonic, DnsError, DnsInfo};
+use dnsluice_core::wire::Transport;
+use dnsluice_core::{Flow, Origin, StageStats};
+use std::collections::HashMap;
+
+/// How many qtypes and rcodes the summary lists.
+const TOP: usize = 10;
+
+/// Counts per message, cheap enough for the hot path (arrays for common values).
+#[derive(Debug)]
+pub struct DnsCounters {
+    pub output: u64,
+    pub messages: u64,
+    pub queries: u64,
+    pub responses: u64,
+    pub udp: u64,
+    pub tcp: u64,
+    pub tcp_reassembled: u64,
+    pub ip_reassembled: u64,
+    pub with_edns: u64,
+    pub non_dns: u64,
+    pub empty_udp: u64,
+    pub malformed: [u64; DnsError::ALL.len()],
+    qtypes: [u64; 256],
+    other_qtypes: HashMap<u16, u64>,
+    rcodes: [u64; 4096],
+    opcodes: [u64; 16],
+}
+
+impl Default for DnsCounters {
+    fn default() -> Self {
+        DnsCounters {
+            output: 0,
+            messages: 0,
+            queries: 0,
+            responses: 0,
+            udp: 0,
+            tcp: 0,
+            tcp_reassembled: 0,
+            ip_reassembled: 0,
+            with_edns: 0,
+            non_dns: 0,
+            empty_udp: 0,
+            malformed: [0; DnsError::ALL.len()],
+            qtypes: [0; 256],
+            other_qtypes: HashMap::new(),
+            rcodes: [0; 4096],
+            opcodes: [0; 16],
+        }
+    }
+}
+
+impl DnsCounters {
+    /// Counts one message.
+    #[inline]
+    pub fn count(&mut self, info: &DnsInfo, flow: &Flow, origin: &Origin) {
+        self.output += 1;
+        self.messages += 1;
+        match flow.transport {
+            Transport::Tcp => self.tcp += 1,
+            _ => self.udp += 1,
+        }
+        match origin {
+            Origin::TcpReassembled { .. } => self.tcp_reassembled += 1,
+            Origin::IpReassembled { .. } => self.ip_reassembled += 1,
+            _ => {}
+        }
+        // A message too short for a whole header still has its flags (tshark counts it too).
+        if let Some(h) = info.header.or(info.partial_header) {
+            if h.qr() {
+                self.responses += 1;
+                self.rcodes[usize::from(info.rcode() & 0xfff)] += 1;
+            } else {
+                self.queries += 1;
+            }
+            self.opcodes[usize::from(h.opcode())] += 1;
+        }
+        if let Some(q) = info.question {
+            match self.qtypes.get_mut(usize::from(q.qtype)) {
+                Some(n) => *n += 1,
+                None => *self.other_qtypes.entry(q.qtype).or_default() += 1,
+            }
+        }
+        self.with_edns += u64::from(info.edns.is_some());
+        if let Some(e) = info.error {
+            self.malformed[e.index()] += 1;
+        }
+    }
+
+    /// Adds the counters to `stats`.
+    pub fn report(&self, stats: &mut StageStats) {
+        stats.output = self.output;
+        for (name, n) in [
+            ("messages", self.messages),
+            ("queries", self.queries),
+            ("responses", self.responses),
+            ("udp", self.udp),
+            ("tcp", self.tcp),
+            ("tcp_reassembled", self.tcp_reassembled),
+            ("ip_reassembled", self.ip_reassembled),
+            ("edns", self.with_edns),
+            ("non_dns_packets", self.non_dns),
+            ("empty_udp_payloads", self.empty_udp),
+        ] {
+            stats.add_counter(name, n);
+        }
+        for (kind, n) in DnsError::ALL.iter().zip(self.malformed) {
+            stats.add_error(kind.as_str(), n);
+        }
+        let mut qtypes: Vec<(u16, u64)> = self
+            .qtypes
+            .iter()
+            .enumerate()
+            .map(|(t, n)| (t as u16, *n))
+            .collect();
+        qtypes.extend(self.other_qtypes.iter().map(|(t, n)| (*t, *n)));
+        for (t, n) in top(qtypes) {
+            stats.add_counter(&format!("qtype {}", mnemonic::rtype(t)), n);
+        }
+        let rcodes = self
+            .rcodes
+            .iter()
+            .enumerate()
+            .map(|(r, n)| (r as u16, *n))
+            .collect();
+        for (r, n) in top(rcodes) {
+            stats.add_counter(&format!("rcode {}", mnemonic::rcode(r)), n);
+        }
+        for (op, n) in self.opcodes.iter().enumerate() {
+            if *n > 0 && op != 0 {
+                stats.add_counter(&format!("opcode {}", mnemonic::opcode(op as u8)), *n);
+            }
+        }
+    }
+}
+
+/// The `TOP` largest non-zero counts.
+fn top(mut counts: Vec<(u16, u64)>) -> Vec<(u16, u64)> {
+    counts.retain(|(_, n)| *n > 0);
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    counts.truncate(TOP);
+    counts
+}
+
+/// Adds the TCP reassembly counters.
+pub fn report_tcp(c: &TcpCounters, stats: &mut StageStats) {
+    for (name, n) in [
+        ("tcp_segments", c.segments),
+        ("tcp_retransmissions", c.retransmissions),
+        ("tcp_overlaps", c.overlaps),
+        ("tcp_out_of_order", c.out_of_order),
+        ("tcp_truncated_segments", c.truncated_segments),
+        ("tcp_beyond_window", c.beyond_window),
+        ("tcp_empty_messages", c.empty_messages),
+        ("tcp_flows_evicted", c.flows_evicted),
+        ("tcp_flows_expired", c.flows_expired),
+        ("tcp_flows_overflowed", c.flows_overflowed),
+        ("tcp_incomplete_messages", c.incomplete_messages),
+        ("tcp_incomplete_bytes", c.incomplete_bytes),
+    ] {
+        stats.add_counter(name, n);
+    }
+}
+
+/// Adds the defragmentation counters.
+pub fn report_defrag(c: &DefragCounters, stats: &mut StageStats) {
+    for (name, n) in [
+        ("ip_fragments", c.fragments),
+        ("ip_datagrams_reassembled", c.reassembled),
+        ("ip_fragments_overlapping", c.overlapping),
+        ("ip_fragments_duplicate", c.duplicates),
+        ("ip_fragments_inconsistent", c.inconsistent),
+        ("ip_datagrams_expired", c.expired),
+        ("ip_datagrams_incomplete", c.incomplete_at_end),
+        ("ip_datagrams_evicted", c.evicted),
+    ] {
+        stats.add_counter(name, n);
+    }
+}

@@ -1,0 +1,408 @@
+//! `filter.dns`: finds DNS messages in UDP datagrams, TCP streams and
+//! fragmented UDP datagrams on the configured ports, checks each one
+//! ([`dnsluice_core::dns::scan`], no allocation), and passes on one
+//! [`Object::Dns`] per message. Packets that are not DNS are dropped, or
+//! passed on unchanged with `keep_non_dns = true`.
+//!
+//! Runs `filter.layer`'s parser itself when the layers were not parsed yet.
+
+mod counters;
+pub mod defrag;
+pub mod tcp;
+
+use counters::DnsCounters;
+use defrag::{DatagramKey, DefragLimits, Defragmenter};
+use dnsluice_core::dns::scan;
+use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::wire::{be16, be32, parse_layers_into, Network, Transport};
+use dnsluice_core::{
+    DnsMessage, Filter, FilterStage, Flow, Object, Origin, Packet, Producer, Receiver, StageError,
+    StageStats,
+};
+use serde::Deserialize;
+use std::sync::Arc;
+use tcp::{FlowKey, TcpLimits, TcpReassembler};
+
+const MODULE: &str = "filter.dns";
+const NS_PER_S: i64 = 1_000_000_000;
+
+/// Options of `filter.dns`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsOptions {
+    /// Ports that carry DNS (either side).
+    #[serde(default = "default_ports")]
+    pub ports: Vec<u16>,
+    /// Pass on packets that are not DNS (unchanged) instead of dropping them.
+    #[serde(default)]
+    pub keep_non_dns: bool,
+    /// Reassemble DNS over TCP (off: TCP is ignored).
+    #[serde(default = "yes")]
+    pub tcp: bool,
+    /// Reassemble fragmented UDP datagrams.
+    #[serde(default = "yes")]
+    pub defrag: bool,
+    /// TCP flows tracked at once.
+    #[serde(default = "default_max_flows")]
+    pub max_tcp_flows: usize,
+    /// Bytes held per TCP flow.
+    #[serde(default = "default_flow_bytes")]
+    pub max_flow_bytes: usize,
+    /// Capture-time seconds after which an idle TCP flow is dropped.
+    #[serde(default = "default_tcp_timeout")]
+    pub tcp_idle_timeout_s: u64,
+    /// Fragmented datagrams reassembled at once.
+    #[serde(default = "default_max_datagrams")]
+    pub max_fragmented_datagrams: usize,
+    /// Capture-time seconds after which an incomplete datagram is given up.
+    #[serde(default = "default_fragment_timeout")]
+    pub fragment_timeout_s: u64,
+}
+
+fn default_ports() -> Vec<u16> {
+    vec![53]
+}
+fn yes() -> bool {
+    true
+}
+fn default_max_flows() -> usize {
+    65_536
+}
+fn default_flow_bytes() -> usize {
+    256 * 1024
+}
+fn default_tcp_timeout() -> u64 {
+    60
+}
+fn default_max_datagrams() -> usize {
+    4096
+}
+fn default_fragment_timeout() -> u64 {
+    30
+}
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc {
+        name: "ports",
+        kind: "array",
+        default: "[53]",
+        help: "ports that carry DNS (either side)",
+    },
+    OptionDoc {
+        name: "keep_non_dns",
+        kind: "bool",
+        default: "false",
+        help: "pass on packets that are not DNS instead of dropping them",
+    },
+    OptionDoc {
+        name: "tcp",
+        kind: "bool",
+        default: "true",
+        help: "reassemble DNS over TCP streams",
+    },
+    OptionDoc {
+        name: "defrag",
+        kind: "bool",
+        default: "true",
+        help: "reassemble fragmented UDP datagrams (IPv4 and IPv6)",
+    },
+    OptionDoc {
+        name: "max_tcp_flows",
+        kind: "integer",
+        default: "65536",
+        help: "TCP flows tracked at once (the quietest is evicted)",
+    },
+    OptionDoc {
+        name: "max_flow_bytes",
+        kind: "integer",
+        default: "262144",
+        help: "bytes held per TCP flow before it is dropped",
+    },
+    OptionDoc {
+        name: "tcp_idle_timeout_s",
+        kind: "integer",
+        default: "60",
+        help: "capture-time seconds before an idle TCP flow is dropped",
+    },
+    OptionDoc {
+        name: "max_fragmented_datagrams",
+        kind: "integer",
+        default: "4096",
+        help: "fragmented datagrams reassembled at once",
+    },
+    OptionDoc {
+        name: "fragment_timeout_s",
+        kind: "integer",
+        default: "30",
+        help: "capture-time seconds before an incomplete datagram is reported lost",
+    },
+];
+
+/// The DNS filter.
+pub struct DnsFilter {
+    ports: Vec<u16>,
+    keep_non_dns: bool,
+    tcp: Option<TcpReassembler>,
+    defrag: Option<Defragmenter>,
+    counters: DnsCounters,
+}
+
+impl DnsFilter {
+    /// A filter with `options`.
+    pub fn new(options: &DnsOptions) -> Self {
+        DnsFilter {
+            ports: options.ports.clone(),
+            keep_non_dns: options.keep_non_dns,
+            tcp: options.tcp.then(|| {
+                TcpReassembler::new(TcpLimits {
+                    max_flows: options.max_tcp_flows.max(1),
+                    max_flow_bytes: options.max_flow_bytes.max(2),
+                    idle_timeout_ns: (options.tcp_idle_timeout_s as i64).saturating_mul(NS_PER_S),
+                })
+            }),
+            defrag: options.defrag.then(|| {
+                Defragmenter::new(DefragLimits {
+                    max_datagrams: options.max_fragmented_datagrams.max(1),
+                    timeout_ns: (options.fragment_timeout_s as i64).saturating_mul(NS_PER_S),
+                })
+            }),
+            counters: DnsCounters::default(),
+        }
+    }
+
+    #[inline]
+    fn dns_port(&self, sport: u16, dport: u16) -> bool {
+        self.ports.iter().any(|p| *p == sport || *p == dport)
+    }
+}
+
+/// Checks one message and hands it on. `cut`: the capture ended inside it.
+fn emit(
+    counters: &mut DnsCounters,
+    out: &mut dyn Receiver,
+    packet: &Packet<'_>,
+    bytes: &[u8],
+    cut: bool,
+    flow: Flow,
+    origin: Origin,
+) -> Result<(), StageError> {
+    let info = scan(bytes, cut);
+    counters.count(&info, &flow, &origin);
+    out.receive(&Object::Dns(DnsMessage {
+        packet: *packet,
+        bytes,
+        info,
+        flow,
+        origin,
+    }))
+}
+
+impl Filter for DnsFilter {
+    fn process(&mut self, obj: &Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+        let Object::Packet(original) = obj else {
+            // Already a DNS message (or another kind): not ours to parse again.
+            return out.receive(obj);
+        };
+        let mut packet = *original;
+        if packet.layers.network == Network::Unparsed {
+            parse_layers_into(
+                packet.meta.link,
+                packet.data,
+                packet.meta.len,
+                &mut packet.layers,
+            );
+        }
+        let l = packet.layers;
+        let (Some(src), Some(dst)) = (packet.src(), packet.dst()) else {
+            return self.not_dns(obj, out);
+        };
+        let now = packet.meta.ts_ns.unwrap_or(0);
+        match l.transport {
+            Transport::Udp if self.dns_port(l.sport, l.dport) => {
+                let bytes = packet.payload();
+                if bytes.is_empty() {
+                    self.counters.empty_udp += 1;
+                    return self.not_dns(obj, out);
+                }
+                let flow = Flow {
+                    src,
+                    dst,
+                    sport: l.sport,
+                    dport: l.dport,
+                    transport: Transport::Udp,
+                };
+                emit(
+                    &mut self.counters,
+                    out,
+                    &packet,
+                    bytes,
+                    l.truncated,
+                    flow,
+                    Origin::Datagram,
+                )
+            }
+            Transport::Tcp if self.dns_port(l.sport, l.dport) && self.tcp.is_some() => {
+                let at = l.l4_offset as usize;
+                let (Some(seq), Some(flags)) =
+                    (be32(packet.data, at + 4), packet.data.get(at + 13).copied())
+                else {
+                    return self.not_dns(obj, out);
+                };
+                let flow = Flow {
+                    src,
+                    dst,
+                    sport: l.sport,
+                    dport: l.dport,
+                    transport: Transport::Tcp,
+                };
+                let key = FlowKey {
+                    src,
+                    dst,
+                    sport: l.sport,
+                    dport: l.dport,
+                };
+                let DnsFilter { tcp, counters, .. } = self;
+                let mut result = Ok(());
+                let mut found = false;
+                if let Some(tcp) = tcp {
+                    let wire_len = l.wire_payload_len as usize;
+                    tcp.segment(
+                        key,
+                        seq,
+                        flags,
+                        packet.payload(),
+                        wire_len,
+                        now,
+                        &mut |bytes, segments, cut| {
+                            found = true;
+                            let origin = if segments > 1 {
+                                Origin::TcpReassembled { segments }
+                            } else {
+                                Origin::TcpSegment
+                            };
+                            if result.is_ok() {
+                                result = emit(counters, out, &packet, bytes, cut, flow, origin);
+                            }
+                        },
+                    );
+                }
+                if !found && self.keep_non_dns {
+                    return out.receive(obj);
+                }
+                result
+            }
+            Transport::None => match (l.fragment, self.defrag.as_mut()) {
+                (Some(fragment), Some(defrag)) if !fragment.atomic && fragment.protocol == 17 => {
+                    let key = DatagramKey {
+                        src,
+                        dst,
+                        id: fragment.id,
+                        protocol: fragment.protocol,
+                    };
+                    let whole = defrag.fragment(
+                        key,
+                        fragment.offset,
+                        fragment.more,
+                        packet.payload(),
+                        now,
+                        packet.meta.frame,
+                    );
+                    let Some((datagram, fragments)) = whole else {
+                        return if self.keep_non_dns {
+                            out.receive(obj)
+                        } else {
+                            Ok(())
+                        };
+                    };
+                    let (Some(sport), Some(dport), Some(length)) =
+                        (be16(datagram, 0), be16(datagram, 2), be16(datagram, 4))
+                    else {
+                        return Ok(());
+                    };
+                    let ports = self.ports.iter().any(|p| *p == sport || *p == dport);
+                    let end = usize::from(length).clamp(8, datagram.len());
+                    if !ports || end <= 8 {
+                        return Ok(());
+                    }
+                    let flow = Flow {
+                        src,
+                        dst,
+                        sport,
+                        dport,
+                        transport: Transport::Udp,
+                    };
+                    emit(
+                        &mut self.counters,
+                        out,
+                        &packet,
+                        &datagram[8..end],
+                        false,
+                        flow,
+                        Origin::IpReassembled { fragments },
+                    )
+                }
+                _ => self.not_dns(obj, out),
+            },
+            _ => self.not_dns(obj, out),
+        }
+    }
+
+    fn flush(&mut self, _out: &mut dyn Receiver) -> Result<(), StageError> {
+        if let Some(tcp) = &mut self.tcp {
+            tcp.finish();
+        }
+        if let Some(defrag) = &mut self.defrag {
+            defrag.finish();
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> StageStats {
+        let mut stats = StageStats::new(MODULE);
+        self.counters.report(&mut stats);
+        if let Some(tcp) = &self.tcp {
+            counters::report_tcp(&tcp.counters, &mut stats);
+        }
+        if let Some(defrag) = &self.defrag {
+            counters::report_defrag(&defrag.counters, &mut stats);
+            stats.warnings.extend(defrag.lost.iter().cloned());
+        }
+        stats
+    }
+}
+
+impl DnsFilter {
+    fn not_dns(&mut self, obj: &Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+        self.counters.non_dns += 1;
+        if self.keep_non_dns {
+            self.counters.output += 1;
+            out.receive(obj)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The registry entry.
+pub fn entry() -> ModuleEntry {
+    fn build(opts: &StageOptions) -> Result<DnsFilter, StageError> {
+        let o: DnsOptions = opts.parse()?;
+        if o.ports.is_empty() {
+            return Err(StageError::option(
+                MODULE,
+                Some("ports"),
+                "give at least one port",
+            ));
+        }
+        Ok(DnsFilter::new(&o))
+    }
+    ModuleEntry {
+        name: MODULE,
+        summary: "find DNS messages in UDP, TCP streams (reassembled) and IP fragments (reassembled); check each one",
+        options: OPTIONS,
+        factory: Factory::Filter {
+            push: Arc::new(|opts, next: Box<dyn Receiver>| Ok(Box::new(FilterStage::new(build(opts)?, next)) as Box<dyn Receiver>)),
+            pull: Arc::new(|opts, prev: Box<dyn Producer>| Ok(Box::new(FilterStage::new(build(opts)?, prev)) as Box<dyn Producer>)),
+        },
+    }
+}

@@ -1,0 +1,160 @@
+//! The `dns` object of a JSON line: header, flags, sections, EDNS, errors.
+
+use super::{push_json_str, Fields};
+use dnsluice_core::dns::{mnemonic, name, questions, rdata, records, Section};
+use dnsluice_core::DnsMessage;
+use std::io::Write;
+
+const TYPE_OPT: u16 = 41;
+
+/// Appends `,"dns":{...}` (and `,"dns_error":{...}` when the message has a problem).
+pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>) {
+    let info = &m.info;
+    out.extend_from_slice(b",\"dns\":{");
+    let mut f = Fields::new();
+    // A message shorter than a header still shows the id and flags it has.
+    if let Some(h) = info.header.or(info.partial_header) {
+        f.num(out, "id", u64::from(h.id));
+        f.raw(out, "qr", if h.qr() { "true" } else { "false" });
+        f.string(out, "opcode", &mnemonic::opcode(h.opcode()));
+        f.string(out, "rcode", &mnemonic::rcode(info.rcode()));
+        f.key(out, "flags");
+        let _ = write!(
+            out,
+            "{{\"aa\":{},\"tc\":{},\"rd\":{},\"ra\":{},\"ad\":{},\"cd\":{}}}",
+            h.aa(),
+            h.tc(),
+            h.rd(),
+            h.ra(),
+            h.ad(),
+            h.cd()
+        );
+    }
+    if let Some(h) = info.header {
+        for (key, n) in [
+            ("qdcount", h.qdcount),
+            ("ancount", h.ancount),
+            ("nscount", h.nscount),
+            ("arcount", h.arcount),
+        ] {
+            f.num(out, key, u64::from(n));
+        }
+        f.key(out, "question");
+        out.push(b'[');
+        for (i, q) in questions(m.bytes).enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"name\":");
+            write_name(m.bytes, q.name as usize, out);
+            let _ = write!(
+                out,
+                ",\"type\":\"{}\",\"class\":\"{}\"}}",
+                mnemonic::rtype(q.qtype),
+                mnemonic::class(q.qclass)
+            );
+        }
+        out.push(b']');
+        write_sections(m.bytes, &mut f, out);
+        if let Some(edns) = info.edns {
+            f.key(out, "edns");
+            let _ = write!(
+                out,
+                "{{\"version\":{},\"udp_size\":{},\"do\":{},\"ext_rcode\":{},\"options\":[",
+                edns.version,
+                edns.udp_size,
+                edns.dnssec_ok(),
+                edns.ext_rcode
+            );
+            write_edns_options(
+                m.bytes,
+                edns.options_at as usize,
+                usize::from(edns.options_len),
+                out,
+            );
+            out.extend_from_slice(b"]}");
+        }
+    }
+    out.push(b'}');
+    if let Some(error) = info.error {
+        let _ = write!(
+            out,
+            ",\"dns_error\":{{\"kind\":\"{}\",\"offset\":{}}}",
+            error.as_str(),
+            info.error_offset
+        );
+    }
+}
+
+/// A name as a JSON string, or `null` when it does not parse.
+fn write_name(msg: &[u8], at: usize, out: &mut Vec<u8>) {
+    let mut text = Vec::with_capacity(64);
+    match name::write(msg, at, &mut text) {
+        Ok(_) => push_json_str(&text, out),
+        Err(_) => out.extend_from_slice(b"null"),
+    }
+}
+
+fn write_sections(msg: &[u8], f: &mut Fields, out: &mut Vec<u8>) {
+    let mut data = Vec::with_capacity(128);
+    for section in [Section::Answer, Section::Authority, Section::Additional] {
+        f.key(out, section_key(section));
+        out.push(b'[');
+        let listed = records(msg).filter(|r| r.section == section && r.rtype != TYPE_OPT);
+        for (i, r) in listed.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"name\":");
+            write_name(msg, r.name as usize, out);
+            let _ = write!(
+                out,
+                ",\"type\":\"{}\",\"class\":\"{}\",\"ttl\":{},\"data\":",
+                mnemonic::rtype(r.rtype),
+                mnemonic::class(r.class),
+                r.ttl
+            );
+            data.clear();
+            rdata::write(msg, &r, &mut data);
+            push_json_str(&data, out);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+}
+
+fn section_key(section: Section) -> &'static str {
+    match section {
+        Section::Answer => "answer",
+        Section::Authority => "authority",
+        Section::Additional => "additional",
+    }
+}
+
+/// EDNS options: `{"code":10,"name":"COOKIE","data":"hex"}` each.
+fn write_edns_options(msg: &[u8], at: usize, len: usize, out: &mut Vec<u8>) {
+    let Some(options) = msg.get(at..at + len) else {
+        return;
+    };
+    let mut pos = 0;
+    let mut first = true;
+    while let Some(head) = options.get(pos..pos + 4) {
+        let code = u16::from_be_bytes([head[0], head[1]]);
+        let size = usize::from(u16::from_be_bytes([head[2], head[3]]));
+        let Some(value) = options.get(pos + 4..pos + 4 + size) else {
+            break;
+        };
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        let _ = write!(out, "{{\"code\":{code}");
+        if let Some(name) = mnemonic::edns_option(code) {
+            let _ = write!(out, ",\"name\":\"{name}\"");
+        }
+        out.extend_from_slice(b",\"data\":\"");
+        rdata::push_hex(value, out);
+        out.extend_from_slice(b"\"}");
+        pos += 4 + size;
+    }
+}

@@ -1,0 +1,384 @@
+//! DNS messages of every capture in the corpus against tshark's truth: the
+//! canonical lines `frame\tqname\tqtype\trcode\tqr` (corpus README) built from
+//! our JSON, compared by SHA-256 with tshark's, through both native inputs.
+//!
+//! Three files need a reading of the README rather than a bare hash, and each
+//! exception is spelled out below: names whose bytes tshark prints lossily,
+//! messages cut by a snaplen (tshark's partial dissection is not a reference),
+//! and the crafted malformed messages, judged by the generator's expectations.
+
+mod common;
+
+use common::{corpus, run_pipeline, temp_path, truth_rows};
+use dnsluice::core::dns::mnemonic;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Runs input → filter.layer → filter.dns → output.json; the JSON lines and the stats.
+fn dump(input: &str, capture: &Path) -> (Vec<Value>, Value) {
+    let json = temp_path("dns.jsonl");
+    let stats = temp_path("stats.json");
+    let text = format!(
+        "[[stage]]\nmodule = \"{input}\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
+        capture.display(),
+        json.display()
+    );
+    let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stats = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    (rows, stats)
+}
+
+/// Our presentation name back to wire-label bytes (undoing `\.`, `\\` and `\DDD`).
+fn unescape(name: &str) -> Vec<Vec<u8>> {
+    if name == "." {
+        return Vec::new();
+    }
+    let mut labels = vec![Vec::new()];
+    let bytes = name.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                let digits = std::str::from_utf8(&bytes[i + 1..i + 4]).unwrap();
+                labels
+                    .last_mut()
+                    .unwrap()
+                    .push(digits.parse::<u8>().unwrap());
+                i += 4;
+            }
+            b'\\' => {
+                labels.last_mut().unwrap().push(bytes[i + 1]);
+                i += 2;
+            }
+            b'.' => {
+                labels.push(Vec::new());
+                i += 1;
+            }
+            b => {
+                labels.last_mut().unwrap().push(b);
+                i += 1;
+            }
+        }
+    }
+    labels.pop(); // the empty label after the trailing dot
+    labels
+}
+
+fn wire_hex(labels: &[Vec<u8>]) -> String {
+    let mut hex = String::new();
+    for label in labels {
+        hex += &format!("{:02x}", label.len());
+        for b in label {
+            hex += &format!("{b:02x}");
+        }
+    }
+    hex + "00"
+}
+
+/// The canonical line of one of our JSON rows; `unusual` maps frames whose
+/// QNAME tshark prints lossily to (tshark's text, the name's wire bytes in hex).
+fn canonical(row: &Value, unusual: &BTreeMap<u64, (String, String)>) -> String {
+    let dns = &row["dns"];
+    let frame = row["frame"].as_u64().unwrap();
+    let question = dns["question"].as_array().and_then(|q| q.first());
+    let qname = match question.and_then(|q| q["name"].as_str()) {
+        None => String::new(),
+        Some(name) => match unusual.get(&frame) {
+            Some((tshark, hex)) => {
+                assert_eq!(
+                    &wire_hex(&unescape(name)),
+                    hex,
+                    "frame {frame}: {name} is not the name on the wire"
+                );
+                tshark.clone()
+            }
+            None if name == "." => ".".into(),
+            None => {
+                let labels = unescape(name);
+                labels
+                    .iter()
+                    .map(|l| String::from_utf8(l.clone()).unwrap())
+                    .collect::<Vec<_>>()
+                    .join(".")
+            }
+        },
+    };
+    let qtype = question
+        .and_then(|q| q["type"].as_str())
+        .map(|t| mnemonic::rtype_from_str(t).unwrap().to_string())
+        .unwrap_or_default();
+    let rcode = dns["rcode"]
+        .as_str()
+        .map_or(0, |r| mnemonic::rcode_from_str(r).unwrap() & 0xf);
+    let qr = u8::from(dns["qr"] == json!(true));
+    format!("{frame}\t{qname}\t{qtype}\t{rcode}\t{qr}\n")
+}
+
+fn sha256(lines: &[String]) -> String {
+    let mut hash = Sha256::new();
+    for line in lines {
+        hash.update(line.as_bytes());
+    }
+    format!("{:x}", hash.finalize())
+}
+
+fn unusual_names(truth: &Value) -> BTreeMap<u64, (String, String)> {
+    truth["extras"]["qnames_with_unusual_bytes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|u| {
+            let (name, hex) = (
+                u["qname"].as_str().unwrap(),
+                u["qname_wire_hex"].as_str().unwrap(),
+            );
+            (
+                u["frame"].as_u64().unwrap(),
+                (name.to_string(), hex.to_string()),
+            )
+        })
+        .collect()
+}
+
+/// tshark's canonical lines, with the README's definition (null → empty, rcode 0 for none).
+fn truth_lines(truth: &Value) -> Vec<(String, serde_json::Map<String, Value>)> {
+    truth_rows(&truth["dns_messages"])
+        .into_iter()
+        .map(|d| {
+            let frame = d["frame"].as_u64().unwrap();
+            let text = |v: &Value| {
+                v.as_str()
+                    .map(str::to_string)
+                    .or(v.as_u64().map(|n| n.to_string()))
+                    .unwrap_or_default()
+            };
+            let line = format!(
+                "{frame}\t{}\t{}\t{}\t{}\n",
+                text(&d["qname"]),
+                text(&d["qtype"]),
+                d["rcode"].as_u64().unwrap_or(0),
+                d["qr"]
+            );
+            (line, d)
+        })
+        .collect()
+}
+
+#[test]
+fn canonical_lines_match_tshark() {
+    let mut files = 0;
+    for (capture, truth) in corpus() {
+        let name = capture.file_name().unwrap().to_string_lossy().to_string();
+        if name == "malformed.pcap" {
+            continue; // judged frame by frame below
+        }
+        for input in ["input.mmpcap", "input.fpcap"] {
+            let (mut rows, _) = dump(input, &capture);
+            // tshark numbers pcapng custom blocks as frames too: its hash uses its frame
+            // numbers, which the truth's frames table maps from record numbers.
+            let frame_of_record: BTreeMap<u64, u64> = truth_rows(&truth["frames"])
+                .iter()
+                .filter_map(|f| Some((f["record"].as_u64()?, f["frame"].as_u64()?)))
+                .collect();
+            for row in &mut rows {
+                let record = row["frame"].as_u64().unwrap();
+                row["frame"] = json!(frame_of_record.get(&record).copied().unwrap_or(record));
+            }
+            let ours: Vec<String> = rows
+                .iter()
+                .map(|r| canonical(r, &unusual_names(&truth)))
+                .collect();
+            let want = truth["dns_messages"]["sha256_of_canonical_lines"]
+                .as_str()
+                .unwrap();
+            if name != "live_mini_snaplen96.pcap" {
+                assert_eq!(
+                    sha256(&ours),
+                    want,
+                    "{input} {name}: {} messages, tshark {}",
+                    ours.len(),
+                    truth["dns_messages"]["count"]
+                );
+                continue;
+            }
+            // Cut by a 96-byte snaplen: on every record the capture kept whole, our
+            // messages must be tshark's, line for line. On records the capture cut, a
+            // dissection of the bytes that are left is a heuristic in any tool (where
+            // tshark restarts a TCP stream, what it calls a message), so there we only
+            // require that our messages say they were cut when they were.
+            let cut: std::collections::BTreeSet<u64> = truth_rows(&truth["frames"])
+                .iter()
+                .filter(|f| f["caplen"].as_u64() < f["len"].as_u64())
+                .map(|f| f["record"].as_u64().unwrap())
+                .collect();
+            let frame_of = |line: &String| line.split('\t').next().unwrap().parse::<u64>().unwrap();
+            let mut whole_ours: Vec<String> = ours
+                .iter()
+                .filter(|l| !cut.contains(&frame_of(l)))
+                .cloned()
+                .collect();
+            let mut whole_truth: Vec<String> = truth_lines(&truth)
+                .into_iter()
+                .map(|(l, _)| l)
+                .filter(|l| !cut.contains(&frame_of(l)))
+                .collect();
+            whole_ours.sort();
+            whole_truth.sort();
+            assert!(
+                whole_truth.len() > 300,
+                "a third of the messages are whole: {}",
+                whole_truth.len()
+            );
+            let missing: Vec<&String> = whole_truth
+                .iter()
+                .filter(|l| !whole_ours.contains(l))
+                .take(5)
+                .collect();
+            let extra: Vec<&String> = whole_ours
+                .iter()
+                .filter(|l| !whole_truth.contains(l))
+                .take(5)
+                .collect();
+            assert!(
+                missing.is_empty() && extra.is_empty(),
+                "{input}: missing {missing:?}, extra {extra:?}"
+            );
+            assert_eq!(whole_ours.len(), whole_truth.len(), "{input} {name}");
+            for row in rows
+                .iter()
+                .filter(|r| cut.contains(&r["frame"].as_u64().unwrap()))
+            {
+                let ends_in_cut = row["dns_len"].as_u64() <= row["caplen"].as_u64()
+                    && row["truncated"] == json!(true);
+                assert!(
+                    ends_in_cut,
+                    "{input}: a message at a cut record must come from a cut packet: {row}"
+                );
+            }
+        }
+        files += 1;
+    }
+    assert_eq!(files, 26);
+}
+
+#[test]
+fn malformed_messages_get_the_documented_outcome() {
+    let (capture, truth) = corpus()
+        .into_iter()
+        .find(|(p, _)| p.ends_with("malformed.pcap"))
+        .unwrap();
+    // Frame → (first QNAME, error kind) as the generator's expectations in the truth file ask.
+    let expect: &[(u64, Option<&str>, Option<&str>)] = &[
+        (1, Some("www.corpus.test."), None),
+        (2, Some("www.corpus.test."), None), // IPv4 total length past the frame: bounded
+        (3, None, Some("name_too_long")),    // 5 × 63-byte labels
+        (4, Some("www.corpus.test."), None), // two OPT records: parses structurally
+        (5, Some("www.corpus.test."), None), // UDP length past the IP payload: bounded
+        (6, None, Some("pointer_loop")),     // QNAME points to itself
+        (10, Some("after-zero.corpus.test."), None), // after a zero-length TCP message
+        (14, Some("fwd.corpus.test."), None), // forward pointer: lenient
+        (15, Some("www.corpus.test."), Some("pointer_loop")), // 151-pointer chain: rejected
+        (16, Some("www.corpus.test."), Some("count_exceeds_message")),
+        (24, None, Some("reserved_label_type")),
+        (25, Some("www.corpus.test."), Some("pointer_loop")),
+        (26, Some("www.corpus.test."), Some("pointer_out_of_bounds")),
+        (27, Some("www.corpus.test."), Some("rdata_past_end")),
+        (28, Some("www.corpus.test."), Some("count_exceeds_message")),
+        (29, None, Some("short_header")),
+        (30, Some("www.corpus.test."), Some("pointer_loop")),
+        (31, None, Some("label_past_end")),
+        (34, Some("many.corpus.test."), Some("truncated_capture")),
+    ];
+    for input in ["input.mmpcap", "input.fpcap"] {
+        let (rows, stats) = dump(input, &capture);
+        let got: Vec<(u64, Option<&str>, Option<&str>)> = rows
+            .iter()
+            .map(|r| {
+                let q = r["dns"]["question"]
+                    .as_array()
+                    .and_then(|q| q.first())
+                    .and_then(|q| q["name"].as_str());
+                (
+                    r["frame"].as_u64().unwrap(),
+                    q,
+                    r["dns_error"]["kind"].as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(got, expect, "{input}");
+        // Frames 20 (a length prefix promising more than the connection carried), 32 (IHL 4)
+        // and 33 (empty UDP payload) give no message, and the incomplete TCP message is counted.
+        let dns = &stats["stages"][2];
+        assert_eq!(dns["counters"]["tcp_incomplete_messages"], 1, "{dns}");
+        assert_eq!(dns["counters"]["tcp_empty_messages"], 1, "{dns}");
+        assert_eq!(dns["counters"]["empty_udp_payloads"], 1, "{dns}");
+        // ANCOUNT 5 with 2 answers present: the 2 are decoded.
+        let frame16 = rows.iter().find(|r| r["frame"] == 16).unwrap();
+        assert_eq!(frame16["dns"]["answer"].as_array().unwrap().len(), 2);
+        // tshark sees the same 19 messages (11 queries, 8 responses).
+        assert_eq!(
+            rows.len() as u64,
+            truth["counts"]["dns_messages"].as_u64().unwrap()
+        );
+        assert_eq!(dns["counters"]["queries"], truth["counts"]["dns_queries"]);
+        assert_eq!(
+            dns["counters"]["responses"],
+            truth["counts"]["dns_responses"]
+        );
+    }
+}
+
+#[test]
+fn summary_counts_match_tsharks_for_every_capture() {
+    for (capture, truth) in corpus() {
+        let name = capture.file_name().unwrap().to_string_lossy().to_string();
+        if name == "live_mini_snaplen96.pcap" {
+            continue; // cut TCP segments: see canonical_lines_match_tshark
+        }
+        let (rows, stats) = dump("input.mmpcap", &capture);
+        let c = &truth["counts"];
+        let dns = &stats["stages"][2]["counters"];
+        let n = |v: &Value| v.as_u64().unwrap_or(0);
+        assert_eq!(rows.len() as u64, n(&c["dns_messages"]), "{name}: messages");
+        assert_eq!(n(&dns["queries"]), n(&c["dns_queries"]), "{name}: queries");
+        assert_eq!(
+            n(&dns["responses"]),
+            n(&c["dns_responses"]),
+            "{name}: responses"
+        );
+        assert_eq!(n(&dns["tcp"]), n(&c["dns_tcp"]), "{name}: over TCP");
+        assert_eq!(n(&dns["udp"]), n(&c["dns_udp"]), "{name}: over UDP");
+        assert_eq!(n(&dns["edns"]), n(&c["dns_with_edns"]), "{name}: with EDNS");
+        assert_eq!(
+            n(&dns["ip_reassembled"]),
+            n(&c["dns_from_ip_reassembly"]),
+            "{name}: from IP reassembly"
+        );
+        assert_eq!(
+            n(&dns["tcp_reassembled"]),
+            n(&c["dns_tcp_multi_segment"]),
+            "{name}: spanning TCP segments"
+        );
+        let reassembled = rows
+            .iter()
+            .filter(|r| r["reassembled"]["from"] == json!("tcp"))
+            .count() as u64;
+        assert_eq!(
+            reassembled,
+            n(&c["dns_tcp_multi_segment"]),
+            "{name}: reassembled in JSON"
+        );
+    }
+}
