@@ -6,36 +6,36 @@ use serde_json::{json, Map, Value};
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-/// Prints one line per stage: objects in/out, rate, errors, counters.
+/// Prints one line per stage (objects in/out, rate), then its errors and
+/// counters on indented lines of at most about 100 characters.
 pub fn print_summary(stats: &[StageStats], elapsed: f64) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "dnsluice: {:.3} s", elapsed);
     for s in stats {
-        let rate = if elapsed > 0.0 {
-            s.input as f64 / elapsed
-        } else {
-            0.0
-        };
-        let _ = write!(
-            err,
-            "  {:<16} in {:>10}  out {:>10}  {:>12.0}/s",
-            s.module, s.input, s.output, rate
-        );
-        if !s.errors.is_empty() {
-            let _ = write!(err, "  errors {}", join(&s.errors));
+        let rate = if elapsed > 0.0 { s.input as f64 / elapsed } else { 0.0 };
+        let _ = writeln!(err, "  {:<16} in {:>10}  out {:>10}  {:>12.0}/s", s.module, s.input, s.output, rate);
+        for (label, map) in [("errors", &s.errors), ("counts", &s.counters)] {
+            for line in wrap(map, 96) {
+                let _ = writeln!(err, "    {label:<7} {line}");
+            }
         }
-        if !s.counters.is_empty() {
-            let _ = write!(err, "  {}", join(&s.counters));
-        }
-        let _ = writeln!(err);
     }
 }
 
-fn join(map: &std::collections::BTreeMap<String, u64>) -> String {
-    map.iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+/// `key=value` pairs joined with spaces, in lines of at most `width` characters.
+fn wrap(map: &std::collections::BTreeMap<String, u64>, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for (k, v) in map {
+        let item = format!("{k}={v}");
+        match lines.last_mut() {
+            Some(line) if line.len() + 1 + item.len() <= width => {
+                line.push(' ');
+                line.push_str(&item);
+            }
+            _ => lines.push(item),
+        }
+    }
+    lines
 }
 
 /// The summary as one JSON object:

@@ -26,8 +26,10 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(input::fpcap::entry())
         .add(filter::layer::entry())
         .add(filter::dns::entry())
+        .add(filter::select::entry())
         .add(output::null::entry())
-        .add(output::json::entry());
+        .add(output::json::entry())
+        .add(output::pcap::entry());
     #[cfg(feature = "libpcap")]
     registry.add(input::libpcap::entry());
 }

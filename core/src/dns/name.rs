@@ -17,10 +17,10 @@ pub const MAX_POINTERS: usize = 127;
 /// tshark and most resolvers follow them); loops and pointers outside the
 /// message are errors.
 #[inline]
-pub fn walk(
-    msg: &[u8],
+pub fn walk<'m>(
+    msg: &'m [u8],
     start: usize,
-    mut label: impl FnMut(&[u8]),
+    mut label: impl FnMut(&'m [u8]),
 ) -> Result<usize, (DnsError, usize)> {
     let mut pos = start;
     let mut end = None;
@@ -66,6 +66,23 @@ pub fn walk(
             _ => return Err((DnsError::ReservedLabelType, pos)),
         }
     }
+}
+
+/// The labels of the name at `start` (at most `out.len()` are kept), without
+/// allocating. Returns how many labels the name has.
+pub fn labels<'m>(
+    msg: &'m [u8],
+    start: usize,
+    out: &mut [&'m [u8]],
+) -> Result<usize, (DnsError, usize)> {
+    let mut count = 0;
+    walk(msg, start, |label: &'m [u8]| {
+        if let Some(slot) = out.get_mut(count) {
+            *slot = label;
+        }
+        count += 1;
+    })?;
+    Ok(count)
 }
 
 /// The offset just past the name at `start`, checking it fully.

@@ -2,3 +2,4 @@
 
 pub mod dns;
 pub mod layer;
+pub mod select;

@@ -1,0 +1,299 @@
+//! `output.pcap`: writes what reaches it as a capture file, classic pcap
+//! (nanosecond or microsecond) or pcapng. A DNS message is written as the
+//! packet that carried it (for a reassembled message: the packet that
+//! completed it). Reading the file back gives the same bytes and timestamps.
+
+use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::{LinkType, Object, Packet, Receiver, StageError, StageStats};
+use serde::Deserialize;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+const MODULE: &str = "output.pcap";
+
+/// Container format.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Classic pcap (one link type per file).
+    Pcap,
+    /// pcapng (one interface per link type met).
+    Pcapng,
+}
+
+/// Timestamp resolution of a classic pcap file.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Resolution {
+    /// Nanoseconds (magic 0xa1b23c4d): lossless.
+    Ns,
+    /// Microseconds (magic 0xa1b2c3d4): what the oldest tools read.
+    Us,
+}
+
+/// Options of `output.pcap`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcapOutputOptions {
+    /// The file to write, or `-` for standard output.
+    pub path: PathBuf,
+    /// `pcap` or `pcapng`.
+    #[serde(default = "default_format")]
+    pub format: Format,
+    /// Classic pcap timestamp resolution: `ns` or `us`.
+    #[serde(default = "default_resolution")]
+    pub resolution: Resolution,
+    /// Snapshot length written in the header(s).
+    #[serde(default = "default_snaplen")]
+    pub snaplen: u32,
+}
+
+fn default_format() -> Format {
+    Format::Pcap
+}
+fn default_resolution() -> Resolution {
+    Resolution::Ns
+}
+fn default_snaplen() -> u32 {
+    262_144
+}
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc {
+        name: "path",
+        kind: "string",
+        default: "",
+        help: "file to write, or \"-\" for standard output",
+    },
+    OptionDoc {
+        name: "format",
+        kind: "string",
+        default: "\"pcap\"",
+        help: "\"pcap\" or \"pcapng\"",
+    },
+    OptionDoc {
+        name: "resolution",
+        kind: "string",
+        default: "\"ns\"",
+        help: "classic pcap timestamps: \"ns\" (lossless) or \"us\"",
+    },
+    OptionDoc {
+        name: "snaplen",
+        kind: "integer",
+        default: "262144",
+        help: "snapshot length written in the header",
+    },
+];
+
+/// Writes packets to a capture file.
+pub struct PcapWriter {
+    path: PathBuf,
+    out: BufWriter<Box<dyn Write>>,
+    format: Format,
+    resolution: Resolution,
+    snaplen: u32,
+    /// Classic pcap: the file's link type, once the header is written.
+    file_link: Option<LinkType>,
+    /// pcapng: link types with an interface, by interface id.
+    interfaces: Vec<LinkType>,
+    written: u64,
+    received: u64,
+    other_link: u64,
+}
+
+impl PcapWriter {
+    /// A writer for `options`.
+    pub fn create(options: PcapOutputOptions) -> Result<Self, StageError> {
+        let sink: Box<dyn Write> = if options.path.as_os_str() == "-" {
+            Box::new(io::stdout())
+        } else {
+            Box::new(File::create(&options.path).map_err(|e| StageError::io(&options.path, e))?)
+        };
+        let mut writer = PcapWriter {
+            path: options.path,
+            out: BufWriter::with_capacity(1 << 20, sink),
+            format: options.format,
+            resolution: options.resolution,
+            snaplen: options.snaplen,
+            file_link: None,
+            interfaces: Vec::new(),
+            written: 0,
+            received: 0,
+            other_link: 0,
+        };
+        if writer.format == Format::Pcapng {
+            writer
+                .section_header()
+                .map_err(|e| StageError::io(&writer.path, e))?;
+        }
+        Ok(writer)
+    }
+
+    fn pcap_header(&mut self, link: LinkType) -> io::Result<()> {
+        let magic: u32 = match self.resolution {
+            Resolution::Ns => 0xa1b2_3c4d,
+            Resolution::Us => 0xa1b2_c3d4,
+        };
+        self.out.write_all(&magic.to_le_bytes())?;
+        self.out.write_all(&2u16.to_le_bytes())?;
+        self.out.write_all(&4u16.to_le_bytes())?;
+        self.out.write_all(&0u32.to_le_bytes())?; // thiszone
+        self.out.write_all(&0u32.to_le_bytes())?; // sigfigs
+        self.out.write_all(&self.snaplen.to_le_bytes())?;
+        self.out.write_all(&link.0.to_le_bytes())
+    }
+
+    fn block(&mut self, kind: u32, body: &[u8]) -> io::Result<()> {
+        let padding = (4 - body.len() % 4) % 4;
+        let total = (12 + body.len() + padding) as u32;
+        self.out.write_all(&kind.to_le_bytes())?;
+        self.out.write_all(&total.to_le_bytes())?;
+        self.out.write_all(body)?;
+        self.out.write_all(&[0; 3][..padding])?;
+        self.out.write_all(&total.to_le_bytes())
+    }
+
+    fn section_header(&mut self) -> io::Result<()> {
+        let mut body = Vec::with_capacity(16);
+        body.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
+        body.extend_from_slice(&1u16.to_le_bytes());
+        body.extend_from_slice(&0u16.to_le_bytes());
+        body.extend_from_slice(&(-1i64).to_le_bytes()); // section length: not given
+        self.block(0x0a0d_0d0a, &body)
+    }
+
+    /// The pcapng interface for `link`, writing its IDB (if_tsresol = 9) the first time.
+    fn interface(&mut self, link: LinkType) -> io::Result<u32> {
+        if let Some(id) = self.interfaces.iter().position(|l| *l == link) {
+            return Ok(id as u32);
+        }
+        let mut body = Vec::with_capacity(20);
+        body.extend_from_slice(&(link.0 as u16).to_le_bytes());
+        body.extend_from_slice(&0u16.to_le_bytes());
+        body.extend_from_slice(&self.snaplen.to_le_bytes());
+        body.extend_from_slice(&9u16.to_le_bytes()); // if_tsresol
+        body.extend_from_slice(&1u16.to_le_bytes());
+        body.extend_from_slice(&[9, 0, 0, 0]); // 10^-9, padded
+        body.extend_from_slice(&[0; 4]); // opt_endofopt
+        self.block(1, &body)?;
+        self.interfaces.push(link);
+        Ok(self.interfaces.len() as u32 - 1)
+    }
+
+    fn write_packet(&mut self, p: &Packet<'_>) -> io::Result<bool> {
+        let ts = p.meta.ts_ns.unwrap_or(0);
+        let caplen = p.data.len() as u32;
+        match self.format {
+            Format::Pcap => {
+                let link = *match &self.file_link {
+                    Some(link) => link,
+                    None => {
+                        self.pcap_header(p.meta.link)?;
+                        self.file_link.insert(p.meta.link)
+                    }
+                };
+                if link != p.meta.link {
+                    // A classic pcap file has one link type; say so rather than write a lie.
+                    return Ok(false);
+                }
+                let secs = ts.div_euclid(1_000_000_000) as u32;
+                let nanos = ts.rem_euclid(1_000_000_000) as u32;
+                let frac = match self.resolution {
+                    Resolution::Ns => nanos,
+                    Resolution::Us => nanos / 1000,
+                };
+                for field in [secs, frac, caplen, p.meta.len] {
+                    self.out.write_all(&field.to_le_bytes())?;
+                }
+                self.out.write_all(p.data)?;
+            }
+            Format::Pcapng => {
+                let interface = self.interface(p.meta.link)?;
+                if p.meta.ts_ns.is_none() && interface == 0 && caplen == p.meta.len {
+                    // No timestamp to write: a Simple Packet Block, as it came.
+                    let padding = (4 - p.data.len() % 4) % 4;
+                    let total = (16 + p.data.len() + padding) as u32;
+                    for field in [3, total, p.meta.len] {
+                        self.out.write_all(&field.to_le_bytes())?;
+                    }
+                    self.out.write_all(p.data)?;
+                    self.out.write_all(&[0; 3][..padding])?;
+                    self.out.write_all(&total.to_le_bytes())?;
+                    return Ok(true);
+                }
+                let units = ts as u64;
+                let padding = (4 - p.data.len() % 4) % 4;
+                let total = (32 + p.data.len() + padding) as u32;
+                self.out.write_all(&6u32.to_le_bytes())?;
+                self.out.write_all(&total.to_le_bytes())?;
+                for field in [
+                    interface,
+                    (units >> 32) as u32,
+                    units as u32,
+                    caplen,
+                    p.meta.len,
+                ] {
+                    self.out.write_all(&field.to_le_bytes())?;
+                }
+                self.out.write_all(p.data)?;
+                self.out.write_all(&[0; 3][..padding])?;
+                self.out.write_all(&total.to_le_bytes())?;
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Receiver for PcapWriter {
+    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
+        self.received += 1;
+        let Some(packet) = obj.packet() else {
+            return Ok(());
+        };
+        match self.write_packet(packet) {
+            Ok(true) => self.written += 1,
+            Ok(false) => self.other_link += 1,
+            Err(e) => return Err(StageError::io(&self.path, e)),
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), StageError> {
+        if self.format == Format::Pcap && self.file_link.is_none() {
+            // No packet at all: still a valid (empty) capture file.
+            self.pcap_header(LinkType::EN10MB)
+                .map_err(|e| StageError::io(&self.path, e))?;
+        }
+        self.out.flush().map_err(|e| StageError::io(&self.path, e))
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        let mut stats = StageStats::new(MODULE);
+        stats.input = self.received;
+        stats.output = self.written;
+        stats.add_error("link_type_differs_from_file", self.other_link);
+        if self.other_link > 0 {
+            stats.warnings.push(format!(
+                "{}: {} packets of another link type than the file's were not written (a classic pcap file has one; use format = \"pcapng\")",
+                self.path.display(),
+                self.other_link
+            ));
+        }
+        out.push(stats);
+    }
+}
+
+/// The registry entry.
+pub fn entry() -> ModuleEntry {
+    ModuleEntry {
+        name: MODULE,
+        summary: "write packets (or the packets carrying DNS messages) to a pcap or pcapng file",
+        options: OPTIONS,
+        factory: Factory::Output(Arc::new(|opts: &StageOptions| {
+            let o: PcapOutputOptions = opts.parse()?;
+            Ok(Box::new(PcapWriter::create(o)?) as Box<dyn Receiver>)
+        })),
+    }
+}
