@@ -12,8 +12,16 @@ pub fn print_summary(stats: &[StageStats], elapsed: f64) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "dnsluice: {:.3} s", elapsed);
     for s in stats {
-        let rate = if elapsed > 0.0 { s.input as f64 / elapsed } else { 0.0 };
-        let _ = writeln!(err, "  {:<16} in {:>10}  out {:>10}  {:>12.0}/s", s.module, s.input, s.output, rate);
+        let rate = if elapsed > 0.0 {
+            s.input as f64 / elapsed
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            err,
+            "  {:<16} in {:>10}  out {:>10}  {:>12.0}/s",
+            s.module, s.input, s.output, rate
+        );
         for (label, map) in [("errors", &s.errors), ("counts", &s.counters)] {
             for line in wrap(map, 96) {
                 let _ = writeln!(err, "    {label:<7} {line}");
