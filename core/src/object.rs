@@ -7,7 +7,6 @@
 
 use crate::dns::DnsInfo;
 use crate::wire::{Layers, Transport};
-use std::net::IpAddr;
 
 /// One object handed from stage to stage.
 #[derive(Clone, Copy, Debug)]
@@ -24,7 +23,7 @@ impl<'a> Object<'a> {
     pub fn packet(&self) -> Option<&Packet<'a>> {
         match self {
             Object::Packet(p) => Some(p),
-            Object::Dns(m) => Some(&m.packet),
+            Object::Dns(m) => Some(m.packet.get()),
         }
     }
 
@@ -32,7 +31,7 @@ impl<'a> Object<'a> {
     pub fn packet_mut(&mut self) -> Option<&mut Packet<'a>> {
         match self {
             Object::Packet(p) => Some(p),
-            Object::Dns(m) => Some(&mut m.packet),
+            Object::Dns(m) => Some(m.packet.get_mut()),
         }
     }
 
@@ -45,13 +44,10 @@ impl<'a> Object<'a> {
     }
 }
 
-/// Addresses and ports of a message's transport flow.
+/// Ports and transport of a message's flow (the addresses are the carrying
+/// packet's: every fragment of a datagram has the same).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Flow {
-    /// Source address.
-    pub src: IpAddr,
-    /// Destination address.
-    pub dst: IpAddr,
     /// Source port.
     pub sport: u16,
     /// Destination port.
@@ -89,17 +85,50 @@ impl Origin {
     }
 }
 
+/// A packet that an object refers to: borrowed from the stage that found it
+/// (no copy on the per-packet path), or held (an owned copy's view, an
+/// annotated copy).
+#[derive(Clone, Copy, Debug)]
+pub enum PacketRef<'a> {
+    /// The packet as the upstream stage has it.
+    Borrowed(&'a Packet<'a>),
+    /// A packet held by value.
+    Held(Packet<'a>),
+}
+
+impl<'a> PacketRef<'a> {
+    /// The packet.
+    #[inline]
+    pub fn get(&self) -> &Packet<'a> {
+        match self {
+            PacketRef::Borrowed(p) => p,
+            PacketRef::Held(p) => p,
+        }
+    }
+
+    /// The packet, mutably (a borrowed one is copied first).
+    pub fn get_mut(&mut self) -> &mut Packet<'a> {
+        if let PacketRef::Borrowed(p) = *self {
+            *self = PacketRef::Held(*p);
+        }
+        match self {
+            PacketRef::Held(p) => p,
+            PacketRef::Borrowed(_) => unreachable!("made held above"),
+        }
+    }
+}
+
 /// A DNS message: its bytes (without a TCP length prefix), what a full
 /// check of them found, and the packet that carried or completed it.
 #[derive(Clone, Copy, Debug)]
 pub struct DnsMessage<'a> {
     /// The packet that carried the message, or the last of those that did.
-    pub packet: Packet<'a>,
+    pub packet: PacketRef<'a>,
     /// The message.
     pub bytes: &'a [u8],
     /// Header, first question, EDNS, counts and the first problem.
     pub info: DnsInfo,
-    /// Addresses and ports.
+    /// Ports and transport (addresses: [`Packet::src`], [`Packet::dst`] of `packet`).
     pub flow: Flow,
     /// Datagram, TCP segment, or reassembled.
     pub origin: Origin,

@@ -4,7 +4,7 @@
 //! packet is larger than any before it.
 
 use crate::dns::DnsInfo;
-use crate::object::{CaptureMeta, DnsMessage, Flow, Origin};
+use crate::object::{CaptureMeta, DnsMessage, Flow, Origin, PacketRef};
 use crate::wire::Layers;
 use crate::{LinkType, Object, Packet};
 
@@ -76,7 +76,7 @@ impl OwnedObject {
         };
         match &self.dns {
             Some(d) => Object::Dns(DnsMessage {
-                packet,
+                packet: PacketRef::Held(packet),
                 bytes: &d.bytes,
                 info: d.info,
                 flow: d.flow,

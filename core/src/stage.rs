@@ -13,8 +13,11 @@ use crate::{Object, StageError, StageStats};
 
 /// Push side: an upstream hands this stage one object.
 pub trait Receiver {
-    /// Takes one object. The object (and its bytes) is only valid during the call.
-    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError>;
+    /// Takes one object. The object (and its bytes) is only valid during the
+    /// call. It is lent mutably so that a filter can annotate it in place and
+    /// pass it on without copying it; a stage that hands one object to several
+    /// receivers gives each its own copy.
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError>;
 
     /// Called once after the last object: flush buffers, then finish downstream.
     fn finish(&mut self) -> Result<(), StageError> {
@@ -36,7 +39,7 @@ pub trait Producer {
 }
 
 impl<R: Receiver + ?Sized> Receiver for Box<R> {
-    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         (**self).receive(obj)
     }
     fn finish(&mut self) -> Result<(), StageError> {
@@ -72,8 +75,16 @@ where
     R: Receiver + ?Sized,
 {
     let mut moved = 0u64;
-    while let Some(obj) = producer.produce()? {
-        receiver.receive(&obj)?;
+    loop {
+        // Use the object where `produce` wrote it: objects are a few hundred
+        // bytes, and moving each one out of the `Result` is a copy per packet.
+        let mut next = producer.produce();
+        let obj = match &mut next {
+            Ok(Some(obj)) => obj,
+            Ok(None) => break,
+            Err(_) => return next.map(|_| moved),
+        };
+        receiver.receive(obj)?;
         moved += 1;
         if moved.is_multiple_of(PROGRESS_EVERY) {
             if let Some(report) = progress.as_mut() {
@@ -124,11 +135,10 @@ impl<M: Map, N> MapStage<M, N> {
 
 impl<M: Map, R: Receiver> Receiver for MapStage<M, R> {
     #[inline]
-    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         self.count += 1;
-        let mut out = *obj;
-        self.map.map(&mut out);
-        self.neighbour.receive(&out)
+        self.map.map(obj);
+        self.neighbour.receive(obj)
     }
 
     fn finish(&mut self) -> Result<(), StageError> {
@@ -164,8 +174,9 @@ impl<M: Map, P: Producer> Producer for MapStage<M, P> {
 /// hold state until the end ([`Filter::flush`]). [`FilterStage`] makes it a
 /// push and a pull stage.
 pub trait Filter {
-    /// Takes one object and hands what it produces to `out`.
-    fn process(&mut self, obj: &Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError>;
+    /// Takes one object and hands what it produces to `out` (the object itself
+    /// may be passed on, annotated or not).
+    fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError>;
 
     /// Called after the last object: hand on or report what is still held.
     fn flush(&mut self, _out: &mut dyn Receiver) -> Result<(), StageError> {
@@ -221,7 +232,7 @@ impl<F: Filter, N> FilterStage<F, N> {
 
 impl<F: Filter, R: Receiver> Receiver for FilterStage<F, R> {
     #[inline]
-    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         self.count += 1;
         self.filter.process(obj, &mut self.neighbour)
     }
@@ -244,7 +255,7 @@ struct Collector<'q> {
 }
 
 impl Receiver for Collector<'_> {
-    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         let mut slot = self.spare.pop().unwrap_or_default();
         slot.copy_from(obj);
         self.queue.push_back(slot);
@@ -270,9 +281,9 @@ impl<F: Filter, P: Producer> Producer for FilterStage<F, P> {
                 spare: &mut self.spare,
             };
             match self.neighbour.produce()? {
-                Some(obj) => {
+                Some(mut obj) => {
                     self.count += 1;
-                    self.filter.process(&obj, &mut collector)?;
+                    self.filter.process(&mut obj, &mut collector)?;
                 }
                 None => {
                     self.ended = true;

@@ -88,6 +88,16 @@ pub fn labels<'m>(
 /// The offset just past the name at `start`, checking it fully.
 #[inline]
 pub fn skip(msg: &[u8], start: usize) -> Result<usize, (DnsError, usize)> {
+    // Fast path for a name without compression (most QNAMEs): lengths only.
+    let mut pos = start;
+    while let Some(&len) = msg.get(pos) {
+        match len {
+            0 if pos + 1 - start <= MAX_NAME => return Ok(pos + 1),
+            1..=63 => pos += 1 + usize::from(len),
+            // A pointer, a reserved label type or an overlong name: the full walk decides.
+            _ => break,
+        }
+    }
     walk(msg, start, |_| {})
 }
 

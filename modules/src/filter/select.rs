@@ -269,10 +269,8 @@ impl Select {
             return false;
         };
         let message = obj.dns();
-        let (src, dst, transport) = match message {
-            Some(m) => (Some(m.flow.src), Some(m.flow.dst), m.flow.transport),
-            None => (packet.src(), packet.dst(), packet.layers.transport),
-        };
+        let transport = message.map_or(packet.layers.transport, |m| m.flow.transport);
+        let (src, dst) = (packet.src(), packet.dst());
         if self.transport.is_some_and(|t| t != transport) {
             return false;
         }
@@ -334,7 +332,7 @@ impl Select {
 }
 
 impl Filter for Select {
-    fn process(&mut self, obj: &Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+    fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
         self.input += 1;
         if self.matches(obj) != self.invert {
             self.kept += 1;

@@ -32,7 +32,7 @@ impl Null {
 
 impl Receiver for Null {
     #[inline]
-    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         self.objects += 1;
         if let Some(p) = obj.packet() {
             self.payload_bytes += u64::from(p.layers.payload_len);

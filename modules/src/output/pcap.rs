@@ -247,7 +247,7 @@ impl PcapWriter {
 }
 
 impl Receiver for PcapWriter {
-    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         self.received += 1;
         let Some(packet) = obj.packet() else {
             return Ok(());

@@ -16,8 +16,8 @@ use dnsluice_core::dns::scan;
 use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
 use dnsluice_core::wire::{be16, be32, parse_layers_into, Network, Transport};
 use dnsluice_core::{
-    DnsMessage, Filter, FilterStage, Flow, Object, Origin, Packet, Producer, Receiver, StageError,
-    StageStats,
+    DnsMessage, Filter, FilterStage, Flow, Object, Origin, Packet, PacketRef, Producer, Receiver,
+    StageError, StageStats,
 };
 use serde::Deserialize;
 use std::sync::Arc;
@@ -172,7 +172,16 @@ impl DnsFilter {
 
     #[inline]
     fn dns_port(&self, sport: u16, dport: u16) -> bool {
-        self.ports.iter().any(|p| *p == sport || *p == dport)
+        on_port(&self.ports, sport, dport)
+    }
+}
+
+/// Is either port one of `ports`?
+#[inline]
+fn on_port(ports: &[u16], sport: u16, dport: u16) -> bool {
+    match ports {
+        [one] => *one == sport || *one == dport,
+        many => many.iter().any(|p| *p == sport || *p == dport),
     }
 }
 
@@ -186,36 +195,36 @@ fn emit(
     flow: Flow,
     origin: Origin,
 ) -> Result<(), StageError> {
-    let info = scan(bytes, cut);
-    counters.count(&info, &flow, &origin);
-    out.receive(&Object::Dns(DnsMessage {
-        packet: *packet,
+    let mut message = Object::Dns(DnsMessage {
+        packet: PacketRef::Borrowed(packet),
         bytes,
-        info,
+        info: scan(bytes, cut),
         flow,
         origin,
-    }))
+    });
+    if let Object::Dns(m) = &message {
+        counters.count(&m.info, &flow, &origin);
+    }
+    out.receive(&mut message)
 }
 
 impl Filter for DnsFilter {
-    fn process(&mut self, obj: &Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+    fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
         let Object::Packet(original) = obj else {
             // Already a DNS message (or another kind): not ours to parse again.
             return out.receive(obj);
         };
-        let mut packet = *original;
-        if packet.layers.network == Network::Unparsed {
-            parse_layers_into(
-                packet.meta.link,
-                packet.data,
-                packet.meta.len,
-                &mut packet.layers,
-            );
-        }
-        let l = packet.layers;
-        let (Some(src), Some(dst)) = (packet.src(), packet.dst()) else {
-            return self.not_dns(obj, out);
+        // Layers are parsed once by filter.layer; parse here only if it was not upstream.
+        let reparsed;
+        let packet = if original.layers.network == Network::Unparsed {
+            let mut copy = *original;
+            parse_layers_into(copy.meta.link, copy.data, copy.meta.len, &mut copy.layers);
+            reparsed = copy;
+            &reparsed
+        } else {
+            original
         };
+        let l = &packet.layers;
         let now = packet.meta.ts_ns.unwrap_or(0);
         match l.transport {
             Transport::Udp if self.dns_port(l.sport, l.dport) => {
@@ -225,8 +234,6 @@ impl Filter for DnsFilter {
                     return self.not_dns(obj, out);
                 }
                 let flow = Flow {
-                    src,
-                    dst,
                     sport: l.sport,
                     dport: l.dport,
                     transport: Transport::Udp,
@@ -249,11 +256,12 @@ impl Filter for DnsFilter {
                     return self.not_dns(obj, out);
                 };
                 let flow = Flow {
-                    src,
-                    dst,
                     sport: l.sport,
                     dport: l.dport,
                     transport: Transport::Tcp,
+                };
+                let (Some(src), Some(dst)) = (packet.src(), packet.dst()) else {
+                    return self.not_dns(obj, out);
                 };
                 let key = FlowKey {
                     src,
@@ -281,7 +289,7 @@ impl Filter for DnsFilter {
                                 Origin::TcpSegment
                             };
                             if result.is_ok() {
-                                result = emit(counters, out, &packet, bytes, cut, flow, origin);
+                                result = emit(counters, out, packet, bytes, cut, flow, origin);
                             }
                         },
                     );
@@ -293,6 +301,10 @@ impl Filter for DnsFilter {
             }
             Transport::None => match (l.fragment, self.defrag.as_mut()) {
                 (Some(fragment), Some(defrag)) if !fragment.atomic && fragment.protocol == 17 => {
+                    let (Some(src), Some(dst)) = (packet.src(), packet.dst()) else {
+                        self.counters.non_dns += 1;
+                        return Ok(());
+                    };
                     let key = DatagramKey {
                         src,
                         dst,
@@ -319,14 +331,12 @@ impl Filter for DnsFilter {
                     else {
                         return Ok(());
                     };
-                    let ports = self.ports.iter().any(|p| *p == sport || *p == dport);
+                    let ports = on_port(&self.ports, sport, dport);
                     let end = usize::from(length).clamp(8, datagram.len());
                     if !ports || end <= 8 {
                         return Ok(());
                     }
                     let flow = Flow {
-                        src,
-                        dst,
                         sport,
                         dport,
                         transport: Transport::Udp,
@@ -372,7 +382,7 @@ impl Filter for DnsFilter {
 }
 
 impl DnsFilter {
-    fn not_dns(&mut self, obj: &Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+    fn not_dns(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
         self.counters.non_dns += 1;
         if self.keep_non_dns {
             self.counters.output += 1;

@@ -230,7 +230,7 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>) {
 }
 
 impl Receiver for JsonLines {
-    fn receive(&mut self, obj: &Object<'_>) -> Result<(), StageError> {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         self.objects += 1;
         if obj.packet().is_some() {
             write_object(obj, &mut self.line);
