@@ -241,7 +241,7 @@ impl Filter for DnsFilter {
                 emit(
                     &mut self.counters,
                     out,
-                    &packet,
+                    packet,
                     bytes,
                     l.truncated,
                     flow,
@@ -344,7 +344,7 @@ impl Filter for DnsFilter {
                     emit(
                         &mut self.counters,
                         out,
-                        &packet,
+                        packet,
                         &datagram[8..end],
                         false,
                         flow,
