@@ -194,6 +194,9 @@ fn scan_body(msg: &[u8], header: Header, info: &mut DnsInfo) -> Result<(), (DnsE
         info.questions += 1;
         pos = next;
     }
+    if header.ancount == 0 && header.nscount == 0 && header.arcount == 0 {
+        return Ok(()); // most queries
+    }
     let sections = [
         (Section::Answer, header.ancount),
         (Section::Authority, header.nscount),

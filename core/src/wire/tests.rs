@@ -494,3 +494,65 @@ fn every_prefix_of_every_packet_parses_without_panic() {
         }
     }
 }
+
+/// The fast path must agree with the general parser wherever it is taken:
+/// on every packet of the corpus, and on every prefix and single-byte change
+/// of a few packets.
+#[test]
+fn fast_path_agrees_with_the_general_parser() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/corpus");
+    let mut packets: Vec<(LinkType, Vec<u8>, u32)> = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        // Classic little-endian pcap files only: walk records by hand.
+        if bytes.len() < 24
+            || bytes[..4] != [0xd4, 0xc3, 0xb2, 0xa1] && bytes[..4] != [0x4d, 0x3c, 0xb2, 0xa1]
+        {
+            continue;
+        }
+        let link = LinkType(u32::from_le_bytes(bytes[20..24].try_into().unwrap()));
+        let mut pos = 24;
+        while pos + 16 <= bytes.len() {
+            let caplen = u32::from_le_bytes(bytes[pos + 8..pos + 12].try_into().unwrap()) as usize;
+            let len = u32::from_le_bytes(bytes[pos + 12..pos + 16].try_into().unwrap());
+            let Some(data) = bytes.get(pos + 16..pos + 16 + caplen) else {
+                break;
+            };
+            packets.push((link, data.to_vec(), len.max(caplen as u32)));
+            pos += 16 + caplen;
+        }
+    }
+    assert!(packets.len() > 20_000);
+    let mut fast = 0;
+    let mut check = |link: LinkType, data: &[u8], wire: u32| {
+        let general = parse_layers_general(link, data, wire);
+        assert_eq!(
+            parse_layers(link, data, wire),
+            general,
+            "{link} {data:02x?}"
+        );
+        fast += usize::from(parse_common(link, data, wire).is_some());
+    };
+    for (link, data, wire) in &packets {
+        check(*link, data, *wire);
+    }
+    for (link, data, wire) in packets
+        .iter()
+        .filter(|(l, _, _)| *l == LinkType::EN10MB)
+        .take(40)
+    {
+        for cut in 0..data.len() {
+            check(*link, &data[..cut], *wire);
+        }
+        for at in 0..data.len().min(80) {
+            for flip in [0x01u8, 0x10, 0x80, 0xff] {
+                let mut changed = data.clone();
+                changed[at] ^= flip;
+                check(*link, &changed, *wire);
+                check(*link, &changed, changed.len() as u32);
+            }
+        }
+    }
+    assert!(fast > 10_000, "the fast path was taken {fast} times");
+}
