@@ -396,8 +396,14 @@ fn a_datagram_missing_a_fragment_is_reported_not_lost() {
     let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success());
-    assert!(err.contains("first fragment in frame 10") && err.contains("2 fragments"), "{err}");
+    assert!(
+        err.contains("first fragment in frame 10") && err.contains("2 fragments"),
+        "{err}"
+    );
     let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     assert_eq!(stats["stages"][1]["counters"]["ip_datagrams_incomplete"], 1);
-    assert_eq!(stats["stages"][1]["counters"]["ip_datagrams_reassembled"], 4);
+    assert_eq!(
+        stats["stages"][1]["counters"]["ip_datagrams_reassembled"],
+        4
+    );
 }

@@ -344,8 +344,11 @@ fn append(flow: &mut FlowState, bytes: &[u8], counters: &mut TcpCounters, emit: 
     flow.buffer.extend_from_slice(bytes);
     flow.buffered_segments += 1;
     let used = frame(&flow.buffer, flow.buffered_segments, counters, emit);
-    flow.buffer.drain(..used);
-    flow.buffered_segments = if flow.buffer.is_empty() { 0 } else { 1 };
+    if used > 0 {
+        flow.buffer.drain(..used);
+        // What is left (if anything) came with the last segment.
+        flow.buffered_segments = u32::from(!flow.buffer.is_empty());
+    }
 }
 
 /// Emits each complete length-prefixed message at the start of `stream`;
@@ -369,4 +372,173 @@ fn frame(stream: &[u8], segments: u32, counters: &mut TcpCounters, emit: &mut Em
         used += 2 + len;
     }
     used
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ACK: u8 = 0x10;
+    const SYN: u8 = 0x02;
+    const FIN: u8 = 0x01;
+
+    fn key(port: u16) -> FlowKey {
+        FlowKey {
+            src: "192.0.2.1".parse().unwrap(),
+            dst: "192.0.2.53".parse().unwrap(),
+            sport: port,
+            dport: 53,
+        }
+    }
+
+    fn limits() -> TcpLimits {
+        TcpLimits {
+            max_flows: 4,
+            max_flow_bytes: 1000,
+            idle_timeout_ns: 10_000_000_000,
+        }
+    }
+
+    /// A length-prefixed message of `len` bytes, each byte `fill`.
+    fn framed(len: usize, fill: u8) -> Vec<u8> {
+        let mut v = (len as u16).to_be_bytes().to_vec();
+        v.extend(std::iter::repeat_n(fill, len));
+        v
+    }
+
+    /// Feeds (seq, flags, payload, time) segments; returns (message bytes, segments) emitted.
+    fn run(
+        r: &mut TcpReassembler,
+        k: FlowKey,
+        segments: &[(u32, u8, &[u8], i64)],
+    ) -> Vec<(Vec<u8>, u32)> {
+        let mut out = Vec::new();
+        for (seq, flags, payload, now) in segments {
+            r.segment(
+                k,
+                *seq,
+                *flags,
+                payload,
+                payload.len(),
+                *now,
+                &mut |m, n, cut| {
+                    assert!(!cut);
+                    out.push((m.to_vec(), n));
+                },
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn several_messages_in_one_segment_and_one_over_three() {
+        let mut r = TcpReassembler::new(limits());
+        let mut two = framed(3, 1);
+        two.extend(framed(2, 2));
+        let big = framed(20, 3);
+        let got = run(
+            &mut r,
+            key(1),
+            &[
+                (99, SYN, b"", 0),
+                (100, ACK, &two, 1),
+                (109, ACK, &big[..1], 2),
+                (110, ACK, &big[1..10], 3),
+                (119, ACK, &big[10..], 4),
+            ],
+        );
+        assert_eq!(
+            got,
+            vec![(vec![1; 3], 1), (vec![2; 2], 1), (vec![3; 20], 3)]
+        );
+    }
+
+    #[test]
+    fn retransmissions_overlaps_and_early_segments() {
+        let mut r = TcpReassembler::new(limits());
+        let a = framed(4, 7);
+        let b = framed(4, 8);
+        let c = framed(4, 9);
+        let mut bc = b.clone();
+        bc.extend(&c);
+        let got = run(
+            &mut r,
+            key(2),
+            &[
+                (1000, ACK, &a, 0),
+                (1000, ACK, &a, 1), // retransmitted: ignored
+                (1012, ACK, &c, 2), // early: held
+                (1003, ACK, &[a[3..].to_vec(), bc[..6].to_vec()].concat(), 3), // overlaps a's last 3 bytes
+            ],
+        );
+        assert_eq!(got, vec![(vec![7; 4], 1), (vec![8; 4], 1), (vec![9; 4], 1)]);
+        assert_eq!(
+            (
+                r.counters.retransmissions,
+                r.counters.overlaps,
+                r.counters.out_of_order
+            ),
+            (1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn limits_are_kept_and_what_is_dropped_is_counted() {
+        let mut r = TcpReassembler::new(limits());
+        // Five flows with a partial message each: the table holds four, the quietest is evicted.
+        for port in 0..5u16 {
+            run(
+                &mut r,
+                key(100 + port),
+                &[(1, ACK, &framed(50, 1)[..10], i64::from(port))],
+            );
+        }
+        assert_eq!(
+            (
+                r.flows(),
+                r.counters.flows_evicted,
+                r.counters.incomplete_messages
+            ),
+            (4, 1, 1)
+        );
+        // A flow holding more than max_flow_bytes is dropped.
+        run(&mut r, key(200), &[(1, ACK, &framed(2000, 1)[..1200], 10)]);
+        assert_eq!(r.counters.flows_overflowed, 1);
+        // Idle flows go after the timeout (capture time).
+        run(&mut r, key(300), &[(1, ACK, &framed(4, 1), 60_000_000_000)]);
+        assert_eq!(
+            r.flows(),
+            1,
+            "every earlier flow expired; the new one stays while open"
+        );
+        assert!(r.counters.flows_expired >= 3);
+        // A connection closed in the middle of a message: dropped, counted.
+        let before = r.counters.incomplete_messages;
+        run(
+            &mut r,
+            key(400),
+            &[
+                (1, ACK, &framed(300, 1)[..44], 61_000_000_000),
+                (45, FIN | ACK, b"", 61_000_000_001),
+            ],
+        );
+        assert_eq!((r.flows(), r.counters.incomplete_messages), (1, before + 1));
+    }
+
+    #[test]
+    fn cut_segments_report_the_partial_message_and_restart() {
+        let mut r = TcpReassembler::new(limits());
+        let whole = framed(30, 5);
+        let mut got = Vec::new();
+        // Only 12 of the 32 bytes were captured.
+        r.segment(key(9), 1, ACK, &whole[..12], 32, 0, &mut |m, _, cut| {
+            got.push((m.to_vec(), cut))
+        });
+        // The next segment starts a new message.
+        r.segment(key(9), 33, ACK, &framed(3, 6), 5, 1, &mut |m, _, cut| {
+            got.push((m.to_vec(), cut))
+        });
+        assert_eq!(got, vec![(vec![5; 10], true), (vec![6; 3], false)]);
+        assert_eq!(r.counters.truncated_segments, 1);
+    }
 }
