@@ -122,8 +122,10 @@ impl Defragmenter {
                 .min_by_key(|(_, p)| p.first_ns)
                 .map(|(k, _)| *k)
             {
-                self.partial.remove(&oldest);
-                self.counters.evicted += 1;
+                if let Some(partial) = self.partial.remove(&oldest) {
+                    self.counters.evicted += 1;
+                    self.describe_lost(&oldest, &partial, "dropped: too many datagrams in flight");
+                }
             }
         }
         let partial = self.partial.entry(key).or_insert_with(|| Partial {
@@ -217,5 +219,102 @@ impl Defragmenter {
                 partial.pieces.len()
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: u32) -> DatagramKey {
+        DatagramKey {
+            src: "192.0.2.53".parse().unwrap(),
+            dst: "192.0.2.1".parse().unwrap(),
+            id,
+            protocol: 17,
+        }
+    }
+
+    fn defrag() -> Defragmenter {
+        Defragmenter::new(DefragLimits {
+            max_datagrams: 2,
+            timeout_ns: 30_000_000_000,
+        })
+    }
+
+    #[test]
+    fn any_order_gives_the_datagram() {
+        let data: Vec<u8> = (0..=255).cycle().take(3000).collect();
+        let pieces = [
+            (0u32, true, &data[..1480]),
+            (1480, true, &data[1480..2960]),
+            (2960, false, &data[2960..]),
+        ];
+        for order in [[0, 1, 2], [2, 0, 1], [1, 2, 0]] {
+            let mut d = defrag();
+            let mut whole = None;
+            for (i, &p) in order.iter().enumerate() {
+                let (offset, more, bytes) = pieces[p];
+                let got = d
+                    .fragment(key(1), offset, more, bytes, i as i64, i as u64 + 1)
+                    .map(|(b, n)| (b.to_vec(), n));
+                if i < 2 {
+                    assert!(got.is_none());
+                } else {
+                    whole = got;
+                }
+            }
+            assert_eq!(whole, Some((data.clone(), 3)), "{order:?}");
+        }
+    }
+
+    #[test]
+    fn overlaps_duplicates_and_contradictions_are_dropped_and_counted() {
+        let mut d = defrag();
+        assert!(d.fragment(key(2), 0, true, &[1; 16], 0, 1).is_none());
+        assert!(d.fragment(key(2), 0, true, &[1; 16], 0, 2).is_none()); // exact duplicate
+        assert!(d.fragment(key(2), 8, true, &[9; 16], 0, 3).is_none()); // overlaps bytes 8..16
+        assert!(d.fragment(key(2), 32, false, &[3; 8], 0, 4).is_none()); // ends the datagram at 40
+        assert!(d.fragment(key(2), 40, true, &[4; 8], 0, 5).is_none()); // past the end
+        let (bytes, n) = d.fragment(key(2), 16, true, &[2; 16], 0, 6).unwrap();
+        assert_eq!((bytes.len(), n), (40, 3));
+        let c = d.counters;
+        assert_eq!(
+            (c.duplicates, c.overlapping, c.inconsistent, c.reassembled),
+            (1, 1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn missing_fragments_expire_or_are_reported_at_the_end() {
+        let mut d = defrag();
+        assert!(d.fragment(key(3), 0, true, &[0; 8], 0, 7).is_none());
+        // 31 s of capture time later, a fragment of another datagram: the first has expired.
+        assert!(d
+            .fragment(key(4), 0, true, &[0; 8], 31_000_000_000, 8)
+            .is_none());
+        assert_eq!(d.counters.expired, 1);
+        d.finish();
+        assert_eq!(d.counters.incomplete_at_end, 1);
+        assert_eq!(d.lost.len(), 2);
+        assert!(
+            d.lost[0].contains("id 3")
+                && d.lost[0].contains("frame 7")
+                && d.lost[0].contains("expired"),
+            "{:?}",
+            d.lost
+        );
+    }
+
+    #[test]
+    fn too_many_datagrams_in_flight_evicts_the_oldest() {
+        let mut d = defrag();
+        for id in 0..3 {
+            assert!(d
+                .fragment(key(10 + id), 0, true, &[0; 8], i64::from(id), 1)
+                .is_none());
+        }
+        assert_eq!(d.counters.evicted, 1);
+        assert!(d.lost[0].contains("too many datagrams"), "{:?}", d.lost);
     }
 }
