@@ -30,7 +30,7 @@ const PACKETS: u64 = 1517;
 fn walk_mmpcap(b: Bencher) {
     b.counter(divan::counter::ItemsCount::new(PACKETS))
         .bench(|| {
-            let mut reader = mmpcap::open_with(sample(), false).unwrap();
+            let mut reader = mmpcap::open(sample()).unwrap();
             let mut n = 0u64;
             while let Some(obj) = reader.produce().unwrap() {
                 n += black_box(&obj).packet().map_or(0, |p| p.data.len() as u64);
@@ -54,7 +54,7 @@ fn walk_fpcap(b: Bencher) {
 
 /// The sample's packets, copied out once, with their link type and wire length.
 fn packets() -> Vec<(dnsluice::core::LinkType, Vec<u8>, u32)> {
-    let mut reader = mmpcap::open_with(sample(), false).unwrap();
+    let mut reader = mmpcap::open(sample()).unwrap();
     let mut out = Vec::new();
     while let Some(Object::Packet(p)) = reader.produce().unwrap() {
         out.push((p.meta.link, p.data.to_vec(), p.meta.len));
@@ -79,7 +79,7 @@ fn parse(b: Bencher) {
 fn chain_static(b: Bencher) {
     b.counter(divan::counter::ItemsCount::new(PACKETS))
         .bench(|| {
-            let mut input = mmpcap::open_with(sample(), false).unwrap();
+            let mut input = mmpcap::open(sample()).unwrap();
             let mut chain = MapStage::new(Layer::new(), Null::new());
             drive(&mut input, &mut chain, None).unwrap()
         });
@@ -88,7 +88,7 @@ fn chain_static(b: Bencher) {
 #[divan::bench(name = "chain: mmpcap → layer → null, dynamic (TOML)")]
 fn chain_dynamic(b: Bencher) {
     let text = format!(
-        "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\nwalker_thread = false\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"output.null\"\n",
+        "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"output.null\"\n",
         sample().display()
     );
     let pipeline = Pipeline::parse("bench", &text).unwrap();

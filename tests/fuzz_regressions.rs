@@ -51,7 +51,7 @@ fn drain<P: Producer>(reader: Result<P, dnsluice::core::StageError>) -> Outcome 
 fn check(bytes: &[u8], label: &str) {
     let file = common::temp_path("fuzz.pcap");
     std::fs::write(&file, bytes).unwrap();
-    let mapped = drain(mmpcap::open_with(file.clone(), false));
+    let mapped = drain(mmpcap::open(file.clone()));
     let stream = BufferedStream::new(Box::new(std::io::Cursor::new(bytes.to_vec())), 4096);
     let read = drain(CaptureReader::new("input.fpcap", "fuzz".into(), stream));
     let _ = std::fs::remove_file(&file);

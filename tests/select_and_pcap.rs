@@ -128,7 +128,7 @@ fn select_errors_name_the_key() {
 
 /// (ts, len, link, bytes) of every record, read with our own reader.
 fn records(path: &Path) -> Vec<(Option<i64>, u32, u32, Vec<u8>)> {
-    let mut reader = mmpcap::open_with(path.to_path_buf(), false).unwrap();
+    let mut reader = mmpcap::open(path.to_path_buf()).unwrap();
     let mut out = Vec::new();
     while let Some(obj) = reader.produce().unwrap() {
         if let Object::Packet(p) = obj {

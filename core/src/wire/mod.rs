@@ -275,10 +275,14 @@ pub fn parse_layers(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
 /// form the per-packet path uses, as it avoids moving the struct around.
 #[inline]
 pub fn parse_layers_into(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers) {
-    if let Some(fast) = parse_common(link, data, wire_len) {
-        *layers = fast;
-        return;
+    if !parse_common(link, data, wire_len, layers) {
+        parse_general(link, data, wire_len, layers);
     }
+}
+
+/// Every link type, every IP option and extension header, every error.
+#[inline(never)]
+fn parse_general(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers) {
     *layers = Layers::default();
     let parsed = link::parse(link, data, layers).and_then(|next| match next {
         link::Next::Ipv4(at) => ip::parse_ipv4(data, at, wire_len, layers),
@@ -297,8 +301,19 @@ pub fn parse_layers_into(link: LinkType, data: &[u8], wire_len: u32, layers: &mu
 /// fragment, UDP or TCP, the whole datagram captured and every length
 /// consistent. Anything else returns `None` and takes the general path, which
 /// gives the same result for these packets (tested on every corpus packet).
-#[inline]
-fn parse_common(link: LinkType, data: &[u8], wire_len: u32) -> Option<Layers> {
+#[inline(always)]
+fn parse_common(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers) -> bool {
+    match common_layers(link, data, wire_len) {
+        Some(found) => {
+            *layers = found;
+            true
+        }
+        None => false,
+    }
+}
+
+#[inline(always)]
+fn common_layers(link: LinkType, data: &[u8], wire_len: u32) -> Option<Layers> {
     const ETH: usize = 14;
     const L4: usize = ETH + 20;
     if link != LinkType::EN10MB {
@@ -353,16 +368,6 @@ fn parse_common(link: LinkType, data: &[u8], wire_len: u32) -> Option<Layers> {
 #[cfg(test)]
 pub(crate) fn parse_layers_general(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
     let mut layers = Layers::default();
-    let parsed = link::parse(link, data, &mut layers).and_then(|next| match next {
-        link::Next::Ipv4(at) => ip::parse_ipv4(data, at, wire_len, &mut layers),
-        link::Next::Ipv6(at) => ip::parse_ipv6(data, at, wire_len, &mut layers),
-        link::Next::Stop(network) => {
-            layers.network = network;
-            Ok(())
-        }
-    });
-    if let Err(e) = parsed {
-        layers.note(e);
-    }
+    parse_general(link, data, wire_len, &mut layers);
     layers
 }

@@ -532,7 +532,7 @@ fn fast_path_agrees_with_the_general_parser() {
             general,
             "{link} {data:02x?}"
         );
-        fast += usize::from(parse_common(link, data, wire).is_some());
+        fast += usize::from(common_layers(link, data, wire).is_some());
     };
     for (link, data, wire) in &packets {
         check(*link, data, *wire);

@@ -1,8 +1,6 @@
 //! `input.mmpcap`: reads a pcap/pcapng file through a memory map. Packets are
 //! views into the map: no copy, no syscall per packet.
 
-use super::format::{CaptureFormat, RecordInfo};
-use super::walker::Walker;
 use super::{CaptureReader, RecordSource};
 use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
 use dnsluice_core::{Producer, StageError};
@@ -19,32 +17,14 @@ use std::sync::Arc;
 pub struct MmpcapOptions {
     /// The capture file.
     pub path: PathBuf,
-    /// Walk classic pcap records on a helper thread (files over 4 MiB).
-    #[serde(default = "yes")]
-    pub walker_thread: bool,
 }
 
-fn yes() -> bool {
-    true
-}
-
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc {
-        name: "path",
-        kind: "string",
-        default: "",
-        help: "capture file (pcap or pcapng) to map into memory",
-    },
-    OptionDoc {
-        name: "walker_thread",
-        kind: "bool",
-        default: "true",
-        help: "find classic pcap records on a second core (files over 4 MiB)",
-    },
-];
-
-/// Files smaller than this are walked without a helper thread.
-const WALKER_MIN_SIZE: u64 = 4 << 20;
+const OPTIONS: &[OptionDoc] = &[OptionDoc {
+    name: "path",
+    kind: "string",
+    default: "",
+    help: "capture file (pcap or pcapng) to map into memory",
+}];
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
@@ -54,7 +34,7 @@ pub fn entry() -> ModuleEntry {
         options: OPTIONS,
         factory: Factory::Input(Arc::new(|opts: &StageOptions| {
             let o: MmpcapOptions = opts.parse()?;
-            Ok(Box::new(open_with(o.path, o.walker_thread)?) as Box<dyn Producer>)
+            Ok(Box::new(open(o.path)?) as Box<dyn Producer>)
         })),
     }
 }
@@ -64,11 +44,8 @@ const READ_AHEAD: usize = 4096;
 
 /// A memory-mapped file as a [`RecordSource`].
 pub struct MappedFile {
-    map: Arc<Mmap>,
+    map: Mmap,
     position: usize,
-    /// Whether to start a walker thread once the format is known.
-    want_walker: bool,
-    walker: Option<Walker>,
 }
 
 impl RecordSource for MappedFile {
@@ -92,21 +69,6 @@ impl RecordSource for MappedFile {
     fn offset(&self) -> u64 {
         self.position as u64
     }
-    #[inline]
-    fn walked(&mut self) -> Option<RecordInfo> {
-        let walker = self.walker.as_mut()?;
-        let record = walker.next_at(self.position);
-        if record.is_none() {
-            self.walker = None;
-        }
-        record
-    }
-    fn started(&mut self, format: &CaptureFormat) {
-        if let (true, CaptureFormat::Pcap(pcap)) = (self.want_walker, format) {
-            // Without the thread (none could be started) the reader walks by itself.
-            self.walker = Walker::start(Arc::clone(&self.map), pcap.clone(), self.position).ok();
-        }
-    }
 }
 
 /// Asks the CPU to bring the cache line at the start of `bytes` in (a hint).
@@ -125,16 +87,8 @@ fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
-/// Opens `path` for reading through a memory map (with a walker thread for large classic pcap files).
+/// Opens `path` for reading through a memory map.
 pub fn open(path: PathBuf) -> Result<CaptureReader<MappedFile>, StageError> {
-    open_with(path, true)
-}
-
-/// Opens `path` for reading through a memory map; `walker_thread` allows the helper thread.
-pub fn open_with(
-    path: PathBuf,
-    walker_thread: bool,
-) -> Result<CaptureReader<MappedFile>, StageError> {
     let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
     let size = file.metadata().map_err(|e| StageError::io(&path, e))?.len();
     if size == 0 {
@@ -151,11 +105,6 @@ pub fn open_with(
     let map = unsafe { Mmap::map(&file) }.map_err(|e| StageError::io(&path, e))?;
     // Advice is a hint; a kernel that refuses it changes nothing.
     let _ = map.advise(Advice::Sequential);
-    let source = MappedFile {
-        map: Arc::new(map),
-        position: 0,
-        want_walker: walker_thread && size >= WALKER_MIN_SIZE,
-        walker: None,
-    };
+    let source = MappedFile { map, position: 0 };
     CaptureReader::new("input.mmpcap", path, source)
 }

@@ -7,6 +7,5 @@ pub mod fpcap;
 pub mod libpcap;
 pub mod mmpcap;
 mod reader;
-mod walker;
 
 pub use reader::{CaptureReader, RecordSource};

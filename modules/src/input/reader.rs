@@ -17,14 +17,6 @@ pub trait RecordSource {
     fn fill(&mut self, needed: usize) -> io::Result<bool>;
     /// Absolute offset of the current position in the file.
     fn offset(&self) -> u64;
-    /// A record at the current position that a helper already found, if the
-    /// source has such a helper (see `walker`). `None` means: walk yourself.
-    #[inline]
-    fn walked(&mut self) -> Option<RecordInfo> {
-        None
-    }
-    /// Called once the file header is read: the source may start helpers.
-    fn started(&mut self, _format: &CaptureFormat) {}
 }
 
 /// A capture reader: walks records of a pcap or pcapng file and produces packets.
@@ -69,7 +61,6 @@ impl<S: RecordSource> CaptureReader<S> {
             }
         };
         source.consume(header);
-        source.started(&format);
         Ok(CaptureReader {
             module,
             path,
@@ -124,6 +115,8 @@ impl<S: RecordSource> CaptureReader<S> {
     }
 
     /// The general path: any format, incomplete records, refills, the end.
+    #[cold]
+    #[inline(never)]
     fn produce_slow(&mut self) -> Result<Option<Object<'_>>, StageError> {
         if self.done {
             return Ok(None);
@@ -161,15 +154,21 @@ impl<S: RecordSource> CaptureReader<S> {
 impl<S: RecordSource> Producer for CaptureReader<S> {
     #[inline]
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
-        self.source.consume(self.pending);
-        self.pending = 0;
-        if let Some(record) = self.source.walked() {
-            return Ok(Some(self.emit(record)));
-        }
+        self.source.consume(std::mem::take(&mut self.pending));
         // Fast path: a complete classic pcap record already in the window.
         if let CaptureFormat::Pcap(pcap) = &self.format {
             if let Some(record) = pcap.record(self.source.window()) {
-                return Ok(Some(self.emit(record)));
+                self.frames += 1;
+                self.bytes += record.caplen as u64;
+                self.pending = record.consumed;
+                let meta = CaptureMeta {
+                    frame: self.frames,
+                    ts_ns: record.ts_ns,
+                    len: record.len,
+                    link: record.link,
+                };
+                let data = &self.source.window()[record.data_at..record.data_at + record.caplen];
+                return Ok(Some(Object::Packet(Packet::new(data, meta))));
             }
         }
         self.produce_slow()

@@ -59,11 +59,14 @@ impl Pcap {
     #[inline]
     pub fn record(&self, buf: &[u8]) -> Option<RecordInfo> {
         let header: &[u8; RECORD_HEADER] = buf.get(..RECORD_HEADER)?.try_into().ok()?;
+        let big = self.endian == Endian::Big;
         let field = |at: usize| {
-            let bytes = [header[at], header[at + 1], header[at + 2], header[at + 3]];
-            match self.endian {
-                Endian::Little => u32::from_le_bytes(bytes),
-                Endian::Big => u32::from_be_bytes(bytes),
+            let value =
+                u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
+            if big {
+                value.swap_bytes()
+            } else {
+                value
             }
         };
         let caplen = field(8) as usize;
