@@ -339,3 +339,58 @@ fn every_prefix_of_a_response_scans_without_panic() {
         }
     }
 }
+
+/// The query fast path must agree with the general scan on every UDP DNS
+/// payload of the corpus, and on prefixes and single-byte changes of some.
+#[test]
+fn fast_path_agrees_with_the_general_scan() {
+    use crate::wire::{parse_layers, Transport};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/corpus");
+    let mut messages: Vec<Vec<u8>> = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        if bytes.len() < 24 || bytes[..4] != [0xd4, 0xc3, 0xb2, 0xa1] {
+            continue;
+        }
+        let link = crate::LinkType(u32::from_le_bytes(bytes[20..24].try_into().unwrap()));
+        let mut pos = 24;
+        while pos + 16 <= bytes.len() {
+            let caplen = u32::from_le_bytes(bytes[pos + 8..pos + 12].try_into().unwrap()) as usize;
+            let Some(data) = bytes.get(pos + 16..pos + 16 + caplen) else {
+                break;
+            };
+            let l = parse_layers(link, data, caplen as u32);
+            if l.transport == Transport::Udp && (l.sport == 53 || l.dport == 53) {
+                let start = l.payload_offset as usize;
+                messages.push(data[start..start + l.payload_len as usize].to_vec());
+            }
+            pos += 16 + caplen;
+        }
+    }
+    assert!(messages.len() > 10_000);
+    let mut fast = 0;
+    let mut check = |m: &[u8]| {
+        assert_eq!(
+            scan(m, false),
+            scan::scan_without_fast_path(m, false),
+            "{m:02x?}"
+        );
+        fast += usize::from(scan::scan_without_fast_path(m, false).question.is_some());
+    };
+    for m in &messages {
+        check(m);
+    }
+    for m in messages.iter().take(60) {
+        for cut in 0..m.len() {
+            check(&m[..cut]);
+        }
+        for at in 0..m.len() {
+            for flip in [0x01u8, 0x40, 0x80, 0xff] {
+                let mut changed = m.clone();
+                changed[at] ^= flip;
+                check(&changed);
+            }
+        }
+    }
+    assert!(fast > 10_000);
+}
