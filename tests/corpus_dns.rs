@@ -407,3 +407,47 @@ fn a_datagram_missing_a_fragment_is_reported_not_lost() {
         4
     );
 }
+
+#[test]
+fn pull_driven_dns_chain_equals_push_and_keep_non_dns_keeps_everything() {
+    let capture = common::corpus_dir().join("misc_l2l3.pcap");
+    let chain = |drive: &str, keep: bool| {
+        let text = format!(
+            "drive = \"{drive}\"\n[[stage]]\nmodule = \"input.fpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\nkeep_non_dns = {keep}\n[[stage]]\nmodule = \"output.json\"\n",
+            capture.display()
+        );
+        let out = run_pipeline(&text, &["-q"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let push = chain("push", false);
+    assert_eq!(push, chain("pull", false));
+    let truth: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::corpus_dir().join("misc_l2l3.pcap.truth.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        push.lines().count() as u64,
+        truth["counts"]["dns_messages"].as_u64().unwrap()
+    );
+    // With keep_non_dns every record comes out: DNS messages as such, the rest as packets.
+    let kept = chain("push", true);
+    assert_eq!(kept, chain("pull", true));
+    let rows: Vec<Value> = kept
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let dns = rows.iter().filter(|r| r.get("dns").is_some()).count() as u64;
+    assert_eq!(dns, truth["counts"]["dns_messages"].as_u64().unwrap());
+    // Frames that carry no complete DNS message of their own pass as packets: every record appears.
+    let mut frames: Vec<u64> = rows.iter().map(|r| r["frame"].as_u64().unwrap()).collect();
+    frames.dedup();
+    assert_eq!(
+        frames.len() as u64,
+        truth["counts"]["records"].as_u64().unwrap()
+    );
+}
