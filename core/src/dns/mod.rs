@@ -19,7 +19,9 @@ mod scan;
 #[cfg(test)]
 mod tests;
 
-pub use scan::{questions, records, scan, DnsInfo, Edns, Question, Record, Records, Section};
+pub use scan::{
+    questions, records, scan, DnsInfo, Edns, Question, Record, Records, Section, TYPE_OPT,
+};
 
 /// The fixed 12-byte DNS header.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -159,11 +161,8 @@ impl DnsError {
         }
     }
 
-    /// Position of this kind in [`DnsError::ALL`].
+    /// Position of this kind in [`DnsError::ALL`] (the variants are declared in that order).
     pub fn index(self) -> usize {
-        DnsError::ALL
-            .iter()
-            .position(|k| *k == self)
-            .unwrap_or_default()
+        self as usize
     }
 }

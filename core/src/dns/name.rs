@@ -26,7 +26,9 @@ pub fn walk<'m>(
     let mut end = None;
     let mut wire_len = 1; // the root's length octet
     let mut pointers = 0;
-    let mut lowest_target = usize::MAX;
+    // Targets of the first pointers followed: a loop comes back to one. Past
+    // these many pointers the hop limit decides (no real name needs more than a few).
+    let mut seen = [0usize; 16];
     loop {
         let len = *msg.get(pos).ok_or((DnsError::LabelPastEnd, pos))? as usize;
         match len & 0xc0 {
@@ -51,16 +53,14 @@ pub fn walk<'m>(
                     return Err((DnsError::PointerOutOfBounds, pos));
                 }
                 end.get_or_insert(pos + 2);
-                pointers += 1;
-                // Backward pointers must keep going down, or they loop; a pointer
-                // back to (or after) where an earlier one led is a loop too.
-                if pointers > MAX_POINTERS
-                    || target == pos
-                    || (target >= lowest_target && target < pos)
-                {
+                let revisit = target == pos || seen[..pointers.min(seen.len())].contains(&target);
+                if revisit || pointers >= MAX_POINTERS {
                     return Err((DnsError::PointerLoop, pos));
                 }
-                lowest_target = lowest_target.min(target);
+                if let Some(slot) = seen.get_mut(pointers) {
+                    *slot = target;
+                }
+                pointers += 1;
                 pos = target;
             }
             _ => return Err((DnsError::ReservedLabelType, pos)),

@@ -3,7 +3,8 @@
 //! `\# LENGTH HEX`.
 
 use super::name;
-use super::scan::{read_u16, Record};
+use super::scan::Record;
+use crate::wire::be16;
 use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -67,7 +68,7 @@ fn write_typed(
         }
         // MX: preference, exchange
         15 => {
-            let _ = write!(out, "{} ", read_u16(rdata, 0)?);
+            let _ = write!(out, "{} ", be16(rdata, 0)?);
             (name_in(msg, start + 2, end, out)? == end).then_some(())?;
         }
         // SOA: mname rname serial refresh retry expire minimum
@@ -98,9 +99,9 @@ fn write_typed(
             let _ = write!(
                 out,
                 "{} {} {} ",
-                read_u16(rdata, 0)?,
-                read_u16(rdata, 2)?,
-                read_u16(rdata, 4)?
+                be16(rdata, 0)?,
+                be16(rdata, 2)?,
+                be16(rdata, 4)?
             );
             (name_in(msg, start + 6, end, out)? == end).then_some(())?;
         }
@@ -117,7 +118,7 @@ fn write_typed(
         // DS, CDS: key tag, algorithm, digest type, digest
         43 | 59 => {
             let digest = rdata.get(4..)?;
-            let _ = write!(out, "{} {} {} ", read_u16(rdata, 0)?, rdata[2], rdata[3]);
+            let _ = write!(out, "{} {} {} ", be16(rdata, 0)?, rdata[2], rdata[3]);
             push_hex(digest, out);
         }
         _ => return None,

@@ -103,11 +103,8 @@ pub struct Record {
     pub rdata_len: u16,
 }
 
-const TYPE_OPT: u16 = 41;
-
-fn u16_at(msg: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(msg.get(at..at + 2)?.try_into().ok()?))
-}
+/// The TYPE of the EDNS OPT pseudo-record.
+pub const TYPE_OPT: u16 = 41;
 
 /// Reads the question at `pos`: its end, or the error.
 #[inline]
@@ -314,8 +311,11 @@ pub fn records(msg: &[u8]) -> Records<'_> {
     let mut ok = msg.len() >= Header::LEN;
     for _ in 0..header.qdcount {
         match question_at(msg, pos) {
-            Ok((_, next)) if ok => pos = next,
-            _ => ok = false,
+            Ok((_, next)) => pos = next,
+            Err(_) => {
+                ok = false;
+                break;
+            }
         }
     }
     Records {
@@ -354,11 +354,6 @@ impl Iterator for Records<'_> {
             }
         }
     }
-}
-
-/// Reads a `u16` at `at` (for RDATA decoders).
-pub(crate) fn read_u16(msg: &[u8], at: usize) -> Option<u16> {
-    u16_at(msg, at)
 }
 
 /// [`scan`]'s general path alone, for tests that compare it with the fast path.

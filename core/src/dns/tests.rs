@@ -394,3 +394,26 @@ fn fast_path_agrees_with_the_general_scan() {
     }
     assert!(fast > 10_000);
 }
+
+#[test]
+fn error_kinds_index_their_place_in_all() {
+    for (i, kind) in DnsError::ALL.iter().enumerate() {
+        assert_eq!(kind.index(), i);
+    }
+    for (i, kind) in crate::wire::LayerError::ALL.iter().enumerate() {
+        assert_eq!(kind.index(), i);
+    }
+}
+
+#[test]
+fn pointers_forward_then_back_above_the_first_target_are_fine() {
+    // QNAME at 12 → 20 (forward); at 20 "a" then → 29 (forward); at 29 "b" then → 24
+    // (back, yet above the first target): a.b.tld. — no loop, every pointer lands on a label.
+    let mut m = header(1, 0, [1, 0, 0, 0]);
+    m.extend_from_slice(&[0xc0, 20, 0, 1, 0, 1, 0, 0]); // 12: pointer, qtype, qclass, 2 spare bytes
+    m.extend_from_slice(&[1, b'a', 0xc0, 29]); // 20: "a" → 29
+    m.extend_from_slice(&[3, b't', b'l', b'd', 0]); // 24: "tld", root
+    m.extend_from_slice(&[1, b'b', 0xc0, 24]); // 29: "b" → 24
+    assert_eq!(name::to_string(&m, 12).unwrap(), "a.b.tld.");
+    assert_eq!(scan(&m, false).error, None);
+}

@@ -36,7 +36,8 @@ pub fn be32(data: &[u8], at: usize) -> Option<u32> {
 /// The network layer found in a packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Network {
-    /// Layers were not parsed (no `filter.layer` upstream).
+    /// Layers were not parsed (no `filter.layer` upstream), or the link
+    /// header itself could not be read (then [`Layers::error`] says why).
     #[default]
     Unparsed,
     /// IPv4 at [`Layers::l3_offset`].
@@ -169,12 +170,9 @@ impl LayerError {
         }
     }
 
-    /// Position of this kind in [`LayerError::ALL`].
+    /// Position of this kind in [`LayerError::ALL`] (the variants are declared in that order).
     pub fn index(self) -> usize {
-        LayerError::ALL
-            .iter()
-            .position(|k| *k == self)
-            .unwrap_or_default()
+        self as usize
     }
 }
 

@@ -8,6 +8,7 @@
 //! sender never produces them). Datagrams still incomplete after `timeout` of
 //! capture time, or at the end of the input, are reported, not silently lost.
 
+use super::table::{take_expired, take_quietest};
 use std::collections::HashMap;
 use std::net::IpAddr;
 
@@ -116,16 +117,10 @@ impl Defragmenter {
             return None;
         }
         if !self.partial.contains_key(&key) && self.partial.len() >= self.limits.max_datagrams {
-            if let Some(oldest) = self
-                .partial
-                .iter()
-                .min_by_key(|(_, p)| p.first_ns)
-                .map(|(k, _)| *k)
-            {
-                if let Some(partial) = self.partial.remove(&oldest) {
-                    self.counters.evicted += 1;
-                    self.describe_lost(&oldest, &partial, "dropped: too many datagrams in flight");
-                }
+            // Full: make room for many new datagrams at once, oldest first.
+            for (old, partial) in take_quietest(&mut self.partial, |p| p.first_ns) {
+                self.counters.evicted += 1;
+                self.describe_lost(&old, &partial, "dropped: too many datagrams in flight");
             }
         }
         let partial = self.partial.entry(key).or_insert_with(|| Partial {
@@ -190,17 +185,9 @@ impl Defragmenter {
             return;
         }
         self.swept_ns = now_ns;
-        let expired: Vec<DatagramKey> = self
-            .partial
-            .iter()
-            .filter(|(_, p)| now_ns.saturating_sub(p.first_ns) > timeout)
-            .map(|(k, _)| *k)
-            .collect();
-        for key in expired {
-            if let Some(partial) = self.partial.remove(&key) {
-                self.counters.expired += 1;
-                self.describe_lost(&key, &partial, "expired with fragments missing");
-            }
+        for (key, partial) in take_expired(&mut self.partial, now_ns, timeout, |p| p.first_ns) {
+            self.counters.expired += 1;
+            self.describe_lost(&key, &partial, "expired with fragments missing");
         }
     }
 

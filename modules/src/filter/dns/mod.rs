@@ -8,6 +8,7 @@
 
 mod counters;
 pub mod defrag;
+mod table;
 pub mod tcp;
 
 use counters::DnsCounters;
@@ -294,16 +295,16 @@ impl Filter for DnsFilter {
                         },
                     );
                 }
-                if !found && self.keep_non_dns {
-                    return out.receive(obj);
+                if !found {
+                    // Part of a message, or no DNS at all: not a message of its own.
+                    return self.not_dns(obj, out);
                 }
                 result
             }
             Transport::None => match (l.fragment, self.defrag.as_mut()) {
                 (Some(fragment), Some(defrag)) if !fragment.atomic && fragment.protocol == 17 => {
                     let (Some(src), Some(dst)) = (packet.src(), packet.dst()) else {
-                        self.counters.non_dns += 1;
-                        return Ok(());
+                        return self.not_dns(obj, out);
                     };
                     let key = DatagramKey {
                         src,
@@ -319,37 +320,34 @@ impl Filter for DnsFilter {
                         now,
                         packet.meta.frame,
                     );
-                    let Some((datagram, fragments)) = whole else {
-                        return if self.keep_non_dns {
-                            out.receive(obj)
-                        } else {
-                            Ok(())
-                        };
-                    };
-                    let (Some(sport), Some(dport), Some(length)) =
-                        (be16(datagram, 0), be16(datagram, 2), be16(datagram, 4))
-                    else {
-                        return Ok(());
-                    };
-                    let ports = on_port(&self.ports, sport, dport);
-                    let end = usize::from(length).clamp(8, datagram.len());
-                    if !ports || end <= 8 {
-                        return Ok(());
+                    let message = whole.and_then(|(datagram, fragments)| {
+                        let (sport, dport) = (be16(datagram, 0)?, be16(datagram, 2)?);
+                        let length = usize::from(be16(datagram, 4)?);
+                        if length <= 8 || !on_port(&self.ports, sport, dport) {
+                            return None;
+                        }
+                        // The UDP length says more than the fragments held: a fragment was cut.
+                        let cut = length > datagram.len();
+                        let bytes = &datagram[8..length.min(datagram.len())];
+                        Some((
+                            bytes,
+                            cut,
+                            Flow {
+                                sport,
+                                dport,
+                                transport: Transport::Udp,
+                            },
+                            fragments,
+                        ))
+                    });
+                    match message {
+                        Some((bytes, cut, flow, fragments)) => {
+                            let origin = Origin::IpReassembled { fragments };
+                            emit(&mut self.counters, out, packet, bytes, cut, flow, origin)
+                        }
+                        // A fragment that completes nothing yet, or a datagram that is not DNS.
+                        None => self.not_dns(obj, out),
                     }
-                    let flow = Flow {
-                        sport,
-                        dport,
-                        transport: Transport::Udp,
-                    };
-                    emit(
-                        &mut self.counters,
-                        out,
-                        packet,
-                        &datagram[8..end],
-                        false,
-                        flow,
-                        Origin::IpReassembled { fragments },
-                    )
                 }
                 _ => self.not_dns(obj, out),
             },

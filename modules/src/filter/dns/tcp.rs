@@ -8,6 +8,7 @@
 //! `max_flow_bytes` held per flow, and flows idle for `idle_timeout` of
 //! capture time are dropped. Everything dropped is counted.
 
+use super::table::{take_expired, take_quietest};
 use std::collections::HashMap;
 use std::net::IpAddr;
 
@@ -45,13 +46,15 @@ struct FlowState {
     buffered_segments: u32,
     /// Segments that arrived before a gap was filled: (seq, bytes).
     early: Vec<(u32, Vec<u8>)>,
+    /// Bytes held in `early`.
+    early_bytes: usize,
     /// Capture time of the last segment.
     last_ns: i64,
 }
 
 impl FlowState {
     fn held(&self) -> usize {
-        self.buffer.len() + self.early.iter().map(|(_, b)| b.len()).sum::<usize>()
+        self.buffer.len() + self.early_bytes
     }
 }
 
@@ -86,6 +89,8 @@ pub struct TcpCounters {
 
 /// How far ahead of the expected sequence number an early segment may be.
 const WINDOW: u32 = 1 << 20;
+/// Early segments held per flow at most (more are dropped and counted).
+const MAX_EARLY: usize = 64;
 
 /// The reassembler: flows by key.
 #[derive(Debug)]
@@ -145,15 +150,26 @@ impl TcpReassembler {
             if let Some(old) = self.flows.remove(&key) {
                 self.drop_flow(&old);
             }
-            if !payload.is_empty() || flags & (FIN | RST) == 0 {
-                let state = FlowState {
-                    next_seq: seq.wrapping_add(1),
-                    last_ns: now_ns,
-                    ..Default::default()
-                };
-                self.insert(key, state);
+            let state = FlowState {
+                next_seq: seq.wrapping_add(1),
+                last_ns: now_ns,
+                ..Default::default()
+            };
+            self.insert(key, state);
+            if payload.is_empty() {
+                return;
             }
-            return;
+            // Data on the SYN (TCP Fast Open, RFC 7413; RFC 7766 encourages it for
+            // DNS): its bytes start the stream, one past the SYN's sequence number.
+            return self.segment(
+                key,
+                seq.wrapping_add(1),
+                flags & !SYN,
+                payload,
+                wire_len,
+                now_ns,
+                emit,
+            );
         }
         if !payload.is_empty() {
             self.counters.segments += 1;
@@ -201,17 +217,10 @@ impl TcpReassembler {
 
     fn insert(&mut self, key: FlowKey, state: FlowState) {
         if self.flows.len() >= self.limits.max_flows {
-            // Evict the flow that has been quiet longest.
-            if let Some(oldest) = self
-                .flows
-                .iter()
-                .min_by_key(|(_, f)| f.last_ns)
-                .map(|(k, _)| *k)
-            {
-                if let Some(flow) = self.flows.remove(&oldest) {
-                    self.counters.flows_evicted += 1;
-                    self.drop_flow(&flow);
-                }
+            // Full: make room for many new flows at once, quietest first.
+            for (_, flow) in take_quietest(&mut self.flows, |f| f.last_ns) {
+                self.counters.flows_evicted += 1;
+                self.drop_flow(&flow);
             }
         }
         self.flows.insert(key, state);
@@ -232,17 +241,9 @@ impl TcpReassembler {
             return;
         }
         self.swept_ns = now_ns;
-        let expired: Vec<FlowKey> = self
-            .flows
-            .iter()
-            .filter(|(_, f)| now_ns.saturating_sub(f.last_ns) > timeout)
-            .map(|(k, _)| *k)
-            .collect();
-        for key in expired {
-            if let Some(flow) = self.flows.remove(&key) {
-                self.counters.flows_expired += 1;
-                self.drop_flow(&flow);
-            }
+        for (_, flow) in take_expired(&mut self.flows, now_ns, timeout, |f| f.last_ns) {
+            self.counters.flows_expired += 1;
+            self.drop_flow(&flow);
         }
     }
 }
@@ -265,10 +266,11 @@ fn take_segment(
         counters.overlaps += 1;
         &payload[seen..]
     } else if offset > 0 {
-        if offset as u32 > WINDOW {
+        if offset as u32 > WINDOW || flow.early.len() >= MAX_EARLY {
             counters.beyond_window += 1;
         } else {
             counters.out_of_order += 1;
+            flow.early_bytes += payload.len();
             flow.early.push((seq, payload.to_vec()));
         }
         return;
@@ -283,6 +285,7 @@ fn take_segment(
         .position(|(s, _)| s.wrapping_sub(flow.next_seq) as i32 <= 0)
     {
         let (s, bytes) = flow.early.swap_remove(index);
+        flow.early_bytes -= bytes.len();
         let seen = flow.next_seq.wrapping_sub(s) as usize;
         if seen < bytes.len() {
             append(flow, &bytes[seen..], counters, emit);
@@ -310,12 +313,19 @@ fn take_cut_segment(
         flow.buffer.extend_from_slice(payload);
         let used = frame(&flow.buffer, flow.buffered_segments + 1, counters, emit);
         if let Some(rest) = flow.buffer.get(used + 2..).filter(|rest| !rest.is_empty()) {
-            emit(rest, 1, true);
+            // Started in the bytes held before this segment, if nothing was framed.
+            let segments = if used == 0 {
+                flow.buffered_segments + 1
+            } else {
+                1
+            };
+            emit(rest, segments, true);
         }
         flow.buffer.clear();
         flow.buffered_segments = 0;
     }
     flow.early.clear();
+    flow.early_bytes = 0;
     flow.next_seq = seq.wrapping_add(wire_len as u32);
 }
 
@@ -451,6 +461,18 @@ mod tests {
             got,
             vec![(vec![1; 3], 1), (vec![2; 2], 1), (vec![3; 20], 3)]
         );
+    }
+
+    #[test]
+    fn data_on_the_syn_starts_the_stream() {
+        let mut r = TcpReassembler::new(limits());
+        let first = framed(5, 4);
+        let got = run(
+            &mut r,
+            key(3),
+            &[(500, SYN, &first, 0), (508, ACK, &framed(2, 5), 1)],
+        );
+        assert_eq!(got, vec![(vec![4; 5], 1), (vec![5; 2], 1)]);
     }
 
     #[test]

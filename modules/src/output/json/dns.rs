@@ -1,11 +1,9 @@
 //! The `dns` object of a JSON line: header, flags, sections, EDNS, errors.
 
 use super::{push_json_str, Fields};
-use dnsluice_core::dns::{mnemonic, name, questions, rdata, records, Section};
+use dnsluice_core::dns::{mnemonic, name, questions, rdata, records, Section, TYPE_OPT};
 use dnsluice_core::DnsMessage;
 use std::io::Write;
-
-const TYPE_OPT: u16 = 41;
 
 /// Appends `,"dns":{...}` (and `,"dns_error":{...}` when the message has a problem).
 pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>) {
@@ -95,14 +93,17 @@ fn write_name(msg: &[u8], at: usize, out: &mut Vec<u8>) {
     }
 }
 
+/// `"answer":[...],"authority":[...],"additional":[...]` in one walk over the
+/// records (they come in section order).
 fn write_sections(msg: &[u8], f: &mut Fields, out: &mut Vec<u8>) {
     let mut data = Vec::with_capacity(128);
+    let mut records = records(msg).filter(|r| r.rtype != TYPE_OPT).peekable();
     for section in [Section::Answer, Section::Authority, Section::Additional] {
         f.key(out, section_key(section));
         out.push(b'[');
-        let listed = records(msg).filter(|r| r.section == section && r.rtype != TYPE_OPT);
-        for (i, r) in listed.enumerate() {
-            if i > 0 {
+        let mut first = true;
+        while let Some(r) = records.next_if(|r| r.section == section) {
+            if !std::mem::take(&mut first) {
                 out.push(b',');
             }
             out.extend_from_slice(b"{\"name\":");

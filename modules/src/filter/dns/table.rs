@@ -1,0 +1,64 @@
+//! Bounded tables keyed by flow or datagram, shared by TCP reassembly and IP
+//! defragmentation: drop what has been quiet too long, and when full, make
+//! room in one go (so a flood of new keys costs amortised constant time per
+//! packet, not a scan of the table each).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// Removes the entries whose time (`time_of`) is more than `timeout` before `now`.
+pub fn take_expired<K: Copy + Eq + Hash, V>(
+    table: &mut HashMap<K, V>,
+    now: i64,
+    timeout: i64,
+    time_of: impl Fn(&V) -> i64,
+) -> Vec<(K, V)> {
+    let keys: Vec<K> = table
+        .iter()
+        .filter(|(_, v)| now.saturating_sub(time_of(v)) > timeout)
+        .map(|(k, _)| *k)
+        .collect();
+    keys.into_iter()
+        .filter_map(|k| table.remove(&k).map(|v| (k, v)))
+        .collect()
+}
+
+/// Removes the quietest eighth of the entries (at least one), by `time_of`.
+pub fn take_quietest<K: Copy + Eq + Hash, V>(
+    table: &mut HashMap<K, V>,
+    time_of: impl Fn(&V) -> i64,
+) -> Vec<(K, V)> {
+    let mut times: Vec<(i64, K)> = table.iter().map(|(k, v)| (time_of(v), *k)).collect();
+    let count = (times.len() / 8).max(1).min(times.len());
+    if count == 0 {
+        return Vec::new();
+    }
+    times.select_nth_unstable_by_key(count - 1, |(t, _)| *t);
+    times[..count]
+        .iter()
+        .filter_map(|(_, k)| table.remove(k).map(|v| (*k, v)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expired_and_quietest() {
+        let mut t: HashMap<u32, i64> = (0..16).map(|k| (k, i64::from(k) * 10)).collect();
+        let mut gone: Vec<u32> = take_expired(&mut t, 100, 50, |v| *v)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        gone.sort();
+        assert_eq!(gone, [0, 1, 2, 3, 4]); // times 0..40 are more than 50 before 100
+        let mut quiet: Vec<u32> = take_quietest(&mut t, |v| *v)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        quiet.sort();
+        assert_eq!(quiet, [5]); // 11 left: an eighth rounds down to 1
+        assert_eq!(t.len(), 10);
+    }
+}
