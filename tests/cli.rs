@@ -34,7 +34,7 @@ fn cut_off_files_warn_with_offset_and_keep_every_complete_record() {
             assert!(err.contains("warning") && err.contains(file), "{err}");
             assert!(
                 err.contains(&format!(
-                    "inside record 11 at byte offset {offset} ({trailing} bytes"
+                    "the {trailing} bytes from byte offset {offset} are an incomplete record or block"
                 )),
                 "{input}: {err}"
             );
@@ -65,6 +65,13 @@ fn a_file_that_is_not_a_capture_is_a_clear_error() {
         );
         assert!(!out.status.success());
         assert!(stderr(&out).contains("empty file"), "{}", stderr(&out));
+        let dir = corpus_dir();
+        let out = run_pipeline(
+            &pipeline(input, &dir.display().to_string(), "output.null"),
+            &[],
+        );
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
         let out = run_pipeline(&pipeline(input, "/nonexistent/x.pcap", "output.null"), &[]);
         assert!(!out.status.success());
         assert!(
@@ -126,7 +133,7 @@ fn config_errors_name_file_line_and_key() {
 
     let err = config_error("[[stage]]\nmodule = \"input.fpcap\"\npath = \"x\"\nbuffer_kib = 0\n[[stage]]\nmodule = \"output.null\"\n");
     assert!(
-        err.contains("pipeline.toml:4: key `buffer_kib`") && err.contains("at least 1"),
+        err.contains("pipeline.toml:4: key `buffer_kib`") && err.contains("from 1 to"),
         "{err}"
     );
 
@@ -313,4 +320,24 @@ fn closed_stdout_ends_quietly() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("error"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_error_inside_a_list_option_names_its_line_and_key() {
+    let text = "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"x\"\n\n[[stage]]\nmodule = \"filter.dns\"\nkeep_non_dns = true\nports = [53, \"x\"]\n\n[[stage]]\nmodule = \"output.null\"\n";
+    let err = config_error(text);
+    assert!(err.contains("pipeline.toml:8: key `ports`"), "{err}");
+    let err =
+        config_error("[[stage]]\nmodule = \"output.null\"\n[[stage]]\nmodule = \"output.null\"\n");
+    assert!(
+        err.contains("is an output module, but stage 0 must be an input"),
+        "{err}"
+    );
+    let err = config_error(
+        "[[stage]]\nmodule = \"input.fpcap\"\npath = \"x\"\n[[stage]]\nmodule = \"filter.dns\"\n",
+    );
+    assert!(
+        err.contains("is a filter module, but stage 1 must be an output"),
+        "{err}"
+    );
 }

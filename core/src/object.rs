@@ -1,9 +1,10 @@
 //! Objects that flow through a chain.
 //!
 //! A [`Packet`] is a zero-copy view: its bytes borrow from the input's mmap or
-//! read buffer, and it is `Copy`, so a filter passes it on by value after filling
-//! in [`Layers`]. Other object kinds (DNS lookups, client responses) join the
-//! [`Object`] enum in later modules.
+//! read buffer. Objects are lent mutably down a chain, so a filter annotates
+//! one in place ([`Layers`]) and passes it on without copying. A
+//! [`DnsMessage`] refers to the packet that carried it. Other object kinds
+//! (lookups, client responses) will join the [`Object`] enum.
 
 use crate::dns::DnsInfo;
 use crate::wire::{Layers, Transport};
@@ -73,16 +74,6 @@ pub enum Origin {
         /// Fragments.
         fragments: u32,
     },
-}
-
-impl Origin {
-    /// True when the message was put together from several packets.
-    pub fn reassembled(&self) -> bool {
-        matches!(
-            self,
-            Origin::TcpReassembled { .. } | Origin::IpReassembled { .. }
-        )
-    }
 }
 
 /// A packet that an object refers to: borrowed from the stage that found it

@@ -219,7 +219,14 @@ impl Pipeline {
 
     /// Builds the chain with modules from `registry`.
     pub fn build(&self, registry: &Registry) -> Result<Chain, ConfigError> {
-        let last = self.stages.len() - 1;
+        let Some(last) = self.stages.len().checked_sub(1) else {
+            return Err(ConfigError {
+                file: self.file.clone(),
+                line: None,
+                key: Some("stage".into()),
+                message: "no stages: a pipeline needs at least an input and an output".into(),
+            });
+        };
         let mut entries = Vec::with_capacity(self.stages.len());
         for (index, spec) in self.stages.iter().enumerate() {
             let entry = registry.get(&spec.module).ok_or_else(|| {
@@ -243,10 +250,10 @@ impl Pipeline {
                     spec,
                     None,
                     format!(
-                        "`{}` is an {} module, but stage {index} must be an {} (a pipeline is input, filters..., output)",
+                        "`{}` is {} module, but stage {index} must be {} (a pipeline is input, filters..., output)",
                         spec.module,
-                        entry.role().as_str(),
-                        expected.as_str()
+                        with_article(entry.role().as_str()),
+                        with_article(expected.as_str())
                     ),
                 ));
             }
@@ -270,8 +277,9 @@ impl Pipeline {
             Factory::Input(make) => make(&options(first)).map_err(|e| wrap(first, e)),
             _ => unreachable!("roles checked above"),
         };
-        // Outputs and filters are built before the input opens its file, so a
-        // mistyped option is reported before any I/O error.
+        // Pushing, the output and filters are built before the input opens its
+        // file, so a mistyped option is reported before any I/O error. Pulling,
+        // a filter needs its input first.
         let (producer, receiver) = match self.drive {
             Drive::Push => {
                 let mut receiver = build_output(out_spec)?;
@@ -322,6 +330,16 @@ impl Pipeline {
             other => self.error_at(spec, None, other.to_string()),
         }
     }
+}
+
+/// "an input", "a filter", "an output".
+fn with_article(role: &str) -> String {
+    let article = if role.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {role}")
 }
 
 fn parse_value(text: &str) -> toml::Value {

@@ -74,7 +74,9 @@ impl StageOptions {
             let key = if path == "." || path.is_empty() {
                 unknown_field_in(&message)
             } else {
-                Some(path.split('.').next().unwrap_or_default().to_string())
+                // `ports[0]` → `ports`: the key as written in the table.
+                let key = path.split(['.', '[']).next().unwrap_or_default();
+                Some(key.to_string())
             };
             StageError::option(&self.module, key.as_deref(), message)
         })

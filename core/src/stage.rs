@@ -218,11 +218,6 @@ impl<F: Filter, N> FilterStage<F, N> {
         }
     }
 
-    /// The filter (to read its state after a run).
-    pub fn filter(&self) -> &F {
-        &self.filter
-    }
-
     fn own_stats(&self) -> StageStats {
         let mut stats = self.filter.stats();
         stats.input = self.count;

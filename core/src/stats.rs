@@ -41,9 +41,4 @@ impl StageStats {
             *self.counters.entry(name.to_string()).or_default() += n;
         }
     }
-
-    /// Total of all error kinds.
-    pub fn error_total(&self) -> u64 {
-        self.errors.values().sum()
-    }
 }

@@ -8,8 +8,11 @@
 //! | `input.fpcap` | input | [`input::fpcap`] |
 //! | `input.pcap` | input (feature `libpcap`) | `input::libpcap` |
 //! | `filter.layer` | filter | [`filter::layer`] |
+//! | `filter.dns` | filter | [`filter::dns`] |
+//! | `filter.select` | filter | [`filter::select`] |
 //! | `output.null` | output | [`output::null`] |
 //! | `output.json` | output | [`output::json`] |
+//! | `output.pcap` | output | [`output::pcap`] |
 //!
 //! [`registry`] returns a registry holding all of them.
 

@@ -169,13 +169,33 @@ fn bits_match(prefix: &[u8], address: &[u8], bits: u8) -> bool {
         && (rest == 0 || (prefix[whole] ^ address[whole]) >> (8 - rest) == 0)
 }
 
-/// A name as lower-case labels, from its presentation form.
+/// A name as lower-case labels, from its presentation form as output.json
+/// prints it (`\.` is a dot inside a label, `\DDD` a byte, `\X` the character X).
 fn labels_of(text: &str) -> Vec<Vec<u8>> {
-    text.trim_end_matches('.')
-        .split('.')
-        .filter(|l| !l.is_empty())
-        .map(|l| l.to_ascii_lowercase().into_bytes())
-        .collect()
+    let bytes = text.as_bytes();
+    let mut labels = vec![Vec::new()];
+    let mut i = 0;
+    while i < bytes.len() {
+        let digits = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(u8::is_ascii_digit));
+        let (byte, step) = match (bytes[i], digits) {
+            (b'\\', Some(d)) => (std::str::from_utf8(d).ok().and_then(|d| d.parse().ok()), 4),
+            (b'\\', None) if i + 1 < bytes.len() => (Some(bytes[i + 1]), 2),
+            (b'.', _) => (None, 1),
+            (b, _) => (Some(b), 1),
+        };
+        match byte {
+            Some(b) => labels
+                .last_mut()
+                .expect("never empty")
+                .push(b.to_ascii_lowercase()),
+            None => labels.push(Vec::new()),
+        }
+        i += step;
+    }
+    labels.retain(|l| !l.is_empty());
+    labels
 }
 
 /// The compiled criteria.
@@ -390,6 +410,20 @@ mod tests {
             .contains("203.0.113.9".parse().unwrap()));
         assert_eq!(Prefix::parse("10.0.0.0/33"), None);
         assert_eq!(Prefix::parse("nonsense"), None);
+    }
+
+    #[test]
+    fn names_are_read_as_output_json_prints_them() {
+        assert_eq!(
+            labels_of("WWW.Example.COM."),
+            [b"www".to_vec(), b"example".to_vec(), b"com".to_vec()]
+        );
+        assert_eq!(
+            labels_of("a\\.b.sp\\032ace"),
+            [b"a.b".to_vec(), b"sp ace".to_vec()]
+        );
+        assert_eq!(labels_of("x\\255."), [vec![b'x', 255]]);
+        assert!(labels_of(".").is_empty());
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub struct FpcapOptions {
     pub buffer_kib: usize,
 }
 
+/// The largest read size accepted (1 GiB).
+const MAX_BUFFER_KIB: usize = 1 << 20;
+
 fn default_buffer_kib() -> usize {
     1024
 }
@@ -48,11 +51,12 @@ pub fn entry() -> ModuleEntry {
         options: OPTIONS,
         factory: Factory::Input(Arc::new(|opts: &StageOptions| {
             let o: FpcapOptions = opts.parse()?;
-            if o.buffer_kib == 0 {
+            if !(1..=MAX_BUFFER_KIB).contains(&o.buffer_kib) {
+                let message = format!("must be from 1 to {MAX_BUFFER_KIB}");
                 return Err(StageError::option(
                     &opts.module,
                     Some("buffer_kib"),
-                    "must be at least 1",
+                    message,
                 ));
             }
             Ok(Box::new(open(o.path, o.buffer_kib * 1024)?) as Box<dyn Producer>)
@@ -128,7 +132,14 @@ pub fn open(path: PathBuf, chunk: usize) -> Result<CaptureReader<BufferedStream>
     let reader: Box<dyn Read> = if path.as_os_str() == "-" {
         Box::new(io::stdin())
     } else {
-        Box::new(File::open(&path).map_err(|e| StageError::io(&path, e))?)
+        let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(StageError::format(
+                &path,
+                "is a directory, not a capture file",
+            ));
+        }
+        Box::new(file)
     };
     CaptureReader::new("input.fpcap", path, BufferedStream::new(reader, chunk))
 }

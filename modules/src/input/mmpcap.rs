@@ -90,7 +90,14 @@ fn prefetch(bytes: &[u8]) {
 /// Opens `path` for reading through a memory map.
 pub fn open(path: PathBuf) -> Result<CaptureReader<MappedFile>, StageError> {
     let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
-    let size = file.metadata().map_err(|e| StageError::io(&path, e))?.len();
+    let metadata = file.metadata().map_err(|e| StageError::io(&path, e))?;
+    if metadata.is_dir() {
+        return Err(StageError::format(
+            &path,
+            "is a directory, not a capture file",
+        ));
+    }
+    let size = metadata.len();
     if size == 0 {
         return Err(StageError::format(
             &path,

@@ -75,20 +75,14 @@ impl<S: RecordSource> CaptureReader<S> {
         })
     }
 
-    /// The detected format (`pcap (little-endian, µs)`, `pcapng`).
-    pub fn format(&self) -> String {
-        self.format.describe()
-    }
-
     /// Records the end of the data, warning when bytes of a partial record remain.
     fn end(&mut self) {
         self.done = true;
         let left = self.source.window().len();
         if left > 0 {
             self.warnings.push(format!(
-                "{}: file cut off inside record {} at byte offset {} ({left} bytes of an incomplete record ignored); the {} complete records were read",
+                "{}: file cut off: the {left} bytes from byte offset {} are an incomplete record or block and were ignored; the {} complete packet records before them were read",
                 self.path.display(),
-                self.frames + 1,
                 self.source.offset(),
                 self.frames
             ));
@@ -99,7 +93,7 @@ impl<S: RecordSource> CaptureReader<S> {
 impl<S: RecordSource> CaptureReader<S> {
     /// Counts the record and hands out its packet; the record's bytes are
     /// consumed at the next call, as the packet borrows them until then.
-    #[inline]
+    #[inline(always)]
     fn emit(&mut self, record: RecordInfo) -> Object<'_> {
         self.frames += 1;
         self.bytes += record.caplen as u64;
@@ -158,17 +152,7 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
         // Fast path: a complete classic pcap record already in the window.
         if let CaptureFormat::Pcap(pcap) = &self.format {
             if let Some(record) = pcap.record(self.source.window()) {
-                self.frames += 1;
-                self.bytes += record.caplen as u64;
-                self.pending = record.consumed;
-                let meta = CaptureMeta {
-                    frame: self.frames,
-                    ts_ns: record.ts_ns,
-                    len: record.len,
-                    link: record.link,
-                };
-                let data = &self.source.window()[record.data_at..record.data_at + record.caplen];
-                return Ok(Some(Object::Packet(Packet::new(data, meta))));
+                return Ok(Some(self.emit(record)));
             }
         }
         self.produce_slow()

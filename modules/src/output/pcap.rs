@@ -101,6 +101,8 @@ pub struct PcapWriter {
     written: u64,
     received: u64,
     other_link: u64,
+    /// Timestamps the format cannot hold (before 1970, or past 2106 in classic pcap), clamped.
+    bad_timestamps: u64,
 }
 
 impl PcapWriter {
@@ -122,6 +124,7 @@ impl PcapWriter {
             written: 0,
             received: 0,
             other_link: 0,
+            bad_timestamps: 0,
         };
         if writer.format == Format::Pcapng {
             writer
@@ -183,7 +186,16 @@ impl PcapWriter {
     }
 
     fn write_packet(&mut self, p: &Packet<'_>) -> io::Result<bool> {
-        let ts = p.meta.ts_ns.unwrap_or(0);
+        let mut ts = p.meta.ts_ns.unwrap_or(0);
+        // Classic pcap holds 32-bit unsigned seconds; pcapng 64-bit unsigned units.
+        let limit = match self.format {
+            Format::Pcap => i64::from(u32::MAX) * 1_000_000_000 + 999_999_999,
+            Format::Pcapng => i64::MAX,
+        };
+        if !(0..=limit).contains(&ts) {
+            self.bad_timestamps += 1;
+            ts = ts.clamp(0, limit);
+        }
         let caplen = p.data.len() as u32;
         match self.format {
             Format::Pcap => {
@@ -274,6 +286,7 @@ impl Receiver for PcapWriter {
         stats.input = self.received;
         stats.output = self.written;
         stats.add_error("link_type_differs_from_file", self.other_link);
+        stats.add_error("timestamp_out_of_range", self.bad_timestamps);
         if self.other_link > 0 {
             stats.warnings.push(format!(
                 "{}: {} packets of another link type than the file's were not written (a classic pcap file has one; use format = \"pcapng\")",

@@ -149,29 +149,25 @@ impl Pcapng {
         })
     }
 
-    /// EPB body: interface, ts high, ts low, caplen, len, data, options.
+    /// EPB body: interface (u32), ts high, ts low, caplen, len, data, options.
     fn enhanced_packet(&self, body: &[u8], block_len: usize) -> Result<Step, String> {
-        let e = self.endian;
-        let field = |at| e.u32(body, at).ok_or("enhanced packet block too short");
-        let interface = self.interface(field(0)?)?;
-        let units = (u64::from(field(4)?) << 32) | u64::from(field(8)?);
-        self.packet(
-            interface,
-            Some(units),
-            20,
-            field(12)? as usize,
-            field(16)?,
-            body,
-            block_len,
-        )
+        let interface = self
+            .endian
+            .u32(body, 0)
+            .ok_or("enhanced packet block too short")?;
+        self.timed_packet(interface, body, block_len)
     }
 
-    /// OPB body: interface (u16), drops (u16), ts high, ts low, caplen, len, data.
+    /// OPB body: interface (u16), drops (u16), then as an EPB.
     fn obsolete_packet(&self, body: &[u8], block_len: usize) -> Result<Step, String> {
-        let e = self.endian;
-        let field = |at| e.u32(body, at).ok_or("packet block too short");
-        let interface =
-            self.interface(u32::from(e.u16(body, 0).ok_or("packet block too short")?))?;
+        let interface = self.endian.u16(body, 0).ok_or("packet block too short")?;
+        self.timed_packet(u32::from(interface), body, block_len)
+    }
+
+    /// The fields EPB and OPB share after the interface: ts high, ts low, caplen, len, data.
+    fn timed_packet(&self, interface: u32, body: &[u8], block_len: usize) -> Result<Step, String> {
+        let field = |at| self.endian.u32(body, at).ok_or("packet block too short");
+        let interface = self.interface(interface)?;
         let units = (u64::from(field(4)?) << 32) | u64::from(field(8)?);
         self.packet(
             interface,

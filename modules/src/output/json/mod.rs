@@ -3,7 +3,9 @@
 //!
 //! The field names are a public contract: later versions add fields, never
 //! rename these: `frame`, `ts`, `caplen`, `len`, `link`, `vlan`, `ip`, `src`,
-//! `dst`, `transport`, `sport`, `dport`, `payload_len`, `fragment`.
+//! `dst`, `transport`, `sport`, `dport`, `payload_len`, `fragment`,
+//! `truncated`, `layer_error`, `l3_protocol`, `llc`; for DNS messages also
+//! `dns_len`, `reassembled`, `dns` (see `dns.rs`) and `dns_error`.
 
 use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
 use dnsluice_core::time::write_rfc3339_ns;
@@ -193,9 +195,8 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>) {
             f.num(out, "sport", u64::from(sport));
             f.num(out, "dport", u64::from(dport));
         }
-        if message.is_none() {
-            f.num(out, "payload_len", u64::from(l.payload_len));
-        }
+        // The carrying packet's payload (a DNS message's own length is `dns_len`).
+        f.num(out, "payload_len", u64::from(l.payload_len));
     }
     if let Some(fr) = l.fragment {
         f.key(out, "fragment");
