@@ -27,6 +27,10 @@ pub enum Command {
     /// A pipeline is an ordered list of [[stage]] tables: an input, any number
     /// of filters, an output. See `dnsluice modules` for every module and its
     /// options. At the end a per-stage summary is printed on stderr.
+    #[command(after_long_help = "Examples:\n  \
+        dnsluice run configs/dump.toml --set 0.path=capture.pcap        every DNS message as JSON\n  \
+        dnsluice run configs/qtype-stats.toml --set 0.path=capture.pcap --stats-json stats.json\n  \
+        tcpdump -i eth0 -w - port 53 | dnsluice run configs/dump.toml --set 0.module=input.fpcap --set 0.path=-")]
     Run {
         /// The pipeline file.
         pipeline: PathBuf,
