@@ -39,13 +39,34 @@ pub fn entry() -> ModuleEntry {
     }
 }
 
-/// How far ahead of the current record the map is touched, in bytes.
+/// How far ahead of the current record the map is prefetched, in bytes.
 const READ_AHEAD: usize = 4096;
+/// The map's pages are set up (`MADV_POPULATE_READ`) this many bytes at a time,
+/// ahead of the walk: one call per chunk instead of a page fault per 64 KiB.
+const POPULATE_CHUNK: usize = 8 << 20;
 
 /// A memory-mapped file as a [`RecordSource`].
 pub struct MappedFile {
     map: Mmap,
     position: usize,
+    /// The map is populated up to here.
+    populated: usize,
+}
+
+impl MappedFile {
+    /// Populates the next chunk once the walk is half way into the current one.
+    /// (A kernel without MADV_POPULATE_READ, before Linux 5.14, refuses it;
+    /// pages then fault in as usual.)
+    #[inline]
+    fn populate_ahead(&mut self) {
+        if self.position + POPULATE_CHUNK / 2 >= self.populated && self.populated < self.map.len() {
+            let len = POPULATE_CHUNK.min(self.map.len() - self.populated);
+            let _ = self
+                .map
+                .advise_range(Advice::PopulateRead, self.populated, len);
+            self.populated += len;
+        }
+    }
 }
 
 impl RecordSource for MappedFile {
@@ -62,6 +83,7 @@ impl RecordSource for MappedFile {
         if let Some(ahead) = self.map.get(self.position + READ_AHEAD..) {
             prefetch(ahead);
         }
+        self.populate_ahead();
     }
     fn fill(&mut self, _needed: usize) -> io::Result<bool> {
         Ok(false)
@@ -112,6 +134,11 @@ pub fn open(path: PathBuf) -> Result<CaptureReader<MappedFile>, StageError> {
     let map = unsafe { Mmap::map(&file) }.map_err(|e| StageError::io(&path, e))?;
     // Advice is a hint; a kernel that refuses it changes nothing.
     let _ = map.advise(Advice::Sequential);
-    let source = MappedFile { map, position: 0 };
+    let mut source = MappedFile {
+        map,
+        position: 0,
+        populated: 0,
+    };
+    source.populate_ahead();
     CaptureReader::new("input.mmpcap", path, source)
 }
