@@ -47,8 +47,17 @@ fn drain(mut reader: impl Producer) -> Run {
             Ok(Some(obj)) => {
                 let Some(p) = obj.packet() else { continue };
                 let mut p = *p;
-                assert!(p.meta.len as usize >= p.data.len(), "len {} < caplen {}", p.meta.len, p.data.len());
-                assert_eq!(p.meta.frame, records.len() as u64 + 1, "frames not numbered 1, 2, ...");
+                assert!(
+                    p.meta.len as usize >= p.data.len(),
+                    "len {} < caplen {}",
+                    p.meta.len,
+                    p.data.len()
+                );
+                assert_eq!(
+                    p.meta.frame,
+                    records.len() as u64 + 1,
+                    "frames not numbered 1, 2, ..."
+                );
                 p.layers = check_layers(p.meta.link, p.data, p.meta.len);
                 let _ = (p.src(), p.dst(), p.payload(), p.caplen());
                 records.push(Record {
@@ -64,14 +73,21 @@ fn drain(mut reader: impl Producer) -> Run {
         }
     };
     // Once finished (either way), a reader stays finished.
-    assert!(matches!(reader.produce(), Ok(None)), "produce after the end did not return Ok(None)");
+    assert!(
+        matches!(reader.produce(), Ok(None)),
+        "produce after the end did not return Ok(None)"
+    );
     let mut stats = Vec::new();
     reader.stats(&mut stats);
     for s in &mut stats {
         assert_eq!(s.input, records.len() as u64);
         s.module.clear(); // input.fpcap vs input.mmpcap
     }
-    Run { records, outcome, stats }
+    Run {
+        records,
+        outcome,
+        stats,
+    }
 }
 
 fn run<S: dnsluice_modules::input::RecordSource>(
@@ -109,7 +125,11 @@ fn temp_path() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let shm = PathBuf::from("/dev/shm");
-        let dir = if shm.is_dir() { shm } else { std::env::temp_dir() };
+        let dir = if shm.is_dir() {
+            shm
+        } else {
+            std::env::temp_dir()
+        };
         dir.join(format!("dnsluice-fuzz-capture-{}.bin", std::process::id()))
     })
 }
@@ -133,7 +153,14 @@ fuzz_target!(|data: &[u8]| {
     // 3. The memory map (input.mmpcap) over the same bytes in a file.
     std::fs::write(path, data).expect("write the temp file");
     let mapped = run(mmpcap::open(path.clone()));
+    let _ = std::fs::remove_file(path); // the map is gone with the reader
 
-    assert_eq!(buffered, mapped, "input.fpcap (4096-byte reads) and input.mmpcap differ");
-    assert_eq!(trickled, mapped, "input.fpcap (trickled reads) and input.mmpcap differ");
+    assert_eq!(
+        buffered, mapped,
+        "input.fpcap (4096-byte reads) and input.mmpcap differ"
+    );
+    assert_eq!(
+        trickled, mapped,
+        "input.fpcap (trickled reads) and input.mmpcap differ"
+    );
 });

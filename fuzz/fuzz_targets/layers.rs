@@ -4,6 +4,7 @@
 //! the rest is the captured packet.
 #![no_main]
 
+use dnsluice_core::wire::{parse_layers, Layers, Transport};
 use dnsluice_core::LinkType;
 use dnsluice_fuzz::check_layers;
 use libfuzzer_sys::fuzz_target;
@@ -23,5 +24,42 @@ fuzz_target!(|input: &[u8]| {
     let data = &input[6..];
     let first = check_layers(link, data, wire_len);
     // Deterministic: the same bytes give the same layers.
-    assert_eq!(first, dnsluice_core::wire::parse_layers(link, data, wire_len));
+    assert_eq!(first, parse_layers(link, data, wire_len));
+    if link == LinkType::EN10MB {
+        fast_path_matches_general(first, data, wire_len);
+    }
 });
+
+/// Ethernet/IPv4/UDP|TCP takes a one-pass fast path inside `parse_layers`; the
+/// general parser alone is not public, but the same IPv4 datagram as a
+/// LINKTYPE_RAW packet (14 bytes further on) always takes the general path.
+/// Whenever either side finds UDP or TCP (which covers every fast-path
+/// result), both must agree field for field, offsets shifted by 14.
+fn fast_path_matches_general(ethernet: Layers, data: &[u8], wire_len: u32) {
+    const ETH: usize = 14;
+    if data.len() <= ETH
+        || data[12..14] != [0x08, 0x00]
+        || data[ETH] >> 4 != 4
+        || (wire_len as usize) < ETH
+    {
+        return;
+    }
+    let raw = check_layers(LinkType::RAW, &data[ETH..], wire_len - ETH as u32);
+    let is_l4 = |l: &Layers| matches!(l.transport, Transport::Udp | Transport::Tcp);
+    if !is_l4(&ethernet) && !is_l4(&raw) {
+        return;
+    }
+    let mut expected = raw;
+    for offset in [
+        &mut expected.l3_offset,
+        &mut expected.ip_end,
+        &mut expected.l4_offset,
+        &mut expected.payload_offset,
+    ] {
+        *offset += ETH as u32;
+    }
+    assert_eq!(
+        ethernet, expected,
+        "EN10MB (fast path) and RAW (general path) disagree on the same IPv4 datagram"
+    );
+}

@@ -19,7 +19,11 @@ pub fn check_layers(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
         l.payload_len
     );
     if matches!(l.transport, Transport::Udp | Transport::Tcp) {
-        assert!((l.l4_offset as usize) < n, "l4_offset {} >= caplen {n}: {l:?}", l.l4_offset);
+        assert!(
+            (l.l4_offset as usize) < n,
+            "l4_offset {} >= caplen {n}: {l:?}",
+            l.l4_offset
+        );
     }
     let src = l.src_addr(data);
     let dst = l.dst_addr(data);
@@ -27,10 +31,21 @@ pub fn check_layers(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
     // Consistency between the fields.
     match l.network {
         Network::Ipv4 | Network::Ipv6 => {
-            assert!((l.l3_offset as usize) < n, "l3_offset {} >= caplen {n}: {l:?}", l.l3_offset);
-            assert!((l.ip_end as usize) <= n, "ip_end {} > caplen {n}: {l:?}", l.ip_end);
+            assert!(
+                (l.l3_offset as usize) < n,
+                "l3_offset {} >= caplen {n}: {l:?}",
+                l.l3_offset
+            );
+            assert!(
+                (l.ip_end as usize) <= n,
+                "ip_end {} > caplen {n}: {l:?}",
+                l.ip_end
+            );
             // The network kind is only set once the whole fixed header is captured.
-            assert!(src.is_some() && dst.is_some(), "IP packet without addresses: {l:?}");
+            assert!(
+                src.is_some() && dst.is_some(),
+                "IP packet without addresses: {l:?}"
+            );
             let same_family = match l.network {
                 Network::Ipv4 => src.is_some_and(|a| a.is_ipv4()),
                 _ => src.is_some_and(|a| a.is_ipv6()),
@@ -38,20 +53,44 @@ pub fn check_layers(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
             assert!(same_family, "address family differs from network: {l:?}");
         }
         _ => {
-            assert!(src.is_none() && dst.is_none(), "addresses on a non-IP packet: {l:?}");
+            assert!(
+                src.is_none() && dst.is_none(),
+                "addresses on a non-IP packet: {l:?}"
+            );
             assert_eq!(l.transport, Transport::None, "transport without IP: {l:?}");
         }
     }
+    // A payload is a transport's data or, for an IP fragment, the fragment's
+    // data (an atomic IPv6 fragment is whole: its payload is the transport's).
+    let has_payload = l.transport != Transport::None || l.fragment.is_some_and(|f| !f.atomic);
     if l.payload_len > 0 {
-        assert_ne!(l.transport, Transport::None, "payload without a transport: {l:?}");
-    }
-    // Readers always give wire_len >= caplen; in that regime the layers nest.
-    if wire_len as usize >= n && l.transport != Transport::None {
         assert!(
-            l.l3_offset <= l.l4_offset && l.l4_offset <= l.payload_offset,
-            "offsets out of order: {l:?}"
+            has_payload,
+            "payload without a transport or fragment: {l:?}"
         );
-        assert!(payload_end <= l.ip_end as usize, "payload ends past ip_end: {l:?}");
+    }
+    assert!(
+        l.wire_payload_len >= l.payload_len,
+        "more payload captured ({}) than on the wire ({}): {l:?}",
+        l.payload_len,
+        l.wire_payload_len
+    );
+    // Readers always give wire_len >= caplen; in that regime the layers nest.
+    if wire_len as usize >= n && has_payload {
+        assert!(
+            l.l3_offset <= l.payload_offset,
+            "payload before the IP header: {l:?}"
+        );
+        if l.transport != Transport::None {
+            assert!(
+                l.l3_offset <= l.l4_offset && l.l4_offset <= l.payload_offset,
+                "offsets out of order: {l:?}"
+            );
+        }
+        assert!(
+            payload_end <= l.ip_end as usize,
+            "payload ends past ip_end: {l:?}"
+        );
     }
     if let Some(e) = l.error {
         assert_eq!(LayerError::ALL[e.index()], e);
