@@ -68,20 +68,6 @@ fn check(bytes: &[u8], label: &str) {
     );
 }
 
-/// What the `dns_message` target checks: the decoders agree and do not panic.
-fn check_dns(msg: &[u8]) {
-    use dnsluice::core::dns::{questions, rdata, records, scan};
-    for cut in [false, true] {
-        let info = scan(msg, cut);
-        assert_eq!(questions(msg).count(), usize::from(info.questions));
-        let listed: usize = info.records.iter().map(|n| usize::from(*n)).sum();
-        assert_eq!(records(msg).count(), listed);
-        for r in records(msg) {
-            rdata::write(msg, &r, &mut Vec::new());
-        }
-    }
-}
-
 #[test]
 fn fuzzer_findings_stay_fixed() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
@@ -93,7 +79,9 @@ fn fuzzer_findings_stay_fixed() {
             let name = path.file_name().unwrap().to_string_lossy();
             // Files are named after the target that found them.
             if name.starts_with("dns_message-") {
-                check_dns(&bytes);
+                dnsluice::modules::fuzzing::dns_message(&bytes);
+            } else if name.starts_with("reassembly-") {
+                dnsluice::modules::fuzzing::reassembly(&bytes);
             } else {
                 check(&bytes, &path.display().to_string());
             }

@@ -4,51 +4,6 @@
 //! loop; the summary must agree with what the iterators find.
 #![no_main]
 
-use dnsluice_core::dns::{name, questions, rdata, records, scan};
-use dnsluice_core::wire::{Layers, Transport};
-use dnsluice_core::{CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Packet, PacketRef};
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|msg: &[u8]| {
-    for cut in [false, true] {
-        let info = scan(msg, cut);
-        assert!(info.error_offset as usize <= msg.len(), "{info:?}");
-        if let Some(h) = info.header {
-            assert!(msg.len() >= 12);
-            assert!(info.questions <= h.qdcount);
-            if info.error.is_none() {
-                assert_eq!(info.questions, h.qdcount);
-                assert_eq!(info.records, [h.ancount, h.nscount, h.arcount]);
-            }
-        }
-        let found: Vec<_> = questions(msg).collect();
-        assert_eq!(found.len(), usize::from(info.questions), "{info:?}");
-        assert_eq!(found.first().copied(), info.question);
-        let mut text = Vec::new();
-        for q in &found {
-            name::write(msg, q.name as usize, &mut text).expect("a question that scanned has a name");
-        }
-        let listed: usize = info.records.iter().map(|n| usize::from(*n)).sum();
-        assert_eq!(records(msg).count(), listed, "{info:?}");
-        for r in records(msg) {
-            let _ = name::write(msg, r.name as usize, &mut text);
-            rdata::write(msg, &r, &mut text);
-        }
-        let packet = Packet {
-            data: &[],
-            meta: CaptureMeta { frame: 1, ts_ns: Some(0), len: 0, link: LinkType::RAW },
-            layers: Layers::default(),
-        };
-        let message = DnsMessage {
-            packet: PacketRef::Held(packet),
-            bytes: msg,
-            info,
-            flow: Flow { sport: 53, dport: 53, transport: Transport::Udp },
-            origin: Origin::Datagram,
-        };
-        let mut line = Vec::new();
-        dnsluice_modules::output::json::write_object(&Object::Dns(message), &mut line);
-        assert!(line.starts_with(b"{") && line.ends_with(b"}"));
-        assert!(std::str::from_utf8(&line).is_ok(), "JSON must be UTF-8");
-    }
-});
+fuzz_target!(|data: &[u8]| dnsluice_modules::fuzzing::dns_message(data));

@@ -17,6 +17,8 @@
 //! [`registry`] returns a registry holding all of them.
 
 pub mod filter;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod input;
 pub mod output;
 

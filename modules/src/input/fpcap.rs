@@ -102,13 +102,15 @@ impl RecordSource for BufferedStream {
 
     fn fill(&mut self, needed: usize) -> io::Result<bool> {
         while self.end - self.start < needed && !self.eof {
-            // Move what is left to the front, and grow if one record is larger than the buffer.
+            // Move what is left to the front, and grow if one record is larger than
+            // the buffer: a chunk past the bytes held at a time, so a record header
+            // that claims more than the file holds costs no more than the file.
             if self.start > 0 {
                 self.buffer.copy_within(self.start..self.end, 0);
                 self.end -= self.start;
                 self.start = 0;
             }
-            let want = needed.max(self.chunk);
+            let want = needed.min(self.end + self.chunk).max(self.chunk);
             if self.buffer.len() < want {
                 self.buffer.resize(want, 0);
             }
@@ -142,4 +144,53 @@ pub fn open(path: PathBuf, chunk: usize) -> Result<CaptureReader<BufferedStream>
         Box::new(file)
     };
     CaptureReader::new("input.fpcap", path, BufferedStream::new(reader, chunk))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dnsluice_core::{Object, Producer};
+
+    /// A pcap file with records of `sizes` bytes, each filled with its index.
+    fn pcap(sizes: &[usize]) -> Vec<u8> {
+        let mut v = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+        v.extend_from_slice(&[0; 8]);
+        v.extend_from_slice(&65535u32.to_le_bytes());
+        v.extend_from_slice(&1u32.to_le_bytes());
+        for (i, size) in sizes.iter().enumerate() {
+            for field in [i as u32, 0, *size as u32, *size as u32] {
+                v.extend_from_slice(&field.to_le_bytes());
+            }
+            v.extend(std::iter::repeat_n(i as u8, *size));
+        }
+        v
+    }
+
+    #[test]
+    fn records_larger_than_a_read_grow_the_buffer() {
+        let sizes = [10, 100, 3, 1000, 17];
+        let stream = BufferedStream::new(Box::new(io::Cursor::new(pcap(&sizes))), 16);
+        let mut reader = CaptureReader::new("input.fpcap", "test".into(), stream).unwrap();
+        let mut got = Vec::new();
+        while let Some(Object::Packet(p)) = reader.produce().unwrap() {
+            got.push((
+                p.data.len(),
+                p.data.iter().all(|b| usize::from(*b) == got.len()),
+            ));
+        }
+        assert_eq!(got, sizes.iter().map(|s| (*s, true)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_record_claiming_more_than_the_file_holds_allocates_little() {
+        let mut stream = BufferedStream::new(Box::new(io::Cursor::new(pcap(&[5]))), 4096);
+        // A record header claiming 32 MiB: the stream ends long before.
+        assert!(!stream.fill(32 << 20).unwrap());
+        assert_eq!(stream.window().len(), 24 + 16 + 5);
+        assert!(
+            stream.buffer.len() <= 2 * 4096,
+            "buffer grew to {}",
+            stream.buffer.len()
+        );
+    }
 }

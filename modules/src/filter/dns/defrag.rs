@@ -112,7 +112,8 @@ impl Defragmenter {
         self.sweep(now_ns);
         self.counters.fragments += 1;
         let end = offset + data.len() as u32;
-        if end > MAX_DATAGRAM {
+        // A datagram of no bytes was never fragmented; past 64 KiB none can be.
+        if end > MAX_DATAGRAM || (end == 0 && !more) {
             self.counters.inconsistent += 1;
             return None;
         }
