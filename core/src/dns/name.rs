@@ -104,19 +104,20 @@ pub fn skip(msg: &[u8], start: usize) -> Result<usize, (DnsError, usize)> {
 /// Appends one label in presentation form: `.` and `\` escaped with a
 /// backslash, bytes outside `!`..`~` as `\DDD` (decimal), as in RFC 4343 / zone files.
 pub fn push_label(label: &[u8], out: &mut Vec<u8>) {
-    for &b in label {
-        match b {
-            b'.' | b'\\' => {
-                out.push(b'\\');
-                out.push(b);
-            }
-            0x21..=0x7e => out.push(b),
-            _ => {
-                out.push(b'\\');
-                out.push(b'0' + b / 100);
-                out.push(b'0' + b / 10 % 10);
-                out.push(b'0' + b % 10);
-            }
+    push_escaped(label, b".\\", 0x21, out);
+}
+
+/// Appends `text` with each byte of `special` escaped as `\X` and every byte
+/// below `lowest` or above `~` as `\DDD` (decimal); the rest as it is.
+pub(crate) fn push_escaped(text: &[u8], special: &[u8], lowest: u8, out: &mut Vec<u8>) {
+    for &b in text {
+        if special.contains(&b) {
+            out.push(b'\\');
+            out.push(b);
+        } else if (lowest..=0x7e).contains(&b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'\\', b'0' + b / 100, b'0' + b / 10 % 10, b'0' + b % 10]);
         }
     }
 }

@@ -130,17 +130,6 @@ fn write_typed(
 /// non-printable bytes as `\DDD`.
 fn push_quoted(text: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
-    for &b in text {
-        match b {
-            b'"' | b'\\' => {
-                out.push(b'\\');
-                out.push(b);
-            }
-            0x20..=0x7e => out.push(b),
-            _ => {
-                let _ = write!(out, "\\{b:03}");
-            }
-        }
-    }
+    name::push_escaped(text, b"\"\\", 0x20, out);
     out.push(b'"');
 }
