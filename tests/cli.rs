@@ -341,3 +341,18 @@ fn an_error_inside_a_list_option_names_its_line_and_key() {
         "{err}"
     );
 }
+
+#[test]
+fn a_bad_value_given_with_set_is_blamed_on_set() {
+    let capture = corpus_dir().join("vlan_qinq.pcap");
+    let out = run_pipeline(
+        &pipeline("input.fpcap", &capture.display().to_string(), "output.null"),
+        &["--set", "0.buffer_kib=lots"],
+    );
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--set: key `0.buffer_kib`") && err.contains("invalid type"),
+        "{err}"
+    );
+}

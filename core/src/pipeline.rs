@@ -75,6 +75,8 @@ pub struct StageSpec {
     pub line: usize,
     /// Line of each option key (keys set with `--set` have none).
     pub key_lines: BTreeMap<String, usize>,
+    /// Options given (or replaced) on the command line, as `INDEX.KEY`.
+    pub set_keys: Vec<String>,
 }
 
 /// A parsed pipeline, not yet built.
@@ -168,6 +170,7 @@ impl Pipeline {
                 options,
                 line,
                 key_lines,
+                set_keys: Vec::new(),
             });
         }
         Ok(Pipeline {
@@ -212,6 +215,7 @@ impl Pipeline {
             }
         } else {
             stage.key_lines.remove(key);
+            stage.set_keys.push(format!("{index}.{key}"));
             stage.options.insert(key.to_string(), value);
         }
         Ok(())
@@ -305,6 +309,20 @@ impl Pipeline {
     }
 
     fn error_at(&self, spec: &StageSpec, key: Option<&str>, message: String) -> ConfigError {
+        let from_command_line = key.and_then(|k| {
+            spec.set_keys
+                .iter()
+                .find(|s| s.split_once('.').is_some_and(|(_, key)| key == k))
+        });
+        if let Some(target) = from_command_line {
+            // The value came from `--set INDEX.KEY=...`, not from the file.
+            return ConfigError {
+                file: "--set".to_string(),
+                line: None,
+                key: Some(target.clone()),
+                message,
+            };
+        }
         let line = key
             .and_then(|k| spec.key_lines.get(k).copied())
             .unwrap_or(spec.line);
