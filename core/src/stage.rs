@@ -96,8 +96,8 @@ where
     Ok(moved)
 }
 
-/// A one-to-one filter: looks at each object and annotates it in place (a
-/// layer parser fills in offsets, a DNS parser its view). [`MapStage`] turns any
+/// A one-to-one filter: looks at each object and annotates it in place (the
+/// layer parser fills in offsets). [`MapStage`] turns any
 /// `Map` into both a push and a pull stage, so such a filter is written once.
 pub trait Map {
     /// Annotates one object before it is passed on.

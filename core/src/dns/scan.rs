@@ -166,7 +166,7 @@ pub fn scan(msg: &[u8], cut: bool) -> DnsInfo {
 /// Anything else returns `None` for [`scan_general`], which gives the same
 /// result on these messages (tested on every corpus message).
 #[inline(always)]
-fn scan_query(msg: &[u8]) -> Option<DnsInfo> {
+pub(crate) fn scan_query(msg: &[u8]) -> Option<DnsInfo> {
     let header = Header::parse(msg)?;
     if header.qdcount != 1 || header.ancount != 0 || header.nscount != 0 || header.arcount > 1 {
         return None;

@@ -5,8 +5,9 @@ use dnsluice_core::dns::{mnemonic, name, questions, rdata, records, Section, TYP
 use dnsluice_core::DnsMessage;
 use std::io::Write;
 
-/// Appends `,"dns":{...}` (and `,"dns_error":{...}` when the message has a problem).
-pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>) {
+/// Appends `,"dns":{...}` (and `,"dns_error":{...}` when the message has a
+/// problem). `scratch` is reused for names and RDATA before they are escaped.
+pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     let info = &m.info;
     out.extend_from_slice(b",\"dns\":{");
     let mut f = Fields::new();
@@ -44,7 +45,7 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>) {
                 out.push(b',');
             }
             out.extend_from_slice(b"{\"name\":");
-            write_name(m.bytes, q.name as usize, out);
+            write_name(m.bytes, q.name as usize, scratch, out);
             let _ = write!(
                 out,
                 ",\"type\":\"{}\",\"class\":\"{}\"}}",
@@ -53,7 +54,7 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>) {
             );
         }
         out.push(b']');
-        write_sections(m.bytes, &mut f, out);
+        write_sections(m.bytes, &mut f, scratch, out);
         if let Some(edns) = info.edns {
             f.key(out, "edns");
             let _ = write!(
@@ -85,18 +86,17 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>) {
 }
 
 /// A name as a JSON string, or `null` when it does not parse.
-fn write_name(msg: &[u8], at: usize, out: &mut Vec<u8>) {
-    let mut text = Vec::with_capacity(64);
-    match name::write(msg, at, &mut text) {
-        Ok(_) => push_json_str(&text, out),
+fn write_name(msg: &[u8], at: usize, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
+    scratch.clear();
+    match name::write(msg, at, scratch) {
+        Ok(_) => push_json_str(scratch, out),
         Err(_) => out.extend_from_slice(b"null"),
     }
 }
 
 /// `"answer":[...],"authority":[...],"additional":[...]` in one walk over the
 /// records (they come in section order).
-fn write_sections(msg: &[u8], f: &mut Fields, out: &mut Vec<u8>) {
-    let mut data = Vec::with_capacity(128);
+fn write_sections(msg: &[u8], f: &mut Fields, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
     let mut records = records(msg).filter(|r| r.rtype != TYPE_OPT).peekable();
     for section in [Section::Answer, Section::Authority, Section::Additional] {
         f.key(out, section_key(section));
@@ -107,7 +107,7 @@ fn write_sections(msg: &[u8], f: &mut Fields, out: &mut Vec<u8>) {
                 out.push(b',');
             }
             out.extend_from_slice(b"{\"name\":");
-            write_name(msg, r.name as usize, out);
+            write_name(msg, r.name as usize, scratch, out);
             let _ = write!(
                 out,
                 ",\"type\":\"{}\",\"class\":\"{}\",\"ttl\":{},\"data\":",
@@ -115,9 +115,9 @@ fn write_sections(msg: &[u8], f: &mut Fields, out: &mut Vec<u8>) {
                 mnemonic::class(r.class),
                 r.ttl
             );
-            data.clear();
-            rdata::write(msg, &r, &mut data);
-            push_json_str(&data, out);
+            scratch.clear();
+            rdata::write(msg, &r, scratch);
+            push_json_str(scratch, out);
             out.push(b'}');
         }
         out.push(b']');

@@ -47,6 +47,8 @@ pub struct JsonLines {
     path: PathBuf,
     out: Box<dyn Write>,
     line: Vec<u8>,
+    /// Reused for names and RDATA before escaping (no allocation per message).
+    scratch: Vec<u8>,
     objects: u64,
 }
 
@@ -62,6 +64,7 @@ impl JsonLines {
             path,
             out,
             line: Vec::with_capacity(FLUSH_AT + 4096),
+            scratch: Vec::with_capacity(512),
             objects: 0,
         })
     }
@@ -138,7 +141,8 @@ pub fn push_json_str(text: &[u8], out: &mut Vec<u8>) {
 
 /// Appends the JSON object for one object: a packet, or a DNS message with
 /// the fields of the packet that carried it (without the newline).
-pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>) {
+/// `scratch` is reused for names and RDATA before they are escaped.
+pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     let Some(p) = obj.packet() else { return };
     let message = obj.dns();
     let mut f = Fields::new();
@@ -225,7 +229,7 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>) {
             }
             _ => {}
         }
-        dns::write_dns(m, out);
+        dns::write_dns(m, out, scratch);
     }
     out.push(b'}');
 }
@@ -234,7 +238,7 @@ impl Receiver for JsonLines {
     fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         self.objects += 1;
         if obj.packet().is_some() {
-            write_object(obj, &mut self.line);
+            write_object(obj, &mut self.line, &mut self.scratch);
             self.line.push(b'\n');
         }
         if self.line.len() >= FLUSH_AT {
