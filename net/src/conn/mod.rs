@@ -1,0 +1,229 @@
+//! Connections to one nameserver, of every transport, with many queries in flight.
+
+mod https;
+mod mux;
+
+use crate::endpoint::{Endpoint, Transport};
+use crate::error::NetError;
+use crate::stats::NetCounters;
+use crate::tls::{self, TlsOptions};
+use rustls::ClientConfig;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::{TcpStream, UdpSocket};
+
+pub use https::DohMethod;
+
+/// An answer and how long it took.
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    /// The response message, with the query's id restored.
+    pub response: Vec<u8>,
+    /// From just before the query was written to when the answer was read.
+    pub latency: Duration,
+}
+
+/// What every connection of one client shares: TLS setup, timeouts, counters.
+#[derive(Clone)]
+pub struct ClientSetup {
+    /// The transport.
+    pub transport: Transport,
+    /// The TLS configuration (TLS and HTTPS only).
+    tls: Option<Arc<ClientConfig>>,
+    /// How the server's name is chosen and checked.
+    tls_options: TlsOptions,
+    /// How long a connect (and TLS handshake) may take.
+    pub connect_timeout: Duration,
+    /// POST or GET, for HTTPS.
+    pub doh_method: DohMethod,
+    /// Counters every connection updates.
+    pub counters: Arc<NetCounters>,
+}
+
+impl ClientSetup {
+    /// Prepares to connect over `transport`; loads the CA file or the system roots
+    /// once, here, for TLS and HTTPS.
+    pub fn new(
+        transport: Transport,
+        tls_options: &TlsOptions,
+        connect_timeout: Duration,
+        doh_method: DohMethod,
+        counters: Arc<NetCounters>,
+    ) -> Result<ClientSetup, NetError> {
+        let tls = match transport {
+            Transport::Tls => Some(tls::client_config(tls_options, &[b"dot"])?),
+            Transport::Https => Some(tls::client_config(tls_options, &[b"h2"])?),
+            Transport::Udp | Transport::Tcp => None,
+        };
+        Ok(ClientSetup {
+            transport,
+            tls,
+            tls_options: tls_options.clone(),
+            connect_timeout,
+            doh_method,
+            counters,
+        })
+    }
+}
+
+/// An open connection (or, for UDP, a connected socket) to one nameserver.
+pub enum Connection {
+    /// UDP, TCP or TLS: queries matched to answers by id and question.
+    Multiplexed(mux::Mux),
+    /// DNS-over-HTTPS: one HTTP/2 stream per query.
+    Https(https::HttpsConnection),
+}
+
+/// Opens a connection to `endpoint` with `setup`.
+pub async fn connect(endpoint: &Endpoint, setup: &ClientSetup) -> Result<Connection, NetError> {
+    let result = tokio::time::timeout(setup.connect_timeout, open(endpoint, setup)).await;
+    let result = match result {
+        Ok(r) => r,
+        Err(_) => Err(NetError::Connect {
+            addr: endpoint.resolver_name(),
+            error: std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"),
+        }),
+    };
+    match &result {
+        Ok(_) => NetCounters::bump(&setup.counters.connections_opened),
+        Err(_) => NetCounters::bump(&setup.counters.connect_failures),
+    }
+    result
+}
+
+async fn open(endpoint: &Endpoint, setup: &ClientSetup) -> Result<Connection, NetError> {
+    let name = endpoint.resolver_name();
+    match endpoint.transport {
+        Transport::Udp => {
+            let socket = udp_socket(endpoint.addr)
+                .await
+                .map_err(|error| NetError::Connect { addr: name, error })?;
+            Ok(Connection::Multiplexed(mux::Mux::udp(
+                socket,
+                setup.counters.clone(),
+            )))
+        }
+        Transport::Tcp => {
+            let tcp = tcp_connect(endpoint.addr, &name).await?;
+            Ok(Connection::Multiplexed(mux::Mux::stream(
+                tcp,
+                setup.counters.clone(),
+            )))
+        }
+        Transport::Tls => {
+            let tls = tls_connect(endpoint, setup, &name).await?;
+            Ok(Connection::Multiplexed(mux::Mux::stream(
+                tls,
+                setup.counters.clone(),
+            )))
+        }
+        Transport::Https => {
+            let tls = tls_connect(endpoint, setup, &name).await?;
+            let negotiated_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            if !negotiated_h2 {
+                return Err(NetError::Http {
+                    addr: name,
+                    message: "the server did not agree to HTTP/2 (ALPN h2)".to_string(),
+                });
+            }
+            let connection = https::HttpsConnection::handshake(tls, endpoint, setup).await?;
+            Ok(Connection::Https(connection))
+        }
+    }
+}
+
+async fn udp_socket(server: SocketAddr) -> std::io::Result<UdpSocket> {
+    let local: SocketAddr = if server.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let socket = UdpSocket::bind(local).await?;
+    socket.connect(server).await?;
+    Ok(socket)
+}
+
+async fn tcp_connect(addr: SocketAddr, name: &str) -> Result<TcpStream, NetError> {
+    let tcp = TcpStream::connect(addr)
+        .await
+        .map_err(|error| NetError::Connect {
+            addr: name.to_string(),
+            error,
+        })?;
+    // Queries are small and latency matters more than packet count.
+    let _ = tcp.set_nodelay(true);
+    Ok(tcp)
+}
+
+async fn tls_connect(
+    endpoint: &Endpoint,
+    setup: &ClientSetup,
+    name: &str,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, NetError> {
+    let config = setup
+        .tls
+        .clone()
+        .ok_or_else(|| NetError::TlsSetup("no TLS configuration".to_string()))?;
+    let server_name = tls::server_name(
+        &setup.tls_options,
+        endpoint.host.as_deref(),
+        endpoint.addr.ip(),
+    )?;
+    let tcp = tcp_connect(endpoint.addr, name).await?;
+    let connector = tokio_rustls::TlsConnector::from(config);
+    let stream =
+        connector
+            .connect(server_name, tcp)
+            .await
+            .map_err(|error| NetError::Handshake {
+                addr: name.to_string(),
+                error,
+            })?;
+    NetCounters::bump(&setup.counters.tls_handshakes);
+    Ok(stream)
+}
+
+impl Connection {
+    /// Sends `query` and waits up to `timeout` for its answer. Many calls may run
+    /// at once on one connection. The query's id is replaced on the wire by one
+    /// unique on this connection and restored in the answer.
+    pub async fn exchange(&self, query: &[u8], timeout: Duration) -> Result<Exchange, NetError> {
+        if query.len() < 12 {
+            return Err(NetError::BadQuery("shorter than a DNS header"));
+        }
+        if query.len() > usize::from(u16::MAX) {
+            return Err(NetError::BadQuery("longer than 65535 bytes"));
+        }
+        let started = Instant::now();
+        let response = match self {
+            Connection::Multiplexed(mux) => mux.exchange(query, timeout).await?,
+            Connection::Https(https) => {
+                match tokio::time::timeout(timeout, https.exchange(query)).await {
+                    Ok(result) => result?,
+                    Err(_) => return Err(NetError::Timeout),
+                }
+            }
+        };
+        Ok(Exchange {
+            response,
+            latency: started.elapsed(),
+        })
+    }
+
+    /// Why the connection can no longer be used, once it cannot.
+    pub fn broken(&self) -> Option<String> {
+        match self {
+            Connection::Multiplexed(mux) => mux.closed_reason(),
+            Connection::Https(https) => https.closed_reason(),
+        }
+    }
+
+    /// Queries sent on this connection and still waiting for an answer.
+    pub fn in_flight(&self) -> usize {
+        match self {
+            Connection::Multiplexed(mux) => mux.in_flight(),
+            Connection::Https(https) => https.in_flight(),
+        }
+    }
+}

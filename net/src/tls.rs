@@ -1,0 +1,144 @@
+//! TLS client configuration: certificates verified by default.
+
+use crate::error::NetError;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{ring, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How a TLS client decides whom to trust.
+#[derive(Clone, Debug, Default)]
+pub struct TlsOptions {
+    /// Trust the certificates in this PEM file instead of the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// Skip certificate verification entirely. For test servers only.
+    pub insecure: bool,
+    /// The name to verify the certificate against (and send as SNI); by default
+    /// the DoH URL's host, else the nameserver's IP address.
+    pub server_name: Option<String>,
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(ring::default_provider())
+}
+
+/// Builds a client configuration offering `alpn` (e.g. `h2` for DoH, `dot` for DoT).
+pub fn client_config(options: &TlsOptions, alpn: &[&[u8]]) -> Result<Arc<ClientConfig>, NetError> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| NetError::TlsSetup(e.to_string()))?;
+    let mut config = if options.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerification(provider())))
+            .with_no_client_auth()
+    } else {
+        builder
+            .with_root_certificates(root_store(options)?)
+            .with_no_client_auth()
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(config))
+}
+
+fn root_store(options: &TlsOptions) -> Result<RootCertStore, NetError> {
+    let mut roots = RootCertStore::empty();
+    match &options.ca_file {
+        Some(path) => {
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| NetError::TlsSetup(format!("{}: {e}", path.display())))?;
+            for cert in certs {
+                let cert =
+                    cert.map_err(|e| NetError::TlsSetup(format!("{}: {e}", path.display())))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| NetError::TlsSetup(format!("{}: {e}", path.display())))?;
+            }
+            if roots.is_empty() {
+                return Err(NetError::TlsSetup(format!(
+                    "{}: no certificate in the file",
+                    path.display()
+                )));
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for cert in found.certs {
+                // A system certificate rustls cannot parse is skipped, as browsers do.
+                let _ = roots.add(cert);
+            }
+            if roots.is_empty() {
+                return Err(NetError::TlsSetup(
+                    "no system root certificates found (install ca-certificates, or give a CA file)"
+                        .to_string(),
+                ));
+            }
+        }
+    }
+    Ok(roots)
+}
+
+/// The server name to verify: the override, else `host`, else the IP address.
+pub fn server_name(
+    options: &TlsOptions,
+    host: Option<&str>,
+    ip: std::net::IpAddr,
+) -> Result<ServerName<'static>, NetError> {
+    match options.server_name.as_deref().or(host) {
+        Some(name) => ServerName::try_from(name.to_string())
+            .map_err(|e| NetError::TlsSetup(format!("server name `{name}`: {e}"))),
+        None => Ok(ServerName::IpAddress(ip.into())),
+    }
+}
+
+/// Accepts any certificate: what `insecure = true` asks for.
+#[derive(Debug)]
+struct NoVerification(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
