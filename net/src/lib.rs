@@ -15,12 +15,14 @@ mod base64url;
 pub mod conn;
 pub mod endpoint;
 pub mod error;
+pub mod latency;
 pub mod query;
 pub mod stats;
 pub mod tls;
 
-pub use conn::{connect, Connection, Exchange};
+pub use conn::{connect, ClientSetup, Connection, DohMethod, Exchange};
 pub use endpoint::{Endpoint, Transport};
 pub use error::NetError;
+pub use latency::{Latency, Percentiles};
 pub use stats::NetCounters;
 pub use tls::TlsOptions;
