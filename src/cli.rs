@@ -47,6 +47,10 @@ pub enum Command {
     },
     /// List every module with its options and defaults.
     Modules,
+    /// Resolve many names (one per line) with sticky connections, ZDNS-style.
+    ///
+    /// Every input name yields exactly one JSON record, success or failure.
+    Lookup(Box<crate::lookup::LookupArgs>),
 }
 
 /// Parses the command line and runs it with `registry`; the process exit code.
@@ -73,6 +77,7 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             stats_json: stats_path,
             quiet,
         } => run(registry, &pipeline, &set, stats_path.as_deref(), quiet),
+        Command::Lookup(args) => crate::lookup::run(*args),
     }
 }
 

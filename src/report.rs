@@ -80,16 +80,23 @@ pub struct Progress {
     last: Instant,
     enabled: bool,
     shown: bool,
+    unit: &'static str,
 }
 
 impl Progress {
     /// A progress line for a run that started at `started`.
     pub fn new(started: Instant) -> Self {
+        Self::counting(started, "objects")
+    }
+
+    /// A progress line counting `unit` ("names", "queries").
+    pub fn counting(started: Instant, unit: &'static str) -> Self {
         Progress {
             started,
             last: started,
             enabled: std::io::stderr().is_terminal(),
             shown: false,
+            unit,
         }
     }
 
@@ -101,7 +108,8 @@ impl Progress {
         self.last = Instant::now();
         let secs = self.started.elapsed().as_secs_f64();
         eprint!(
-            "\r\x1b[K{objects} objects, {:.1} s, {:.0}/s",
+            "\r\x1b[K{objects} {}, {:.1} s, {:.0}/s",
+            self.unit,
             secs,
             objects as f64 / secs
         );

@@ -4,7 +4,8 @@
 //! read buffer. Objects are lent mutably down a chain, so a filter annotates
 //! one in place ([`Layers`]) and passes it on without copying. A
 //! [`DnsMessage`] refers to the packet that carried it. Other object kinds
-//! (lookups, client responses) will join the [`Object`] enum.
+//! (client responses) will join the [`Object`] enum. A [`Text`] is a line of
+//! text: a name to look up, or a finished lookup's JSON record.
 
 use crate::dns::DnsInfo;
 use crate::wire::{Layers, Transport};
@@ -17,6 +18,29 @@ pub enum Object<'a> {
     Packet(Packet<'a>),
     /// A DNS message found in a packet (or reassembled from several).
     Dns(DnsMessage<'a>),
+    /// A line of text: a name to look up, or a finished result as JSON.
+    Text(Text<'a>),
+}
+
+/// What a [`Text`] object holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextKind {
+    /// A line read from a text input (`input.lines`), without its line ending.
+    Line,
+    /// One finished record (a lookup result), a complete JSON object that
+    /// `output.json` writes as it is.
+    Record,
+}
+
+/// A line of text and where it came from.
+#[derive(Clone, Copy, Debug)]
+pub struct Text<'a> {
+    /// Line or record.
+    pub kind: TextKind,
+    /// The line number in its input (1-based), or the record's sequence number.
+    pub number: u64,
+    /// The text, without a line ending.
+    pub text: &'a str,
 }
 
 impl<'a> Object<'a> {
@@ -25,6 +49,7 @@ impl<'a> Object<'a> {
         match self {
             Object::Packet(p) => Some(p),
             Object::Dns(m) => Some(m.packet.get()),
+            Object::Text(_) => None,
         }
     }
 
@@ -33,6 +58,7 @@ impl<'a> Object<'a> {
         match self {
             Object::Packet(p) => Some(p),
             Object::Dns(m) => Some(m.packet.get_mut()),
+            Object::Text(_) => None,
         }
     }
 
@@ -40,6 +66,14 @@ impl<'a> Object<'a> {
     pub fn dns(&self) -> Option<&DnsMessage<'a>> {
         match self {
             Object::Dns(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The text, when this object is a line or a record.
+    pub fn text(&self) -> Option<&Text<'a>> {
+        match self {
+            Object::Text(t) => Some(t),
             _ => None,
         }
     }

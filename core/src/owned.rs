@@ -6,7 +6,7 @@
 use crate::dns::DnsInfo;
 use crate::object::{CaptureMeta, DnsMessage, Flow, Origin, PacketRef};
 use crate::wire::Layers;
-use crate::{LinkType, Object, Packet};
+use crate::{LinkType, Object, Packet, Text, TextKind};
 
 /// An object that owns its bytes.
 #[derive(Clone, Debug)]
@@ -15,6 +15,15 @@ pub struct OwnedObject {
     meta: CaptureMeta,
     layers: Layers,
     dns: Option<OwnedDns>,
+    /// Set when the object is a [`Text`] (then the packet fields are unused).
+    text: Option<OwnedText>,
+}
+
+#[derive(Clone, Debug)]
+struct OwnedText {
+    kind: TextKind,
+    number: u64,
+    text: String,
 }
 
 #[derive(Clone, Debug)]
@@ -37,6 +46,7 @@ impl Default for OwnedObject {
             },
             layers: Layers::default(),
             dns: None,
+            text: None,
         }
     }
 }
@@ -44,6 +54,19 @@ impl Default for OwnedObject {
 impl OwnedObject {
     /// Copies `obj` into this one, reusing its buffers.
     pub fn copy_from(&mut self, obj: &Object<'_>) {
+        if let Object::Text(t) = obj {
+            let owned = self.text.get_or_insert_with(|| OwnedText {
+                kind: t.kind,
+                number: t.number,
+                text: String::new(),
+            });
+            owned.kind = t.kind;
+            owned.number = t.number;
+            owned.text.clear();
+            owned.text.push_str(t.text);
+            return;
+        }
+        self.text = None;
         let Some(packet) = obj.packet() else { return };
         self.data.clear();
         self.data.extend_from_slice(packet.data);
@@ -69,6 +92,13 @@ impl OwnedObject {
 
     /// A view of the copy, as the object it was copied from.
     pub fn view(&self) -> Object<'_> {
+        if let Some(t) = &self.text {
+            return Object::Text(Text {
+                kind: t.kind,
+                number: t.number,
+                text: &t.text,
+            });
+        }
         let packet = Packet {
             data: &self.data,
             meta: self.meta,

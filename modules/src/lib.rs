@@ -7,9 +7,11 @@
 //! | `input.mmpcap` | input | [`input::mmpcap`] |
 //! | `input.fpcap` | input | [`input::fpcap`] |
 //! | `input.pcap` | input (feature `libpcap`) | `input::libpcap` |
+//! | `input.lines` | input | [`input::lines`] |
 //! | `filter.layer` | filter | [`filter::layer`] |
 //! | `filter.dns` | filter | [`filter::dns`] |
 //! | `filter.select` | filter | [`filter::select`] |
+//! | `lookup.dns` | filter | [`lookup::stage`] |
 //! | `output.null` | output | [`output::null`] |
 //! | `output.json` | output | [`output::json`] |
 //! | `output.pcap` | output | [`output::pcap`] |
@@ -20,6 +22,7 @@ pub mod filter;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod input;
+pub mod lookup;
 pub mod output;
 
 use dnsluice_core::Registry;
@@ -29,9 +32,11 @@ pub fn register_builtin(registry: &mut Registry) {
     registry
         .add(input::mmpcap::entry())
         .add(input::fpcap::entry())
+        .add(input::lines::entry())
         .add(filter::layer::entry())
         .add(filter::dns::entry())
         .add(filter::select::entry())
+        .add(lookup::stage::entry())
         .add(output::null::entry())
         .add(output::json::entry())
         .add(output::pcap::entry());

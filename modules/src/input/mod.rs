@@ -5,6 +5,7 @@ pub mod format;
 pub mod fpcap;
 #[cfg(feature = "libpcap")]
 pub mod libpcap;
+pub mod lines;
 pub mod mmpcap;
 mod reader;
 

@@ -12,7 +12,7 @@ use dnsluice_core::time::write_rfc3339_ns;
 mod dns;
 
 use dnsluice_core::wire::{Network, Transport};
-use dnsluice_core::{Object, Origin, Receiver, StageError, StageStats};
+use dnsluice_core::{Object, Origin, Receiver, StageError, StageStats, Text, TextKind};
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{self, Write};
@@ -122,6 +122,21 @@ impl Default for Fields {
     }
 }
 
+/// A record is already one JSON object and is written as it is; a line becomes
+/// `{"line":N,"text":"..."}`.
+fn write_text(t: &Text<'_>, out: &mut Vec<u8>) {
+    match t.kind {
+        TextKind::Record => out.extend_from_slice(t.text.as_bytes()),
+        TextKind::Line => {
+            let mut f = Fields::new();
+            out.push(b'{');
+            f.num(out, "line", t.number);
+            f.string(out, "text", t.text);
+            out.push(b'}');
+        }
+    }
+}
+
 /// Appends `text` as a JSON string: quotes, backslashes and control bytes
 /// escaped; other bytes as they are (callers pass ASCII or UTF-8).
 pub fn push_json_str(text: &[u8], out: &mut Vec<u8>) {
@@ -143,6 +158,10 @@ pub fn push_json_str(text: &[u8], out: &mut Vec<u8>) {
 /// the fields of the packet that carried it (without the newline).
 /// `scratch` is reused for names and RDATA before they are escaped.
 pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+    if let Object::Text(t) = obj {
+        write_text(t, out);
+        return;
+    }
     let Some(p) = obj.packet() else { return };
     let message = obj.dns();
     let mut f = Fields::new();

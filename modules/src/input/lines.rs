@@ -1,0 +1,155 @@
+//! `input.lines`: reads a text file (or standard input) one line at a time,
+//! e.g. the names to look up. Line endings (`\n`, `\r\n`) are removed; blank
+//! lines and lines starting with `#` are skipped and counted.
+
+use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::{Object, Producer, StageError, StageStats, Text, TextKind};
+use serde::Deserialize;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Options of `input.lines`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinesOptions {
+    /// The file, or `-` for standard input.
+    pub path: PathBuf,
+}
+
+const OPTIONS: &[OptionDoc] = &[OptionDoc {
+    name: "path",
+    kind: "string",
+    default: "",
+    help: "text file, one item per line, or \"-\" for standard input",
+}];
+
+/// The registry entry.
+pub fn entry() -> ModuleEntry {
+    ModuleEntry {
+        name: "input.lines",
+        summary: "read a text file or stdin one line at a time (names to look up)",
+        options: OPTIONS,
+        factory: Factory::Input(Arc::new(|opts: &StageOptions| {
+            let o: LinesOptions = opts.parse()?;
+            Ok(Box::new(LineReader::open(o.path)?) as Box<dyn Producer>)
+        })),
+    }
+}
+
+/// Reads lines; see the module docs.
+pub struct LineReader {
+    path: PathBuf,
+    reader: Box<dyn BufRead>,
+    raw: Vec<u8>,
+    line: String,
+    number: u64,
+    produced: u64,
+    skipped: u64,
+    not_utf8: u64,
+}
+
+impl LineReader {
+    /// Opens `path` (`-` for standard input).
+    pub fn open(path: PathBuf) -> Result<LineReader, StageError> {
+        let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
+            Box::new(BufReader::with_capacity(1 << 16, io::stdin()))
+        } else {
+            let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
+            Box::new(BufReader::with_capacity(1 << 16, file))
+        };
+        Ok(LineReader::from_reader(path, reader))
+    }
+
+    /// Reads from any buffered reader; `path` names it in errors.
+    pub fn from_reader(path: PathBuf, reader: Box<dyn BufRead>) -> LineReader {
+        LineReader {
+            path,
+            reader,
+            raw: Vec::new(),
+            line: String::new(),
+            number: 0,
+            produced: 0,
+            skipped: 0,
+            not_utf8: 0,
+        }
+    }
+}
+
+impl Producer for LineReader {
+    fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
+        loop {
+            self.raw.clear();
+            let read = self
+                .reader
+                .read_until(b'\n', &mut self.raw)
+                .map_err(|e| StageError::io(&self.path, e))?;
+            if read == 0 {
+                return Ok(None);
+            }
+            self.number += 1;
+            while matches!(self.raw.last(), Some(b'\n' | b'\r')) {
+                self.raw.pop();
+            }
+            self.line.clear();
+            match std::str::from_utf8(&self.raw) {
+                Ok(text) => self.line.push_str(text),
+                // Passed on with replacement characters, so the line is not lost:
+                // the stage that reads it reports it as malformed.
+                Err(_) => {
+                    self.not_utf8 += 1;
+                    self.line.push_str(&String::from_utf8_lossy(&self.raw));
+                }
+            }
+            let trimmed = self.line.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                self.skipped += 1;
+                continue;
+            }
+            self.produced += 1;
+            return Ok(Some(Object::Text(Text {
+                kind: TextKind::Line,
+                number: self.number,
+                text: self.line.trim(),
+            })));
+        }
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        let mut s = StageStats::new("input.lines");
+        s.input = self.number;
+        s.output = self.produced;
+        s.add_counter("blank_or_comment_lines", self.skipped);
+        s.add_error("not_utf8", self.not_utf8);
+        out.push(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_trimmed_and_blank_lines_skipped() {
+        let text = b"a.example\r\n\n# comment\n  b.example,127.0.0.1 \n\xffc\nlast";
+        let mut reader = LineReader::from_reader("t".into(), Box::new(&text[..]));
+        let mut seen = Vec::new();
+        while let Some(Object::Text(t)) = reader.produce().unwrap() {
+            seen.push((t.number, t.text.to_string()));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (1, "a.example".to_string()),
+                (4, "b.example,127.0.0.1".to_string()),
+                (5, "\u{fffd}c".to_string()),
+                (6, "last".to_string()),
+            ]
+        );
+        let mut stats = Vec::new();
+        reader.stats(&mut stats);
+        assert_eq!(stats[0].counters["blank_or_comment_lines"], 2);
+        assert_eq!(stats[0].errors["not_utf8"], 1);
+    }
+}

@@ -1,0 +1,321 @@
+//! Where lookup work waits: a bounded priority queue per nameserver plus a
+//! global queue (the `sticky` design of ZDNS PR #439), or the global queue
+//! alone (`fifo`, `random`).
+//!
+//! The demultiplexer ([`Board::offer`]) puts a job on its nameserver's queue,
+//! or on the global queue when that one is full. Workers are homed on
+//! nameservers (worker `i` on nameserver `i mod n`); a worker takes from its
+//! home queue first and *steals* only when it is empty: from the global queue,
+//! then from the queues of nameservers no worker is homed on.
+
+use super::job::Job;
+use super::stats::NameserverStats;
+use crossbeam_queue::{ArrayQueue, SegQueue};
+use dnsluice_net::Endpoint;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// How work is handed to workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Scheduler {
+    /// Per-nameserver priority queues + a global queue; connections kept.
+    #[default]
+    Sticky,
+    /// One queue in input order; a worker re-dials whenever its nameserver changes.
+    Fifo,
+    /// One queue in input order; a new connection for every query.
+    Random,
+}
+
+impl std::str::FromStr for Scheduler {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "sticky" => Ok(Scheduler::Sticky),
+            "fifo" => Ok(Scheduler::Fifo),
+            "random" => Ok(Scheduler::Random),
+            _ => Err(format!("unknown scheduler `{s}` (sticky, fifo or random)")),
+        }
+    }
+}
+
+/// Consecutive failures after which a nameserver is deprioritised.
+const FAILURES_TO_COOL: u32 = 3;
+/// How long a deprioritised nameserver is avoided.
+const COOLING: Duration = Duration::from_secs(5);
+
+/// One nameserver: its queue, its wake-up, its counters, its health.
+pub struct Nameserver {
+    /// Position in the board's list.
+    pub id: usize,
+    /// Where it is.
+    pub endpoint: Endpoint,
+    /// Its priority queue (sticky only).
+    queue: ArrayQueue<(Job, usize)>,
+    /// Woken when work lands on `queue`.
+    notify: Notify,
+    /// What happened on its sockets.
+    pub stats: NameserverStats,
+    consecutive_failures: AtomicU32,
+    cooling_until: Mutex<Option<Instant>>,
+}
+
+impl Nameserver {
+    /// Records the end of one exchange: failures in a row deprioritise it.
+    pub fn record_health(&self, ok: bool) {
+        if ok {
+            self.consecutive_failures.store(0, Ordering::Relaxed);
+            return;
+        }
+        let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if failures >= FAILURES_TO_COOL {
+            *self.cooling_until.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Instant::now() + COOLING);
+        }
+    }
+
+    /// Whether it failed repeatedly and recently.
+    pub fn is_cooling(&self) -> bool {
+        let until = *self.cooling_until.lock().unwrap_or_else(|p| p.into_inner());
+        until.is_some_and(|t| Instant::now() < t)
+    }
+}
+
+/// The shared state of one lookup run's queues.
+pub struct Board {
+    scheduler: Scheduler,
+    queue_capacity: usize,
+    threads: usize,
+    /// Every nameserver seen so far (configured first, then pinned ones).
+    nameservers: RwLock<Vec<Arc<Nameserver>>>,
+    by_endpoint: Mutex<HashMap<Endpoint, usize>>,
+    /// How many of the first nameservers are the configured set.
+    configured: usize,
+    global: SegQueue<(Job, usize)>,
+    global_notify: Notify,
+    input_done: AtomicBool,
+    round_robin: AtomicU32,
+}
+
+impl Board {
+    /// A board for `configured` nameservers and `threads` workers.
+    pub fn new(
+        scheduler: Scheduler,
+        configured: &[Endpoint],
+        threads: usize,
+        queue_capacity: usize,
+    ) -> Board {
+        let board = Board {
+            scheduler,
+            queue_capacity: queue_capacity.max(1),
+            threads: threads.max(1),
+            nameservers: RwLock::new(Vec::new()),
+            by_endpoint: Mutex::new(HashMap::new()),
+            configured: 0,
+            global: SegQueue::new(),
+            global_notify: Notify::new(),
+            input_done: AtomicBool::new(false),
+            round_robin: AtomicU32::new(0),
+        };
+        for endpoint in configured {
+            board.nameserver(endpoint);
+        }
+        Board {
+            configured: configured.len(),
+            ..board
+        }
+    }
+
+    /// The scheduler in use.
+    pub fn scheduler(&self) -> Scheduler {
+        self.scheduler
+    }
+
+    /// The nameserver for `endpoint`, added on first sight.
+    pub fn nameserver(&self, endpoint: &Endpoint) -> Arc<Nameserver> {
+        let mut index = self.by_endpoint.lock().unwrap_or_else(|p| p.into_inner());
+        let mut list = self.nameservers.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(&id) = index.get(endpoint) {
+            return list[id].clone();
+        }
+        let id = list.len();
+        let ns = Arc::new(Nameserver {
+            id,
+            endpoint: endpoint.clone(),
+            queue: ArrayQueue::new(self.queue_capacity),
+            notify: Notify::new(),
+            stats: NameserverStats::default(),
+            consecutive_failures: AtomicU32::new(0),
+            cooling_until: Mutex::new(None),
+        });
+        list.push(ns.clone());
+        index.insert(endpoint.clone(), id);
+        ns
+    }
+
+    /// Every nameserver seen so far.
+    pub fn nameservers(&self) -> Vec<Arc<Nameserver>> {
+        self.nameservers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Picks a nameserver for an unpinned job: round-robin over the configured
+    /// set, skipping deprioritised ones while a healthy one is left.
+    pub fn choose(&self) -> Option<Arc<Nameserver>> {
+        let list = self.nameservers.read().unwrap_or_else(|p| p.into_inner());
+        let configured = &list[..self.configured.min(list.len())];
+        if configured.is_empty() {
+            return None;
+        }
+        let start = self.round_robin.fetch_add(1, Ordering::Relaxed) as usize;
+        let n = configured.len();
+        (0..n)
+            .map(|k| &configured[(start + k) % n])
+            .find(|ns| !ns.is_cooling())
+            .or_else(|| configured.get(start % n))
+            .cloned()
+    }
+
+    /// The demultiplexer: queues `job` for nameserver `ns`.
+    pub fn offer(&self, job: Job, ns: &Arc<Nameserver>) {
+        let item = (job, ns.id);
+        if self.scheduler == Scheduler::Sticky {
+            match ns.queue.push(item) {
+                Ok(()) => {
+                    ns.notify.notify_one();
+                    // A worker homed elsewhere may be idle: let one look.
+                    self.global_notify.notify_one();
+                    return;
+                }
+                Err(item) => {
+                    self.global.push(item);
+                    self.global_notify.notify_one();
+                    return;
+                }
+            }
+        }
+        self.global.push(item);
+        self.global_notify.notify_one();
+    }
+
+    /// No more jobs will be offered; idle workers may stop once queues drain.
+    pub fn close_input(&self) {
+        self.input_done.store(true, Ordering::SeqCst);
+        self.global_notify.notify_waiters();
+        for ns in self.nameservers() {
+            ns.notify.notify_waiters();
+        }
+    }
+
+    /// Whether the input is done and every queue is empty.
+    pub fn drained(&self) -> bool {
+        self.input_done.load(Ordering::SeqCst)
+            && self.global.is_empty()
+            && self.nameservers().iter().all(|ns| ns.queue.is_empty())
+    }
+
+    /// The nameserver worker `worker` is homed on (sticky), if any yet.
+    pub fn home(&self, worker: usize) -> Option<Arc<Nameserver>> {
+        let list = self.nameservers.read().unwrap_or_else(|p| p.into_inner());
+        if list.is_empty() {
+            return None;
+        }
+        Some(list[worker % list.len()].clone())
+    }
+
+    /// The next job for `worker`: `(job, nameserver id, stolen)`.
+    pub fn take(&self, worker: usize) -> Option<(Job, usize, bool)> {
+        if self.scheduler != Scheduler::Sticky {
+            return self.global.pop().map(|(job, ns)| (job, ns, false));
+        }
+        self.take_home(worker).or_else(|| self.steal(worker))
+    }
+
+    /// The next job on `worker`'s home queue (sticky).
+    pub fn take_home(&self, worker: usize) -> Option<(Job, usize, bool)> {
+        let home = self.home(worker)?;
+        home.queue.pop().map(|(job, ns)| (job, ns, false))
+    }
+
+    /// Work from outside the home queue: the global queue, then queues of
+    /// nameservers no worker is homed on (there are more of them than workers).
+    pub fn steal(&self, _worker: usize) -> Option<(Job, usize, bool)> {
+        if let Some((job, ns)) = self.global.pop() {
+            return Some((job, ns, true));
+        }
+        let list = self.nameservers();
+        if list.len() > self.threads {
+            for ns in &list[self.threads..] {
+                if let Some((job, id)) = ns.queue.pop() {
+                    return Some((job, id, true));
+                }
+            }
+        }
+        None
+    }
+
+    /// Waits until work may be there for `worker` (or `limit` passes).
+    pub async fn wait_for_work(&self, worker: usize, limit: Duration) {
+        let home = if self.scheduler == Scheduler::Sticky {
+            self.home(worker)
+        } else {
+            None
+        };
+        let global = self.global_notify.notified();
+        tokio::pin!(global);
+        global.as_mut().enable();
+        match home {
+            Some(home) => {
+                let own = home.notify.notified();
+                tokio::pin!(own);
+                own.as_mut().enable();
+                if !home.queue.is_empty() || !self.global.is_empty() || self.drained() {
+                    return;
+                }
+                tokio::select! {
+                    _ = own => {}
+                    _ = global => {}
+                    _ = tokio::time::sleep(limit) => {}
+                }
+            }
+            None => {
+                if !self.global.is_empty() || self.drained() {
+                    return;
+                }
+                tokio::select! {
+                    _ = global => {}
+                    _ = tokio::time::sleep(limit) => {}
+                }
+            }
+        }
+    }
+
+    /// Waits up to `wait` for work on `worker`'s home queue (the PR's
+    /// steal-wait variants); true when some arrived.
+    pub async fn wait_for_home(&self, worker: usize, wait: Duration) -> bool {
+        let Some(home) = self.home(worker) else {
+            return false;
+        };
+        let own = home.notify.notified();
+        tokio::pin!(own);
+        own.as_mut().enable();
+        if !home.queue.is_empty() {
+            return true;
+        }
+        tokio::select! {
+            _ = own => true,
+            _ = tokio::time::sleep(wait) => !home.queue.is_empty(),
+        }
+    }
+
+    /// The nameserver with id `id`.
+    pub fn by_id(&self, id: usize) -> Arc<Nameserver> {
+        self.nameservers.read().unwrap_or_else(|p| p.into_inner())[id].clone()
+    }
+}

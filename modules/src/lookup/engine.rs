@@ -1,0 +1,324 @@
+//! A lookup run: a tokio runtime with the workers, the board they take work
+//! from, and the channel their result records come back on.
+//!
+//! The engine is driven from ordinary (synchronous) code: [`LookupEngine::submit`]
+//! offers one input line, waiting for room when the run is at its bound of
+//! outstanding names (and handing out finished records meanwhile, so a single
+//! thread can both feed and drain it), [`LookupEngine::next_result`] returns
+//! finished records, and [`LookupEngine::summary`] the counters.
+
+use super::board::{Board, Scheduler};
+use super::job::parse_line;
+use super::qtype::LookupType;
+use super::record::{self, Outcome};
+use super::stats::{LookupSummary, RunCounters};
+use super::worker;
+use dnsluice_net::query::QueryOptions;
+use dnsluice_net::{
+    ClientSetup, DohMethod, Endpoint, NetCounters, NetError, TlsOptions, Transport,
+};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// Everything a lookup run is configured with.
+#[derive(Clone, Debug)]
+pub struct LookupConfig {
+    /// What to ask.
+    pub qtype: LookupType,
+    /// How to reach the nameservers.
+    pub transport: Transport,
+    /// The nameservers unpinned names go to.
+    pub nameservers: Vec<Endpoint>,
+    /// Workers.
+    pub threads: usize,
+    /// Names each worker resolves at once (pipelined on its connection).
+    pub inflight: usize,
+    /// Tries after the first.
+    pub retries: u32,
+    /// Per query.
+    pub timeout: Duration,
+    /// How work is handed out.
+    pub scheduler: Scheduler,
+    /// Sticky: wait this long for home work before stealing.
+    pub steal_wait: Option<Duration>,
+    /// Certificates and names, for TLS and HTTPS.
+    pub tls: TlsOptions,
+    /// POST or GET, for HTTPS.
+    pub doh_method: DohMethod,
+    /// Ask again over TCP when a UDP answer has TC=1.
+    pub tcp_fallback: bool,
+    /// RD, EDNS.
+    pub query: QueryOptions,
+}
+
+impl Default for LookupConfig {
+    fn default() -> Self {
+        LookupConfig {
+            qtype: LookupType::Single(1),
+            transport: Transport::Udp,
+            nameservers: Vec::new(),
+            threads: 100,
+            inflight: 1,
+            retries: 1,
+            timeout: Duration::from_secs(3),
+            scheduler: Scheduler::Sticky,
+            steal_wait: None,
+            tls: TlsOptions::default(),
+            doh_method: DohMethod::Post,
+            tcp_fallback: true,
+            query: QueryOptions::default(),
+        }
+    }
+}
+
+/// One finished name: its record (one JSON object, no newline) and status.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    /// Input order.
+    pub index: u64,
+    /// `NOERROR`, `TIMEOUT`, ...
+    pub status: String,
+    /// The JSON record.
+    pub json: String,
+}
+
+impl Finished {
+    /// The record for `name` with `outcome`.
+    pub fn new(index: u64, name: &str, outcome: &Outcome) -> Finished {
+        let mut json = Vec::with_capacity(256);
+        record::write(name, outcome, &mut json);
+        Finished {
+            index,
+            status: outcome.status.clone(),
+            // Built from `&str`s and ASCII: valid UTF-8.
+            json: String::from_utf8_lossy(&json).into_owned(),
+        }
+    }
+}
+
+/// What the workers share.
+pub struct Shared {
+    /// The configuration.
+    pub config: LookupConfig,
+    /// The queues.
+    pub board: Board,
+    /// Connection setup for the configured transport.
+    setup: ClientSetup,
+    /// Connection setup for TCP (the fallback after TC=1 over UDP).
+    tcp_setup: ClientSetup,
+    /// Socket counters.
+    pub net: Arc<NetCounters>,
+    /// Run counters.
+    pub run: RunCounters,
+    results: mpsc::Sender<Finished>,
+}
+
+impl Shared {
+    /// The setup for connections over `transport`.
+    pub fn setup_for(&self, transport: Transport) -> &ClientSetup {
+        if transport == self.config.transport {
+            &self.setup
+        } else {
+            &self.tcp_setup
+        }
+    }
+
+    /// Counts and sends the record of a finished job.
+    pub fn finish(&self, index: u64, name: &str, outcome: &Outcome) {
+        self.run.finished(&outcome.status);
+        // The engine outlives its workers, so the receiver is there.
+        let _ = self.results.send(Finished::new(index, name, outcome));
+    }
+}
+
+/// A running lookup; see the module docs.
+pub struct LookupEngine {
+    runtime: tokio::runtime::Runtime,
+    shared: Arc<Shared>,
+    results: mpsc::Receiver<Finished>,
+    permits: Arc<Semaphore>,
+    outstanding: u64,
+    next_index: u64,
+    started: Instant,
+    closed: bool,
+}
+
+impl LookupEngine {
+    /// Starts the workers. Fails on TLS setup problems (a CA file that does not load).
+    pub fn start(config: LookupConfig) -> Result<LookupEngine, NetError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2.min(std::thread::available_parallelism().map_or(1, |n| n.get())))
+            .thread_name("dnsluice-lookup")
+            .enable_all()
+            .build()
+            .map_err(|e| NetError::Connect {
+                addr: "runtime".to_string(),
+                error: e,
+            })?;
+        let net = Arc::new(NetCounters::default());
+        let setup = ClientSetup::new(
+            config.transport,
+            &config.tls,
+            config.timeout,
+            config.doh_method,
+            net.clone(),
+        )?;
+        let tcp_setup = ClientSetup::new(
+            Transport::Tcp,
+            &config.tls,
+            config.timeout,
+            config.doh_method,
+            net.clone(),
+        )?;
+        let threads = config.threads.max(1);
+        let inflight = config.inflight.max(1);
+        // Each nameserver's queue holds what a pool of workers can have in flight, twice.
+        let queue_capacity = (2 * threads * inflight / config.nameservers.len().max(1)).max(2);
+        let board = Board::new(
+            config.scheduler,
+            &config.nameservers,
+            threads,
+            queue_capacity,
+        );
+        let (results_tx, results) = mpsc::channel();
+        let shared = Arc::new(Shared {
+            config,
+            board,
+            setup,
+            tcp_setup,
+            net,
+            run: RunCounters::default(),
+            results: results_tx,
+        });
+        for id in 0..threads {
+            runtime.spawn(worker::run(shared.clone(), id));
+        }
+        // Outstanding names at most: enough to keep every queue and worker busy.
+        let bound = (4 * threads * inflight).max(64);
+        Ok(LookupEngine {
+            runtime,
+            shared,
+            results,
+            permits: Arc::new(Semaphore::new(bound)),
+            outstanding: 0,
+            next_index: 0,
+            started: Instant::now(),
+            closed: false,
+        })
+    }
+
+    /// Offers one input line (`name` or `name,nameserver`). Waits while the run
+    /// is at its bound, passing finished records to `sink` meanwhile. A line
+    /// that cannot be looked up gets its `ERROR` record at once.
+    pub fn submit(&mut self, line: &str, sink: &mut dyn FnMut(Finished)) {
+        let index = self.next_index;
+        self.next_index += 1;
+        let job = match parse_line(index, line, self.shared.config.transport) {
+            Ok(job) => job,
+            Err(bad) => {
+                self.shared.run.finished("ERROR");
+                sink(worker::bad_line_record(index, &bad.name, &bad.reason));
+                return;
+            }
+        };
+        let ns = match &job.pinned {
+            Some(endpoint) => self.shared.board.nameserver(endpoint),
+            None => match self.shared.board.choose() {
+                Some(ns) => ns,
+                None => {
+                    self.shared.run.finished("ERROR");
+                    let reason =
+                        "no nameserver: give --name-servers or pin the line (name,nameserver)";
+                    sink(worker::bad_line_record(index, &job.name, reason));
+                    return;
+                }
+            },
+        };
+        self.wait_for_room(sink);
+        self.outstanding += 1;
+        self.shared.board.offer(job, &ns);
+    }
+
+    fn wait_for_room(&mut self, sink: &mut dyn FnMut(Finished)) {
+        loop {
+            if self.permits.try_acquire().map(|p| p.forget()).is_ok() {
+                return;
+            }
+            match self.next_result() {
+                Some(done) => sink(done),
+                // Nothing outstanding yet no permit: cannot happen, but never spin.
+                None => return,
+            }
+        }
+    }
+
+    /// A finished record if one is ready, without waiting.
+    pub fn try_result(&mut self) -> Option<Finished> {
+        let done = self.results.try_recv().ok()?;
+        self.returned();
+        Some(done)
+    }
+
+    /// The next finished record, waiting for it; `None` once nothing is outstanding.
+    pub fn next_result(&mut self) -> Option<Finished> {
+        if self.outstanding == 0 {
+            return None;
+        }
+        let done = self.results.recv().ok()?;
+        self.returned();
+        Some(done)
+    }
+
+    fn returned(&mut self) {
+        self.outstanding -= 1;
+        self.permits.add_permits(1);
+    }
+
+    /// Names offered and not yet finished.
+    pub fn outstanding(&self) -> u64 {
+        self.outstanding
+    }
+
+    /// No more input: workers stop once everything is resolved.
+    pub fn close_input(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            self.shared.board.close_input();
+        }
+    }
+
+    /// The counters so far.
+    pub fn summary(&self) -> LookupSummary {
+        let nameservers = self.shared.board.nameservers();
+        LookupSummary::gather(
+            &self.shared.run,
+            &self.shared.net,
+            nameservers
+                .iter()
+                .map(|ns| (ns.endpoint.resolver_name(), &ns.stats)),
+            self.started.elapsed(),
+        )
+    }
+
+    /// Names resolved so far (records handed out or queued).
+    pub fn finished_count(&self) -> u64 {
+        self.shared
+            .run
+            .names
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Tells the workers to stop and waits briefly for them.
+    pub fn shutdown(mut self) {
+        self.close_input();
+        let runtime = std::mem::replace(
+            &mut self.runtime,
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("an empty current-thread runtime builds"),
+        );
+        runtime.shutdown_timeout(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,80 @@
+//! One unit of lookup work: a name, what to ask, and where.
+
+use dnsluice_net::{Endpoint, Transport};
+
+/// A name to resolve, from one input line.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// Input order (0-based), for whoever wants to restore it.
+    pub index: u64,
+    /// The name as given (trimmed).
+    pub name: String,
+    /// The nameserver this line is pinned to (`name,nameserver`), else `None`.
+    pub pinned: Option<Endpoint>,
+}
+
+/// A line that cannot become a job: the name (or the whole line) and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadLine {
+    /// What to print as the record's `name`.
+    pub name: String,
+    /// Why the line was rejected.
+    pub reason: String,
+}
+
+/// Parses `name` or `name,nameserver` (nameserver as for `--name-servers`).
+pub fn parse_line(index: u64, line: &str, transport: Transport) -> Result<Job, BadLine> {
+    let line = line.trim();
+    let (name, server) = match line.split_once(',') {
+        Some((name, server)) => (name.trim(), Some(server.trim())),
+        None => (line, None),
+    };
+    let bad = |reason: String| BadLine {
+        name: name.to_string(),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(bad("empty name".to_string()));
+    }
+    // The name must encode: checked here so the error names the line.
+    dnsluice_net::query::push_name(name, &mut Vec::new())
+        .map_err(|e| bad(format!("bad name: {e}")))?;
+    let pinned = match server {
+        Some(text) => Some(Endpoint::parse(text, transport).map_err(|e| bad(e.to_string()))?),
+        None => None,
+    };
+    Ok(Job {
+        index,
+        name: name.to_string(),
+        pinned,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_pinned_nameservers() {
+        let job = parse_line(3, " example.com ", Transport::Udp).unwrap();
+        assert_eq!(
+            (job.index, job.name.as_str(), job.pinned),
+            (3, "example.com", None)
+        );
+        let job = parse_line(0, "example.com,127.0.0.2:5300", Transport::Tcp).unwrap();
+        assert_eq!(job.pinned.unwrap().addr.to_string(), "127.0.0.2:5300");
+        let job = parse_line(0, "example.com,[::1]", Transport::Tls).unwrap();
+        assert_eq!(job.pinned.unwrap().addr.to_string(), "[::1]:853");
+    }
+
+    #[test]
+    fn bad_lines_say_why() {
+        let err = parse_line(0, "a..b", Transport::Udp).unwrap_err();
+        assert_eq!(err.name, "a..b");
+        assert!(err.reason.contains("empty label"), "{}", err.reason);
+        let err = parse_line(0, "ok.example,not-an-address:x", Transport::Udp).unwrap_err();
+        assert_eq!(err.name, "ok.example");
+        assert!(err.reason.contains("port"), "{}", err.reason);
+        assert!(parse_line(0, ",127.0.0.1", Transport::Udp).is_err());
+    }
+}

@@ -1,0 +1,53 @@
+//! What a lookup asks for: one record type, or `ALOOKUP` (A and AAAA,
+//! following CNAMEs).
+
+use dnsluice_core::dns::mnemonic;
+
+/// The record types `dnsluice lookup` accepts by name (any other mnemonic known
+/// to the DNS module, or `TYPEnnn`, works too).
+pub const COMMON_TYPES: &[&str] = &[
+    "A", "AAAA", "NS", "MX", "TXT", "SOA", "PTR", "CNAME", "SRV", "CAA", "HTTPS", "ANY", "ALOOKUP",
+];
+
+/// The question a lookup asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookupType {
+    /// One record type.
+    Single(u16),
+    /// Addresses: A and AAAA, following CNAMEs.
+    Addresses,
+}
+
+impl LookupType {
+    /// Parses `A`, `aaaa`, `TYPE65`, `ALOOKUP`, ...
+    pub fn parse(text: &str) -> Result<LookupType, String> {
+        let upper = text.trim().to_ascii_uppercase();
+        if upper == "ALOOKUP" {
+            return Ok(LookupType::Addresses);
+        }
+        mnemonic::rtype_from_str(&upper)
+            .map(LookupType::Single)
+            .ok_or_else(|| {
+                format!(
+                    "unknown record type `{text}` (for example {}, or TYPEnnn)",
+                    COMMON_TYPES.join(", ")
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_by_name_and_number() {
+        assert_eq!(LookupType::parse("a"), Ok(LookupType::Single(1)));
+        assert_eq!(LookupType::parse("HTTPS"), Ok(LookupType::Single(65)));
+        assert_eq!(LookupType::parse("CAA"), Ok(LookupType::Single(257)));
+        assert_eq!(LookupType::parse("ANY"), Ok(LookupType::Single(255)));
+        assert_eq!(LookupType::parse("TYPE99"), Ok(LookupType::Single(99)));
+        assert_eq!(LookupType::parse("alookup"), Ok(LookupType::Addresses));
+        assert!(LookupType::parse("BOGUS").unwrap_err().contains("ALOOKUP"));
+    }
+}

@@ -1,0 +1,214 @@
+//! The counters that are the evidence for the scheduler design: what really
+//! happened on the sockets, overall and per nameserver.
+
+use dnsluice_net::{Latency, NetCounters};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Per-nameserver counters.
+#[derive(Default)]
+pub struct NameserverStats {
+    /// Queries sent to it.
+    pub queries: AtomicU64,
+    /// Connections (or UDP sockets) opened to it.
+    pub connections_opened: AtomicU64,
+    /// Latency of its answers.
+    pub latency: Mutex<Latency>,
+}
+
+/// Run-wide counters beside the socket-level [`NetCounters`].
+#[derive(Default)]
+pub struct RunCounters {
+    /// Result records written (one per input name).
+    pub names: AtomicU64,
+    /// Queries sent on a connection that had carried a query before.
+    pub connections_reused: AtomicU64,
+    /// Queries sent again after a timeout or a failure.
+    pub retries: AtomicU64,
+    /// Queries that got no answer in time.
+    pub timeouts: AtomicU64,
+    /// Jobs a worker took from outside its home queue.
+    pub steals: AtomicU64,
+    /// UDP answers with TC=1 retried over TCP.
+    pub tcp_fallbacks: AtomicU64,
+    /// Result statuses (`NOERROR`, `TIMEOUT`, ...).
+    pub statuses: Mutex<BTreeMap<String, u64>>,
+}
+
+impl RunCounters {
+    /// Counts one finished name with `status`.
+    pub fn finished(&self, status: &str) {
+        self.names.fetch_add(1, Ordering::Relaxed);
+        let mut statuses = self.statuses.lock().unwrap_or_else(|p| p.into_inner());
+        *statuses.entry(status.to_string()).or_insert(0) += 1;
+    }
+}
+
+/// One nameserver's line in the summary.
+#[derive(Clone, Debug)]
+pub struct NameserverSummary {
+    /// `ip:port` or URL.
+    pub nameserver: String,
+    /// Queries sent.
+    pub queries: u64,
+    /// Connections opened.
+    pub connections_opened: u64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: f64,
+}
+
+/// Everything a run reports at the end.
+#[derive(Clone, Debug, Default)]
+pub struct LookupSummary {
+    /// Input names (result records written).
+    pub names: u64,
+    /// Queries sent.
+    pub queries: u64,
+    /// Connections (and UDP sockets) opened.
+    pub connections_opened: u64,
+    /// TLS handshakes completed.
+    pub tls_handshakes: u64,
+    /// Queries sent on an already used connection.
+    pub connections_reused: u64,
+    /// Retries.
+    pub retries: u64,
+    /// Timeouts.
+    pub timeouts: u64,
+    /// Steals.
+    pub steals: u64,
+    /// Connection attempts that failed.
+    pub connect_failures: u64,
+    /// Answers that matched no query in flight.
+    pub unmatched_responses: u64,
+    /// UDP answers retried over TCP because TC=1.
+    pub tcp_fallbacks: u64,
+    /// Result statuses.
+    pub statuses: BTreeMap<String, u64>,
+    /// Per nameserver, in order of first use.
+    pub per_nameserver: Vec<NameserverSummary>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl LookupSummary {
+    /// Gathers the counters.
+    pub fn gather<'a>(
+        run: &RunCounters,
+        net: &NetCounters,
+        nameservers: impl Iterator<Item = (String, &'a NameserverStats)>,
+        elapsed: Duration,
+    ) -> LookupSummary {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        LookupSummary {
+            names: get(&run.names),
+            queries: get(&net.queries_sent),
+            connections_opened: get(&net.connections_opened),
+            tls_handshakes: get(&net.tls_handshakes),
+            connections_reused: get(&run.connections_reused),
+            retries: get(&run.retries),
+            timeouts: get(&run.timeouts),
+            steals: get(&run.steals),
+            connect_failures: get(&net.connect_failures),
+            unmatched_responses: get(&net.unmatched_responses),
+            tcp_fallbacks: get(&run.tcp_fallbacks),
+            statuses: run
+                .statuses
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            per_nameserver: nameservers
+                .map(|(name, s)| {
+                    let latency = s.latency.lock().unwrap_or_else(|p| p.into_inner());
+                    NameserverSummary {
+                        nameserver: name,
+                        queries: get(&s.queries),
+                        connections_opened: get(&s.connections_opened),
+                        p50_ms: latency.percentile_ms(50.0),
+                        p99_ms: latency.percentile_ms(99.0),
+                    }
+                })
+                .collect(),
+            elapsed,
+        }
+    }
+
+    /// The summary as one JSON object (the `--stats-json` contract).
+    pub fn to_json(&self) -> String {
+        let mut s = String::from("{");
+        for (key, value) in [
+            ("names", self.names),
+            ("queries", self.queries),
+            ("connections_opened", self.connections_opened),
+            ("tls_handshakes", self.tls_handshakes),
+            ("connections_reused", self.connections_reused),
+            ("retries", self.retries),
+            ("timeouts", self.timeouts),
+            ("steals", self.steals),
+            ("connect_failures", self.connect_failures),
+            ("unmatched_responses", self.unmatched_responses),
+            ("tcp_fallbacks", self.tcp_fallbacks),
+        ] {
+            let _ = write!(s, "\"{key}\":{value},");
+        }
+        s.push_str("\"statuses\":{");
+        for (i, (status, n)) in self.statuses.iter().enumerate() {
+            let comma = if i > 0 { "," } else { "" };
+            let _ = write!(s, "{comma}\"{status}\":{n}");
+        }
+        s.push_str("},\"per_nameserver\":{");
+        for (i, ns) in self.per_nameserver.iter().enumerate() {
+            let comma = if i > 0 { "," } else { "" };
+            let _ = write!(
+                s,
+                "{comma}\"{}\":{{\"queries\":{},\"connections_opened\":{},\"p50_ms\":{:.3},\"p99_ms\":{:.3}}}",
+                ns.nameserver, ns.queries, ns.connections_opened, ns.p50_ms, ns.p99_ms
+            );
+        }
+        let _ = write!(s, "}},\"elapsed_s\":{:.3}}}", self.elapsed.as_secs_f64());
+        s
+    }
+
+    /// The summary for people, several lines.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        let _ = writeln!(
+            s,
+            "lookup: {} names in {:.2} s ({:.0} names/s), {} queries, {} retries, {} timeouts",
+            self.names,
+            secs,
+            self.names as f64 / secs,
+            self.queries,
+            self.retries,
+            self.timeouts
+        );
+        let _ = writeln!(
+            s,
+            "  connections: {} opened, {} TLS handshakes, {} queries on reused connections, {} failed connects, {} steals",
+            self.connections_opened,
+            self.tls_handshakes,
+            self.connections_reused,
+            self.connect_failures,
+            self.steals
+        );
+        let statuses: Vec<String> = self
+            .statuses
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(s, "  statuses: {}", statuses.join(", "));
+        for ns in &self.per_nameserver {
+            let _ = writeln!(
+                s,
+                "  {}: {} queries, {} connections, p50 {:.2} ms, p99 {:.2} ms",
+                ns.nameserver, ns.queries, ns.connections_opened, ns.p50_ms, ns.p99_ms
+            );
+        }
+        s
+    }
+}
