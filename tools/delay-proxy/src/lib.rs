@@ -12,6 +12,8 @@
 //!
 //! Only std: one thread per direction of each flow, which is plenty for tests.
 
+#![warn(missing_docs)]
+
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
