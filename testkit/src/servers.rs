@@ -57,7 +57,10 @@ pub struct Servers {
 pub fn servers_dir() -> PathBuf {
     match std::env::var_os("DNSLUICE_SERVERS_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-servers"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("testkit is inside the workspace")
+            .join("target/test-servers"),
     }
 }
 

@@ -22,10 +22,13 @@ NAMES=100000
 TLS_NAME=dns.test
 
 # Addresses. 127.0.0.1, .3, .4 are fast; 127.0.0.2 is the slow one.
-KNOT_PORT=53530
-DNSDIST_PORT=53531
-DOT_PORT=8853
-DOH_PORT=8443
+# DNSLUICE_SERVERS_PORT_OFFSET (default 0) is added to every port, so that
+# several checkouts on one machine can each run their own servers.
+OFFSET=${DNSLUICE_SERVERS_PORT_OFFSET:-0}
+KNOT_PORT=$((53530 + OFFSET))
+DNSDIST_PORT=$((53531 + OFFSET))
+DOT_PORT=$((8853 + OFFSET))
+DOH_PORT=$((8443 + OFFSET))
 FAST_IPS=(127.0.0.1 127.0.0.3 127.0.0.4)
 TLS_IPS=(127.0.0.1 127.0.0.3)
 SLOW_IP=127.0.0.2
@@ -43,11 +46,38 @@ alive() {
     [[ -f $STATE/$1.pid ]] && pid=$(<"$STATE/$1.pid") && [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null
 }
 
-# start NAME COMMAND...: runs COMMAND in the background unless NAME is alive.
+# ports_free ADDR:PORT...: exits naming the first TCP or UDP port that
+# another process holds. (knot binds with SO_REUSEPORT, so a second knot
+# would silently share the port with the first instead of failing.)
+ports_free() {
+    python3 - "$@" <<'PY' || exit 1
+import socket, sys
+for addr in sys.argv[1:]:
+    host, port = addr.rsplit(":", 1)
+    for kind, name in ((socket.SOCK_STREAM, "TCP"), (socket.SOCK_DGRAM, "UDP")):
+        s = socket.socket(socket.AF_INET, kind)
+        if kind == socket.SOCK_STREAM:  # TIME_WAIT leftovers are no conflict
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, int(port)))
+        except OSError:
+            sys.exit(f"up.sh: {name} {addr} is already in use by another process "
+                     "(another checkout's test servers? stop them with its "
+                     "tests/servers/down.sh, or use them: "
+                     "DNSLUICE_SERVERS_DIR=<its>/target/test-servers)")
+        finally:
+            s.close()
+PY
+}
+
+# start NAME "ADDR:PORT..." COMMAND...: runs COMMAND in the background unless
+# NAME is alive, after checking that its ports are free.
 start() {
-    local name=$1
-    shift
+    local name=$1 ports=$2
+    shift 2
     alive "$name" && return 0
+    # shellcheck disable=SC2086 # a list of addresses
+    ports_free $ports
     nohup "$@" >"$STATE/$name.log" 2>&1 </dev/null &
     echo $! >"$STATE/$name.pid"
 }
@@ -105,7 +135,10 @@ mkdir -p "$STATE/knot/db"
     echo "  - domain: lookup.test."
     echo "  - domain: 0.0.10.in-addr.arpa."
 } >"$STATE/knot.conf"
-start knot knotd -c "$STATE/knot.conf"
+knot_ports="" dnsdist_ports="127.0.0.1:$DNSDIST_PORT"
+for ip in "${FAST_IPS[@]}"; do knot_ports+=" $ip:$KNOT_PORT"; done
+for ip in "${TLS_IPS[@]}"; do dnsdist_ports+=" $ip:$DOT_PORT $ip:$DOH_PORT"; done
+start knot "$knot_ports" knotd -c "$STATE/knot.conf"
 
 # --- dnsdist -------------------------------------------------------------------
 {
@@ -118,12 +151,12 @@ start knot knotd -c "$STATE/knot.conf"
     done
     echo "newServer({address='127.0.0.1:$KNOT_PORT', checkName='lookup.test.', checkType='SOA'})"
 } >"$STATE/dnsdist.conf"
-start dnsdist dnsdist --supervised --disable-syslog -C "$STATE/dnsdist.conf"
+start dnsdist "$dnsdist_ports" dnsdist --supervised --disable-syslog -C "$STATE/dnsdist.conf"
 
 # --- the slow nameserver ---------------------------------------------------------
 (cd "$ROOT" && nice -n 10 cargo build -q -p dnsluice-delay-proxy)
 PROXY=${CARGO_TARGET_DIR:-$ROOT/target}/debug/dnsluice-delay-proxy
-start delay-proxy "$PROXY" --delay-ms "$DELAY_MS" \
+start delay-proxy "$SLOW_IP:$KNOT_PORT $SLOW_IP:$DOT_PORT $SLOW_IP:$DOH_PORT" "$PROXY" --delay-ms "$DELAY_MS" \
     "$SLOW_IP:$KNOT_PORT=127.0.0.1:$KNOT_PORT" \
     "$SLOW_IP:$DOT_PORT=127.0.0.1:$DOT_PORT" \
     "$SLOW_IP:$DOH_PORT=127.0.0.1:$DOH_PORT"

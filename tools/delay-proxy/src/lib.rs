@@ -69,10 +69,11 @@ pub fn spawn_udp(
         let _ = upstream.send(&data);
         true
     });
-    let unspecified: SocketAddr = if target.is_ipv4() {
-        "0.0.0.0:0"
+    // Upstream sockets stay on loopback too.
+    let upstream_bind: SocketAddr = if target.is_ipv4() {
+        "127.0.0.1:0"
     } else {
-        "[::]:0"
+        "[::1]:0"
     }
     .parse()
     .expect("a valid address");
@@ -84,7 +85,7 @@ pub fn spawn_udp(
                 continue;
             };
             let received = Instant::now();
-            let upstream = match upstream_for(&flows, client, unspecified, target, &to_clients) {
+            let upstream = match upstream_for(&flows, client, upstream_bind, target, &to_clients) {
                 Ok(upstream) => upstream,
                 Err(e) => {
                     eprintln!("delay-proxy: udp {client} -> {target}: {e}");
