@@ -71,6 +71,9 @@ pub struct LookupArgs {
     /// Do not ask again over TCP when a UDP answer is truncated.
     #[arg(long)]
     pub no_tcp_fallback: bool,
+    /// EDNS UDP payload size to advertise; 0 sends no EDNS record.
+    #[arg(long, default_value_t = 1232, value_name = "BYTES")]
+    pub udp_size: u16,
     /// Names to look up; `-` is standard input.
     #[arg(long, default_value = "-", value_name = "FILE")]
     pub input: PathBuf,
@@ -135,7 +138,7 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
         doh_method: args.doh_method.clone(),
         tcp_fallback: !args.no_tcp_fallback,
         recursion_desired: true,
-        edns_udp_size: 1232,
+        edns_udp_size: args.udp_size,
         dnssec_ok: false,
     };
     let config = options.to_config().map_err(|e| anyhow::anyhow!("{e}"))?;

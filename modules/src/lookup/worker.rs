@@ -106,7 +106,10 @@ pub async fn run(shared: Arc<Shared>, id: usize) {
             shared.board.wait_for_work(id, IDLE_POLL).await;
             continue;
         }
-        if running.len() < inflight {
+        // Room for more and more may come: wake for whichever is first. Once
+        // the queues are drained, only the running jobs are left to wait for
+        // (waiting for work then would return at once and spin).
+        if running.len() < inflight && !shared.board.drained() {
             tokio::select! {
                 _ = running.join_next() => {}
                 _ = shared.board.wait_for_work(id, IDLE_POLL) => {}

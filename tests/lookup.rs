@@ -1,0 +1,488 @@
+//! `dnsluice lookup` against real servers (knot, dnsdist; tests/servers/up.sh)
+//! and in-process fault servers (testkit). Expected answers come from the zone
+//! generator's rule (`testkit::lookup_address`) and from `kdig`.
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use testkit::{FaultKind, FaultServer, TestCert};
+
+/// Runs `dnsluice lookup ARGS` with `input` on stdin; the records and the stats.
+fn lookup(args: &[&str], input: &str) -> (Vec<Value>, Value) {
+    let dir = tempdir();
+    let stats = dir.join("stats.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+        .arg("lookup")
+        .args(args)
+        .arg("--stats-json")
+        .arg(&stats)
+        .arg("-q")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("dnsluice runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "dnsluice lookup {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let stats = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    (records, stats)
+}
+
+fn tempdir() -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "dnsluice-lookup-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn by_name(records: &[Value]) -> std::collections::HashMap<String, &Value> {
+    records
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+fn answers(record: &Value) -> Vec<String> {
+    record["data"]["answers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no answers in {record}"))
+        .iter()
+        .map(|a| a["answer"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every numbered name gets its one record with the generator's address, over
+/// every transport, and connections are kept (about one per worker).
+#[test]
+fn every_transport_answers_every_name() {
+    let servers = testkit::servers();
+    let names: String = (0..1500).map(|i| format!("n{i}.lookup.test\n")).collect();
+    let names = names + "missing.lookup.test\n";
+    let ca = servers.ca_file.to_str().unwrap().to_string();
+    for (transport, ns, protocol) in [
+        ("udp", servers.knot.to_string(), "udp"),
+        ("tcp", servers.knot.to_string(), "tcp"),
+        ("tls", servers.dot.to_string(), "DoT"),
+        ("https", servers.doh.clone(), "DoH"),
+    ] {
+        let args = [
+            "A",
+            "--transport",
+            transport,
+            "--name-servers",
+            &ns,
+            "--ca-file",
+            &ca,
+            "--tls-name",
+            &servers.tls_name,
+            "--threads",
+            "10",
+        ];
+        let (records, stats) = lookup(&args, &names);
+        assert_eq!(records.len(), 1501, "{transport}: one record per name");
+        let records = by_name(&records);
+        for i in 0..1500u32 {
+            let r = records[&format!("n{i}.lookup.test")];
+            assert_eq!(r["status"], "NOERROR", "{transport}: {r}");
+            assert_eq!(answers(r), vec![testkit::lookup_address(i).to_string()]);
+            assert_eq!(r["data"]["protocol"], protocol);
+            assert_eq!(r["data"]["resolver"], ns.as_str());
+            assert_eq!(r["attempts"], 1);
+        }
+        assert_eq!(records["missing.lookup.test"]["status"], "NXDOMAIN");
+        assert_eq!(stats["names"], 1501);
+        assert_eq!(stats["queries"], 1501);
+        assert_eq!(stats["statuses"]["NOERROR"], 1500);
+        // 10 workers, one nameserver: one connection each, all kept.
+        let opened = stats["connections_opened"].as_u64().unwrap();
+        assert!(
+            opened <= 10,
+            "{transport}: {opened} connections for 10 workers"
+        );
+        assert_eq!(stats["connections_reused"].as_u64().unwrap(), 1501 - opened);
+        let handshakes = if transport == "tls" || transport == "https" {
+            opened
+        } else {
+            0
+        };
+        assert_eq!(stats["tls_handshakes"], handshakes);
+        for key in ["retries", "timeouts", "steals"] {
+            assert!(stats[key].is_u64(), "{key} in {stats}");
+        }
+        let ns_stats = &stats["per_nameserver"][ns.as_str()];
+        assert_eq!(ns_stats["queries"], 1501);
+        assert!(ns_stats["p50_ms"].as_f64().unwrap() > 0.0);
+        assert!(ns_stats["p99_ms"].as_f64().unwrap() >= ns_stats["p50_ms"].as_f64().unwrap());
+    }
+}
+
+/// The answers of each supported type equal what `kdig +short` gets from knot.
+#[test]
+fn answers_equal_kdig() {
+    let servers = testkit::servers();
+    let ns = servers.knot.to_string();
+    let cases = [
+        ("mx.lookup.test", "MX"),
+        ("txt-multi.lookup.test", "TXT"),
+        ("txt-special.lookup.test", "TXT"),
+        ("caa.lookup.test", "CAA"),
+        ("_sip._tcp.lookup.test", "SRV"),
+        ("lookup.test", "SOA"),
+        ("lookup.test", "NS"),
+        ("www.lookup.test", "A"),
+        ("www.lookup.test", "CNAME"),
+        ("v6.lookup.test", "AAAA"),
+        ("ptr.lookup.test", "PTR"),
+        ("1.0.0.10.in-addr.arpa", "PTR"),
+    ];
+    for (name, qtype) in cases {
+        let dig = Command::new("kdig")
+            .args([
+                &format!("@{}", servers.knot.ip()),
+                "-p",
+                &servers.knot.port().to_string(),
+                "+short",
+                name,
+                qtype,
+            ])
+            .output()
+            .expect("kdig (package knot-dnsutils) is needed for this test");
+        let mut want: Vec<String> = String::from_utf8(dig.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().to_string())
+            .collect();
+        assert!(!want.is_empty(), "kdig got nothing for {name} {qtype}");
+        let (records, _) = lookup(&[qtype, "--name-servers", &ns], &format!("{name}\n"));
+        let mut got = answers(&records[0]);
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{name} {qtype}");
+    }
+}
+
+/// ALOOKUP follows the CNAME chain to A and AAAA.
+#[test]
+fn alookup_follows_cnames() {
+    let servers = testkit::servers();
+    let (records, _) = lookup(
+        &["ALOOKUP", "--name-servers", &servers.knot.to_string()],
+        "www.lookup.test\ndual.lookup.test\nn7.lookup.test\n",
+    );
+    let records = by_name(&records);
+    let addrs = |name: &str, key: &str| -> Vec<String> {
+        records[name]["data"][key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(addrs("www.lookup.test", "ipv4_addresses"), ["192.0.2.80"]);
+    assert_eq!(addrs("www.lookup.test", "ipv6_addresses"), ["2001:db8::80"]);
+    assert_eq!(
+        addrs("dual.lookup.test", "ipv6_addresses"),
+        ["2001:db8::10"]
+    );
+    assert_eq!(
+        addrs("n7.lookup.test", "ipv4_addresses"),
+        [testkit::lookup_address(7).to_string()]
+    );
+    assert!(addrs("n7.lookup.test", "ipv6_addresses").is_empty());
+}
+
+/// A truncated UDP answer is asked again over TCP.
+#[test]
+fn truncated_udp_falls_back_to_tcp() {
+    let servers = testkit::servers();
+    let ns = servers.knot.to_string();
+    let (records, stats) = lookup(
+        &["A", "--name-servers", &ns, "--udp-size", "0"],
+        "big.lookup.test\n",
+    );
+    assert_eq!(records[0]["status"], "NOERROR");
+    assert_eq!(records[0]["data"]["protocol"], "tcp");
+    assert_eq!(answers(&records[0]).len(), 40);
+    assert_eq!(stats["tcp_fallbacks"], 1);
+    let (records, _) = lookup(
+        &[
+            "A",
+            "--name-servers",
+            &ns,
+            "--udp-size",
+            "0",
+            "--no-tcp-fallback",
+        ],
+        "big.lookup.test\n",
+    );
+    assert_eq!(records[0]["data"]["flags"]["truncated"], true);
+    assert_eq!(records[0]["data"]["protocol"], "udp");
+}
+
+/// Fault servers: each misbehaviour ends with the right status within the
+/// timeout budget, and nothing is lost.
+#[test]
+fn faults_end_with_the_right_status() {
+    for kind in [FaultKind::Udp, FaultKind::Tcp] {
+        let transport = if matches!(kind, FaultKind::Udp) {
+            "udp"
+        } else {
+            "tcp"
+        };
+        let server = FaultServer::start(kind);
+        let ns = server.addr().to_string();
+        let input = "ok.f\nnx.f\nservfail.f\nrefused.f\ndrop.f\nlate100.f\nlate2000.f\nwrongid.f\ngarbage.f\n";
+        let started = Instant::now();
+        let (records, stats) = lookup(
+            &[
+                "A",
+                "--transport",
+                transport,
+                "--name-servers",
+                &ns,
+                "--timeout",
+                "500",
+                "--retries",
+                "1",
+                "--threads",
+                "4",
+            ],
+            input,
+        );
+        // Two tries of 500 ms for the slowest names, in parallel: well under 3 s.
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{transport}: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(records.len(), 9, "{transport}");
+        let r = by_name(&records);
+        assert_eq!(r["ok.f"]["status"], "NOERROR");
+        assert_eq!(answers(r["ok.f"]), ["192.0.2.1"]);
+        assert_eq!(r["nx.f"]["status"], "NXDOMAIN");
+        assert_eq!(r["servfail.f"]["status"], "SERVFAIL");
+        assert_eq!(r["refused.f"]["status"], "REFUSED");
+        assert_eq!(r["late100.f"]["status"], "NOERROR");
+        for name in ["drop.f", "late2000.f", "wrongid.f"] {
+            assert_eq!(r[name]["status"], "TIMEOUT", "{transport} {name}");
+            assert_eq!(r[name]["attempts"], 2, "{transport} {name}");
+        }
+        // Junk is no answer (3 bytes over UDP; a 2-byte frame over TCP, which
+        // keeps the stream in step): counted as unmatched, and the query times out.
+        assert_eq!(r["garbage.f"]["status"], "TIMEOUT", "{transport}");
+        assert!(
+            stats["unmatched_responses"].as_u64().unwrap() >= 2,
+            "{stats}"
+        );
+        assert!(stats["timeouts"].as_u64().unwrap() >= 6, "{stats}");
+    }
+}
+
+/// A connection reset with queries in flight: every query on it fails with
+/// "closed" and is retried on a new connection; nothing hangs or times out.
+/// (Which of them finally succeed depends on whether the resetting query is
+/// in flight beside them again, so only the reset one has a fixed status.)
+#[test]
+fn reset_mid_pipeline_redials_and_ends() {
+    let server = FaultServer::start(FaultKind::Tcp);
+    let ns = server.addr().to_string();
+    let mut input: String = (0..20).map(|i| format!("late{}.f{i}\n", 50 + i)).collect();
+    input.push_str("reset.f\n");
+    let started = Instant::now();
+    let (records, stats) = lookup(
+        &[
+            "A",
+            "--transport",
+            "tcp",
+            "--name-servers",
+            &ns,
+            "--threads",
+            "1",
+            "--inflight",
+            "32",
+            "--timeout",
+            "2000",
+            "--retries",
+            "2",
+        ],
+        &input,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(records.len(), 21);
+    let r = by_name(&records);
+    assert_eq!(r["reset.f"]["status"], "ERROR");
+    assert_eq!(r["reset.f"]["attempts"], 3);
+    assert!(
+        r["reset.f"]["error"].as_str().unwrap().contains("closed"),
+        "{}",
+        r["reset.f"]
+    );
+    for i in 0..20 {
+        let late = r[format!("late{}.f{i}", 50 + i).as_str()];
+        match late["status"].as_str().unwrap() {
+            "NOERROR" => assert_eq!(answers(late), ["192.0.2.1"]),
+            "ERROR" => assert!(late["error"].as_str().unwrap().contains("closed"), "{late}"),
+            other => panic!("{other}: {late}"),
+        }
+    }
+    assert_eq!(stats["timeouts"], 0, "{stats}");
+    // One connection per round of tries: the reset closes each.
+    assert_eq!(stats["connections_opened"], 3, "{stats}");
+    assert_eq!(server.connections_accepted(), 3);
+}
+
+/// TLS: a certificate for another name fails unless --insecure.
+#[test]
+fn tls_verifies_certificates() {
+    let cert = TestCert::generate("dns.test");
+    let wrong = cert.for_name("wrong.test");
+    let server = FaultServer::start(FaultKind::Tls { cert: wrong });
+    let ns = server.addr().to_string();
+    let ca = cert.ca_file().to_str().unwrap().to_string();
+    let (records, stats) = lookup(
+        &[
+            "A",
+            "--transport",
+            "tls",
+            "--name-servers",
+            &ns,
+            "--ca-file",
+            &ca,
+            "--tls-name",
+            "dns.test",
+            "--retries",
+            "0",
+        ],
+        "ok.f\n",
+    );
+    assert_eq!(records[0]["status"], "ERROR");
+    let error = records[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("TLS handshake") && error.contains("certificate"),
+        "{error}"
+    );
+    assert_eq!(stats["tls_handshakes"], 0);
+    let (records, stats) = lookup(
+        &[
+            "A",
+            "--transport",
+            "tls",
+            "--name-servers",
+            &ns,
+            "--insecure",
+        ],
+        "ok.f\n",
+    );
+    assert_eq!(records[0]["status"], "NOERROR");
+    assert_eq!(stats["tls_handshakes"], 1);
+    // With no CA file, the system's roots do not know the test CA either.
+    let (records, _) = lookup(
+        &[
+            "A",
+            "--transport",
+            "tls",
+            "--name-servers",
+            &ns,
+            "--tls-name",
+            "wrong.test",
+            "--retries",
+            "0",
+        ],
+        "ok.f\n",
+    );
+    assert_eq!(records[0]["status"], "ERROR");
+}
+
+/// Malformed lines get an ERROR record each; nothing is dropped.
+#[test]
+fn malformed_lines_get_error_records() {
+    let server = FaultServer::start(FaultKind::Udp);
+    let ns = server.addr().to_string();
+    let long_label = "x".repeat(64);
+    let input = format!("ok.f\na..b\n{long_label}.f\nok.f,not:an:address\n,{ns}\nnx.f,{ns}\n");
+    let (records, stats) = lookup(&["A", "--name-servers", &ns], &input);
+    assert_eq!(records.len(), 6);
+    let errors: Vec<&Value> = records.iter().filter(|r| r["status"] == "ERROR").collect();
+    assert_eq!(errors.len(), 4, "{records:?}");
+    for e in errors {
+        assert!(!e["error"].as_str().unwrap().is_empty());
+    }
+    assert_eq!(stats["names"], 6);
+}
+
+/// The scheduler's point: with names pinned at random over several
+/// nameservers, sticky keeps a handful of connections where fifo re-dials at
+/// almost every line.
+#[test]
+fn sticky_keeps_connections_fifo_redials() {
+    let servers = testkit::servers();
+    let ns: Vec<String> = servers.fast_dns.iter().map(|a| a.to_string()).collect();
+    let mut input = String::new();
+    for i in 0..1200usize {
+        // A fixed scatter over the nameservers (no two lines in a row alike).
+        input.push_str(&format!(
+            "n{i}.lookup.test,{}\n",
+            ns[(i * 7 + i / 3) % ns.len()]
+        ));
+    }
+    let run = |scheduler: &str| {
+        lookup(
+            &[
+                "A",
+                "--transport",
+                "tcp",
+                "--threads",
+                "12",
+                "--scheduler",
+                scheduler,
+            ],
+            &input,
+        )
+        .1
+    };
+    let sticky = run("sticky");
+    let fifo = run("fifo");
+    let random = run("random");
+    for s in [&sticky, &fifo, &random] {
+        assert_eq!(s["names"], 1200);
+        assert_eq!(s["statuses"]["NOERROR"], 1200);
+    }
+    let opened = |s: &Value| s["connections_opened"].as_u64().unwrap();
+    assert_eq!(opened(&random), 1200, "random: a connection per query");
+    assert!(
+        opened(&fifo) > 600,
+        "fifo re-dials on a change of nameserver: {}",
+        opened(&fifo)
+    );
+    assert!(
+        opened(&sticky) * 10 <= opened(&fifo),
+        "sticky {} vs fifo {}",
+        opened(&sticky),
+        opened(&fifo)
+    );
+}
