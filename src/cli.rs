@@ -47,6 +47,13 @@ pub enum Command {
     },
     /// List every module with its options and defaults.
     Modules,
+    /// Replay a capture's queries against a server (udp, tcp, tls, https) and time the answers.
+    #[command(after_long_help = "Examples:\n  \
+        dnsluice replay queries.pcap --server 127.0.0.1:53 --clients 50\n  \
+        dnsluice replay queries.pcap --server 127.0.0.1:853 --transport tls --ca-file ca.pem --tls-name dns.test\n  \
+        dnsluice replay queries.pcap --server 127.0.0.1:53 --no-responses --rate 100000\n  \
+        dnsluice replay queries.pcap --server 127.0.0.1:53 --print-pipeline > replay.toml")]
+    Replay(crate::replay::ReplayArgs),
 }
 
 /// Parses the command line and runs it with `registry`; the process exit code.
@@ -73,6 +80,7 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             stats_json: stats_path,
             quiet,
         } => run(registry, &pipeline, &set, stats_path.as_deref(), quiet),
+        Command::Replay(args) => crate::replay::replay(registry, &args),
     }
 }
 

@@ -6,6 +6,7 @@
 //! `examples/custom-module`).
 
 pub mod cli;
+pub mod replay;
 pub mod report;
 
 pub use dnsluice_core as core;

@@ -25,7 +25,9 @@ pub mod time;
 pub mod wire;
 
 pub use error::StageError;
-pub use object::{CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Packet, PacketRef};
+pub use object::{
+    CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Packet, PacketRef, Response,
+};
 pub use owned::OwnedObject;
 pub use registry::{ModuleEntry, Registry, Role};
 pub use stage::{drive, Filter, FilterStage, Map, MapStage, Producer, Receiver};

@@ -42,7 +42,9 @@ impl Default for OwnedObject {
 }
 
 impl OwnedObject {
-    /// Copies `obj` into this one, reusing its buffers.
+    /// Copies `obj` into this one, reusing its buffers. Only packets and DNS
+    /// messages are copied: a [`crate::Response`] (which ends chains; no
+    /// filter passes one on through a queue) leaves this object as it was.
     pub fn copy_from(&mut self, obj: &Object<'_>) {
         let Some(packet) = obj.packet() else { return };
         self.data.clear();

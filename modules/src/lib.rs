@@ -10,12 +10,16 @@
 //! | `filter.layer` | filter | [`filter::layer`] |
 //! | `filter.dns` | filter | [`filter::dns`] |
 //! | `filter.select` | filter | [`filter::select`] |
+//! | `filter.timing` | filter | [`filter::timing`] |
 //! | `output.null` | output | [`output::null`] |
 //! | `output.json` | output | [`output::json`] |
 //! | `output.pcap` | output | [`output::pcap`] |
+//! | `output.dnscli` | output | [`output::dnscli`] |
+//! | `output.udpcli` | output | [`output::udpcli`] |
 //!
 //! [`registry`] returns a registry holding all of them.
 
+pub mod clients;
 pub mod filter;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -32,9 +36,12 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(filter::layer::entry())
         .add(filter::dns::entry())
         .add(filter::select::entry())
+        .add(filter::timing::entry())
         .add(output::null::entry())
         .add(output::json::entry())
-        .add(output::pcap::entry());
+        .add(output::pcap::entry())
+        .add(output::dnscli::entry())
+        .add(output::udpcli::entry());
     #[cfg(feature = "libpcap")]
     registry.add(input::libpcap::entry());
 }
