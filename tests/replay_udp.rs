@@ -73,22 +73,23 @@ fn every_query_reaches_the_sink_from_each_client() {
 #[test]
 fn batched_sends_carry_every_query() {
     let capture = temp("batched.pcap");
-    write_capture(&capture, &zone_queries(500, 3));
+    // Few enough that an unpaced burst fits the sink's socket buffer.
+    write_capture(&capture, &zone_queries(100, 3));
     let (addr, stop, counter) = sink();
     let (stats, _) = replay(&capture, &["--server", &addr, "--no-responses", "-q"]);
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
     let (received, _) = counter.join().unwrap();
-    assert_eq!(n(&stats, "sent"), 500);
-    assert_eq!(received, 500);
-    // 32 per sendmmsg call: 16 calls, not 500.
+    assert_eq!(n(&stats, "sent"), 100);
+    assert_eq!(received, 100);
+    // 32 per sendmmsg call: 4 calls, not 100.
     let client = stats["stages"]
         .as_array()
         .unwrap()
         .iter()
         .find(|s| s["module"] == "output.udpcli")
         .unwrap();
-    assert_eq!(client["counters"]["syscalls"], 16, "{client}");
+    assert_eq!(client["counters"]["syscalls"], 4, "{client}");
 }
 
 #[test]
