@@ -89,6 +89,12 @@ def rand_label(rng, lo, hi):
     return "".join(rng.choice(ALNUM) for _ in range(rng.randint(lo, hi)))
 
 
+# --zone/--names: every query asks A for n<i>.<zone>, i in 0..names-1 (names
+# that the test servers' zone holds, so a replay gets answers).
+ZONE = None
+ZONE_NAMES = 100000
+
+
 def make_qname(rng, qtype_name, client_ip):
     if qtype_name == "PTR":
         if rng.random() < 0.5:
@@ -153,8 +159,12 @@ def build_pool(rng, pool_size, n_clients, edns_frac):
         sport = rng.randint(1024, 65535)
         while 33434 <= sport <= 33534:  # keep out of the traceroute range
             sport = rng.randint(1024, 65535)
-        qtn = rng.choices(names, weights)[0]
-        qname = make_qname(rng, qtn, cip)
+        if ZONE:
+            qtn = "A"
+            qname = "n%d.%s" % (rng.randrange(ZONE_NAMES), ZONE)
+        else:
+            qtn = rng.choices(names, weights)[0]
+            qname = make_qname(rng, qtn, cip)
         flags = 0x0100 if rng.random() < 0.97 else 0x0000  # RD mostly set
         if rng.random() < 0.03:
             flags |= 0x0010  # CD
@@ -204,7 +214,11 @@ def main():
     ap.add_argument("--pool", type=int, default=8192, help="distinct packets to cycle through (default 8192)")
     ap.add_argument("--clients", type=int, default=3000, help="distinct client addresses (default 3000)")
     ap.add_argument("--edns", type=float, default=0.10, help="fraction of queries with OPT (default 0.10)")
+    ap.add_argument("--zone", help="ask only A for n<i>.ZONE (e.g. lookup.test, the test servers' zone)")
+    ap.add_argument("--names", type=int, default=100000, help="with --zone: i in 0..NAMES-1 (default 100000)")
     args = ap.parse_args()
+    global ZONE, ZONE_NAMES
+    ZONE, ZONE_NAMES = (args.zone.rstrip(".") if args.zone else None), args.names
     if args.count < 0 or args.pool < 1 or args.clients < 1:
         ap.error("count must be >= 0, pool and clients >= 1")
 

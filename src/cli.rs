@@ -51,6 +51,13 @@ pub enum Command {
     ///
     /// Every input name yields exactly one JSON record, success or failure.
     Lookup(Box<crate::lookup::LookupArgs>),
+    /// Replay a capture's queries against a server (udp, tcp, tls, https) and time the answers.
+    #[command(after_long_help = "Examples:\n  \
+        dnsluice replay queries.pcap --server 127.0.0.1:53 --clients 50\n  \
+        dnsluice replay queries.pcap --server 127.0.0.1:853 --transport tls --ca-file ca.pem --tls-name dns.test\n  \
+        dnsluice replay queries.pcap --server 127.0.0.1:53 --no-responses --rate 100000\n  \
+        dnsluice replay queries.pcap --server 127.0.0.1:53 --print-pipeline > replay.toml")]
+    Replay(crate::replay::ReplayArgs),
 }
 
 /// Parses the command line and runs it with `registry`; the process exit code.
@@ -78,6 +85,7 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             quiet,
         } => run(registry, &pipeline, &set, stats_path.as_deref(), quiet),
         Command::Lookup(args) => crate::lookup::run(*args),
+        Command::Replay(args) => crate::replay::replay(registry, &args),
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod lookup;
+pub mod replay;
 pub mod report;
 
 pub use dnsluice_core as core;

@@ -346,14 +346,21 @@ fn reset_mid_pipeline_redials_and_ends() {
         let late = r[format!("late{}.f{i}", 50 + i).as_str()];
         match late["status"].as_str().unwrap() {
             "NOERROR" => assert_eq!(answers(late), ["192.0.2.1"]),
-            "ERROR" => assert!(late["error"].as_str().unwrap().contains("closed"), "{late}"),
+            "ERROR" => {
+                let error = late["error"].as_str().unwrap();
+                assert!(
+                    error.contains("closed") || error.contains("reset"),
+                    "{late}"
+                );
+            }
             other => panic!("{other}: {late}"),
         }
     }
     assert_eq!(stats["timeouts"], 0, "{stats}");
-    // One connection per round of tries: the reset closes each.
-    assert_eq!(stats["connections_opened"], 3, "{stats}");
-    assert_eq!(server.connections_accepted(), 3);
+    // The reset query alone needs a new connection for each of its 3 tries.
+    let opened = stats["connections_opened"].as_u64().unwrap();
+    assert!(opened >= 3, "{stats}");
+    assert_eq!(server.connections_accepted(), opened);
 }
 
 /// TLS: a certificate for another name fails unless --insecure.

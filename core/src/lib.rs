@@ -26,7 +26,8 @@ pub mod wire;
 
 pub use error::StageError;
 pub use object::{
-    CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Packet, PacketRef, Text, TextKind,
+    CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Packet, PacketRef, Response, Text,
+    TextKind,
 };
 pub use owned::OwnedObject;
 pub use registry::{ModuleEntry, Registry, Role};

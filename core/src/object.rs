@@ -3,9 +3,9 @@
 //! A [`Packet`] is a zero-copy view: its bytes borrow from the input's mmap or
 //! read buffer. Objects are lent mutably down a chain, so a filter annotates
 //! one in place ([`Layers`]) and passes it on without copying. A
-//! [`DnsMessage`] refers to the packet that carried it. Other object kinds
-//! (client responses) will join the [`Object`] enum. A [`Text`] is a line of
-//! text: a name to look up, or a finished lookup's JSON record.
+//! [`DnsMessage`] refers to the packet that carried it. A [`Response`] is
+//! what a DNS client stage (`output.dnscli`) got back for one query. A
+//! [`Text`] is a line of text: a name to look up, or a lookup's JSON record.
 
 use crate::dns::DnsInfo;
 use crate::wire::{Layers, Transport};
@@ -20,6 +20,8 @@ pub enum Object<'a> {
     Dns(DnsMessage<'a>),
     /// A line of text: a name to look up, or a finished result as JSON.
     Text(Text<'a>),
+    /// A client's query and what came back for it (answer or error), with the latency.
+    Response(Response<'a>),
 }
 
 /// What a [`Text`] object holds.
@@ -50,6 +52,7 @@ impl<'a> Object<'a> {
             Object::Packet(p) => Some(p),
             Object::Dns(m) => Some(m.packet.get()),
             Object::Text(_) => None,
+            Object::Response(_) => None,
         }
     }
 
@@ -59,6 +62,7 @@ impl<'a> Object<'a> {
             Object::Packet(p) => Some(p),
             Object::Dns(m) => Some(m.packet.get_mut()),
             Object::Text(_) => None,
+            Object::Response(_) => None,
         }
     }
 
@@ -157,6 +161,33 @@ pub struct DnsMessage<'a> {
     pub flow: Flow,
     /// Datagram, TCP segment, or reassembled.
     pub origin: Origin,
+}
+
+/// What a DNS client got back for one query: the query as sent (with its
+/// original id), the answer or the error, and how long it took. Produced by
+/// `output.dnscli` for the stages that compare, print or write responses.
+#[derive(Clone, Copy, Debug)]
+pub struct Response<'a> {
+    /// The query, as it was in the capture (original id).
+    pub query: &'a [u8],
+    /// The answer (the query's id restored); `None` when there was none.
+    pub answer: Option<&'a [u8]>,
+    /// Why there is no answer (`timeout`, `closed`, `tls_handshake`, ...), as a
+    /// short kind; `None` when answered.
+    pub error_kind: Option<&'static str>,
+    /// The error in words; empty when answered.
+    pub error: &'a str,
+    /// From just before the query was written to the answer (or the error).
+    pub latency_ns: u64,
+    /// When the query was handed to the client, in nanoseconds since the Unix epoch.
+    pub sent_ns: i64,
+    /// The simulated client (0-based) that sent it.
+    pub client: u32,
+    /// The server, as the client names it (`ip:port`, or the DoH URL).
+    pub server: &'a str,
+    /// `udp`, `tcp`, `tls` or `https` (`tcp` also for a UDP query retried over
+    /// TCP after a truncated answer).
+    pub transport: &'static str,
 }
 
 /// A link-layer header type, as numbered by tcpdump.org's LINKTYPE_ values

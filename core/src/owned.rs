@@ -52,7 +52,9 @@ impl Default for OwnedObject {
 }
 
 impl OwnedObject {
-    /// Copies `obj` into this one, reusing its buffers.
+    /// Copies `obj` into this one, reusing its buffers. Only packets and DNS
+    /// messages are copied: a [`crate::Response`] (which ends chains; no
+    /// filter passes one on through a queue) leaves this object as it was.
     pub fn copy_from(&mut self, obj: &Object<'_>) {
         if let Object::Text(t) = obj {
             let owned = self.text.get_or_insert_with(|| OwnedText {

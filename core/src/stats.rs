@@ -17,6 +17,9 @@ pub struct StageStats {
     pub counters: BTreeMap<String, u64>,
     /// Human-readable warnings (a truncated file, ...), printed at the end.
     pub warnings: Vec<String>,
+    /// Named series of values over time (a client's answers per second, ...),
+    /// for `--stats-json`; not shown in the summary.
+    pub series: BTreeMap<String, Vec<u64>>,
 }
 
 impl StageStats {

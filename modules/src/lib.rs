@@ -12,12 +12,16 @@
 //! | `filter.dns` | filter | [`filter::dns`] |
 //! | `filter.select` | filter | [`filter::select`] |
 //! | `lookup.dns` | filter | [`lookup::stage`] |
+//! | `filter.timing` | filter | [`filter::timing`] |
 //! | `output.null` | output | [`output::null`] |
 //! | `output.json` | output | [`output::json`] |
 //! | `output.pcap` | output | [`output::pcap`] |
+//! | `output.dnscli` | output | [`output::dnscli`] |
+//! | `output.udpcli` | output | [`output::udpcli`] |
 //!
 //! [`registry`] returns a registry holding all of them.
 
+pub mod clients;
 pub mod filter;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -37,9 +41,12 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(filter::dns::entry())
         .add(filter::select::entry())
         .add(lookup::stage::entry())
+        .add(filter::timing::entry())
         .add(output::null::entry())
         .add(output::json::entry())
-        .add(output::pcap::entry());
+        .add(output::pcap::entry())
+        .add(output::dnscli::entry())
+        .add(output::udpcli::entry());
     #[cfg(feature = "libpcap")]
     registry.add(input::libpcap::entry());
 }

@@ -3,3 +3,4 @@
 pub mod dns;
 pub mod layer;
 pub mod select;
+pub mod timing;

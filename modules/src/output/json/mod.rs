@@ -5,11 +5,13 @@
 //! rename these: `frame`, `ts`, `caplen`, `len`, `link`, `vlan`, `ip`, `src`,
 //! `dst`, `transport`, `sport`, `dport`, `payload_len`, `fragment`,
 //! `truncated`, `layer_error`, `l3_protocol`, `llc`; for DNS messages also
-//! `dns_len`, `reassembled`, `dns` (see `dns.rs`) and `dns_error`.
+//! `dns_len`, `reassembled`, `dns` (see `dns.rs`) and `dns_error`. A client's
+//! response (`output.dnscli`) has its own shape (see `response.rs`).
 
 use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
 use dnsluice_core::time::write_rfc3339_ns;
 mod dns;
+mod response;
 
 use dnsluice_core::wire::{Network, Transport};
 use dnsluice_core::{Object, Origin, Receiver, StageError, StageStats, Text, TextKind};
@@ -256,7 +258,10 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) 
 impl Receiver for JsonLines {
     fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         self.objects += 1;
-        if obj.packet().is_some() {
+        if let Object::Response(r) = obj {
+            response::write_response(r, &mut self.line, &mut self.scratch);
+            self.line.push(b'\n');
+        } else if obj.packet().is_some() {
             write_object(obj, &mut self.line, &mut self.scratch);
             self.line.push(b'\n');
         }

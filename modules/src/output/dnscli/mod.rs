@@ -1,0 +1,425 @@
+//! `output.dnscli`: a DNS client replaying queries to a server over UDP, TCP,
+//! TLS (DNS-over-TLS) or HTTPS (DNS-over-HTTPS, HTTP/2, POST or GET).
+//!
+//! Each query is matched to its answer (id and question), with a per-query
+//! timeout and at most `inflight` queries outstanding. The capture's source
+//! addresses are spread over `clients` simulated clients, each with its own
+//! UDP socket or connection (reused and pipelined on TCP and TLS, one HTTP/2
+//! connection with a stream per query on HTTPS), so the server sees many
+//! clients. A truncated UDP answer is retried over TCP when `tcp_retry` is on.
+//!
+//! The chain runs on its own thread; the stage owns a tokio runtime
+//! (`threads` worker threads) and hands each query over a bounded channel.
+//! When `responses` names a file, every query's outcome (answer or error,
+//! with the latency) is written there as a JSON line ([`Object::Response`]),
+//! and [`DnsCli::with_responses`] hands them to any receiver.
+//!
+//! Counters (see [`tally::keys`]): `sent`, `answered`, `timeouts`, `errors`,
+//! `connections_opened`, `tls_handshakes`, `rcode.*`, `latency_us.*`; every
+//! query sent ends in exactly one of answered, timeouts and errors.
+
+mod engine;
+pub mod tally;
+
+use crate::clients::{query_bytes, ClientMap};
+use crate::output::json::JsonLines;
+use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::{Object, Receiver, Response, StageError, StageStats};
+use dnsluice_net::{ClientSetup, DohMethod, Endpoint, NetCounters, TlsOptions, Transport};
+use engine::{Job, Outcome, Shared};
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const MODULE: &str = "output.dnscli";
+
+/// Queries waiting in the channel between the chain and the runtime.
+const QUEUE: usize = 1024;
+
+/// Options of `output.dnscli`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsCliOptions {
+    /// The server: `IP:PORT`, `[IPv6]:PORT`, `HOST:PORT`, or for HTTPS a URL.
+    pub server: String,
+    /// `udp`, `tcp`, `tls` or `https`.
+    #[serde(default = "default_transport")]
+    pub transport: String,
+    /// Simulated clients (sockets or connections); sources are spread over them.
+    #[serde(default = "one")]
+    pub clients: u32,
+    /// Queries outstanding at most, over all clients.
+    #[serde(default = "default_inflight")]
+    pub inflight: u32,
+    /// Per-query timeout in milliseconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+    /// Connect (and TLS handshake) timeout in milliseconds.
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    /// Retry a truncated (TC=1) UDP answer over TCP.
+    #[serde(default = "yes")]
+    pub tcp_retry: bool,
+    /// PEM file of the CA(s) to trust for TLS and HTTPS (default: the system's).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Do not verify the server's certificate (test servers only).
+    #[serde(default)]
+    pub insecure: bool,
+    /// The name the certificate must carry (default: the URL's host, else the IP).
+    #[serde(default)]
+    pub tls_name: Option<String>,
+    /// `post` or `get`, for HTTPS.
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Tokio worker threads for the clients.
+    #[serde(default = "one")]
+    pub threads: u32,
+    /// Write every query's outcome as a JSON line here (`-` for stdout).
+    #[serde(default)]
+    pub responses: Option<PathBuf>,
+}
+
+fn default_transport() -> String {
+    "udp".to_string()
+}
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn default_inflight() -> u32 {
+    100
+}
+fn default_timeout() -> u64 {
+    2000
+}
+fn default_connect_timeout() -> u64 {
+    5000
+}
+fn default_method() -> String {
+    "post".to_string()
+}
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc {
+        name: "server",
+        kind: "string",
+        default: "",
+        help: "IP:PORT, HOST:PORT, or https://HOST:PORT/PATH for https",
+    },
+    OptionDoc {
+        name: "transport",
+        kind: "string",
+        default: "\"udp\"",
+        help: "udp, tcp, tls (DNS-over-TLS) or https (DNS-over-HTTPS, HTTP/2)",
+    },
+    OptionDoc {
+        name: "clients",
+        kind: "integer",
+        default: "1",
+        help:
+            "simulated clients: the capture's sources are spread over this many sockets/connections",
+    },
+    OptionDoc {
+        name: "inflight",
+        kind: "integer",
+        default: "100",
+        help: "queries outstanding at most (over all clients)",
+    },
+    OptionDoc {
+        name: "timeout_ms",
+        kind: "integer",
+        default: "2000",
+        help: "per-query timeout",
+    },
+    OptionDoc {
+        name: "connect_timeout_ms",
+        kind: "integer",
+        default: "5000",
+        help: "connect and TLS handshake timeout",
+    },
+    OptionDoc {
+        name: "tcp_retry",
+        kind: "bool",
+        default: "true",
+        help: "retry a truncated (TC=1) UDP answer over TCP",
+    },
+    OptionDoc {
+        name: "ca_file",
+        kind: "string",
+        default: "(system roots)",
+        help: "PEM file of CA certificates to trust (tls, https)",
+    },
+    OptionDoc {
+        name: "insecure",
+        kind: "bool",
+        default: "false",
+        help: "do not verify the server certificate (test servers only)",
+    },
+    OptionDoc {
+        name: "tls_name",
+        kind: "string",
+        default: "(URL host or IP)",
+        help: "name the server certificate must carry, sent as SNI",
+    },
+    OptionDoc {
+        name: "method",
+        kind: "string",
+        default: "\"post\"",
+        help: "post or get (https)",
+    },
+    OptionDoc {
+        name: "threads",
+        kind: "integer",
+        default: "1",
+        help: "client threads (tokio workers)",
+    },
+    OptionDoc {
+        name: "responses",
+        kind: "string",
+        default: "(none)",
+        help: "write each query's outcome (answer or error, latency) as a JSON line here",
+    },
+];
+
+/// The DNS client stage; see the module docs.
+pub struct DnsCli {
+    runtime: Option<tokio::runtime::Runtime>,
+    jobs: Option<mpsc::Sender<Job>>,
+    dispatcher: Option<tokio::task::JoinHandle<()>>,
+    outcomes: Option<mpsc::Receiver<Outcome>>,
+    responses: Option<Box<dyn Receiver>>,
+    shared: Arc<Shared>,
+    map: ClientMap,
+    server_name: String,
+    inflight: usize,
+    skipped: u64,
+}
+
+impl DnsCli {
+    /// A client with `options`, its runtime started (no connection is opened
+    /// before the first query).
+    pub fn new(options: &DnsCliOptions) -> Result<Self, StageError> {
+        let bad = |key: &str, message: String| StageError::option(MODULE, Some(key), message);
+        let transport: Transport = options
+            .transport
+            .parse()
+            .map_err(|e: String| bad("transport", e))?;
+        let method: DohMethod = options
+            .method
+            .parse()
+            .map_err(|e: String| bad("method", e))?;
+        if options.clients == 0 || options.clients > 100_000 {
+            return Err(bad("clients", "must be 1..=100000".into()));
+        }
+        if options.inflight == 0 || options.inflight > 1_000_000 {
+            return Err(bad("inflight", "must be 1..=1000000".into()));
+        }
+        if options.threads == 0 || options.threads > 256 {
+            return Err(bad("threads", "must be 1..=256".into()));
+        }
+        if options.timeout_ms == 0 {
+            return Err(bad("timeout_ms", "must be at least 1".into()));
+        }
+        if options.insecure && options.ca_file.is_some() {
+            return Err(StageError::config(
+                MODULE,
+                "`insecure` and `ca_file` exclude each other: verify against the CA file, or not at all",
+            ));
+        }
+        let endpoint = Endpoint::parse(&options.server, transport)
+            .map_err(|e| bad("server", e.to_string()))?;
+        let tls = TlsOptions {
+            ca_file: options.ca_file.clone(),
+            insecure: options.insecure,
+            server_name: options.tls_name.clone(),
+        };
+        let counters = Arc::new(NetCounters::default());
+        let connect_timeout = Duration::from_millis(options.connect_timeout_ms.max(1));
+        let setup = ClientSetup::new(transport, &tls, connect_timeout, method, counters.clone())
+            .map_err(|e| StageError::config(MODULE, e.to_string()))?;
+        let tcp_retry = if transport == Transport::Udp && options.tcp_retry {
+            let tcp_endpoint = Endpoint {
+                transport: Transport::Tcp,
+                ..endpoint.clone()
+            };
+            let tcp_setup = ClientSetup::new(
+                Transport::Tcp,
+                &tls,
+                connect_timeout,
+                method,
+                counters.clone(),
+            )
+            .map_err(|e| StageError::config(MODULE, e.to_string()))?;
+            Some((tcp_endpoint, tcp_setup))
+        } else {
+            None
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(options.threads as usize)
+            .thread_name("dnscli")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                StageError::other(MODULE, format!("cannot start the client runtime: {e}"))
+            })?;
+        let server_name = endpoint.resolver_name();
+        let shared = Arc::new(Shared {
+            endpoint,
+            setup,
+            tcp_retry,
+            timeout: Duration::from_millis(options.timeout_ms),
+            clients: (0..options.clients).map(|_| Default::default()).collect(),
+            tally: Mutex::new(tally::Tally::new()),
+            counters,
+        });
+        let responses: Option<Box<dyn Receiver>> = match &options.responses {
+            Some(path) => Some(Box::new(JsonLines::create(path.clone())?)),
+            None => None,
+        };
+        let mut cli = DnsCli {
+            runtime: Some(runtime),
+            jobs: None,
+            dispatcher: None,
+            outcomes: None,
+            responses: None,
+            shared,
+            map: ClientMap::new(options.clients),
+            server_name,
+            inflight: options.inflight as usize,
+            skipped: 0,
+        };
+        cli.start(options.inflight as usize, responses);
+        Ok(cli)
+    }
+
+    /// Hands every query's outcome, as an [`Object::Response`], to `receiver`
+    /// (replacing the `responses` file, if any). Call before the first query.
+    pub fn with_responses(mut self, receiver: Box<dyn Receiver>) -> Self {
+        let inflight = self.inflight;
+        self.stop_dispatcher();
+        self.start(inflight, Some(receiver));
+        self
+    }
+
+    fn start(&mut self, inflight: usize, responses: Option<Box<dyn Receiver>>) {
+        let Some(runtime) = &self.runtime else { return };
+        let (jobs_tx, jobs_rx) = mpsc::channel(QUEUE);
+        // Between two drains (one per query received) at most `inflight` running
+        // queries and the `QUEUE` waiting ones (+1) can finish: with this room
+        // a query task never waits to hand over its outcome.
+        let (outcomes_tx, outcomes_rx) = match responses {
+            Some(_) => {
+                let (tx, rx) = mpsc::channel(inflight + QUEUE + 2);
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
+        self.dispatcher = Some(runtime.spawn(engine::dispatch(
+            self.shared.clone(),
+            jobs_rx,
+            inflight,
+            outcomes_tx,
+        )));
+        self.jobs = Some(jobs_tx);
+        self.outcomes = outcomes_rx;
+        self.responses = responses;
+    }
+
+    fn stop_dispatcher(&mut self) {
+        self.jobs = None;
+        if let (Some(runtime), Some(dispatcher)) = (&self.runtime, self.dispatcher.take()) {
+            let _ = runtime.block_on(dispatcher);
+        }
+    }
+
+    /// Hands the outcomes that are ready to the responses receiver.
+    fn drain(&mut self) -> Result<(), StageError> {
+        let Some(outcomes) = &mut self.outcomes else {
+            return Ok(());
+        };
+        while let Ok(outcome) = outcomes.try_recv() {
+            if let Some(receiver) = &mut self.responses {
+                hand_on(&outcome, &self.server_name, receiver.as_mut())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Passes `outcome` to `receiver` as an [`Object::Response`].
+fn hand_on(outcome: &Outcome, server: &str, receiver: &mut dyn Receiver) -> Result<(), StageError> {
+    let (answer, error_kind, error) = match &outcome.result {
+        Ok(answer) => (Some(answer.as_slice()), None, ""),
+        Err((kind, text)) => (None, Some(*kind), text.as_str()),
+    };
+    let mut obj = Object::Response(Response {
+        query: &outcome.query,
+        answer,
+        error_kind,
+        error,
+        latency_ns: outcome.latency.as_nanos() as u64,
+        sent_ns: outcome.sent_ns,
+        client: outcome.client,
+        server,
+        transport: outcome.transport.as_str(),
+    });
+    receiver.receive(&mut obj)
+}
+
+impl Receiver for DnsCli {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
+        let Some(query) = query_bytes(obj) else {
+            self.skipped += 1;
+            return Ok(());
+        };
+        let client = self.map.client_for_object(obj);
+        self.drain()?;
+        let Some(jobs) = &self.jobs else {
+            return Err(StageError::other(MODULE, "the client has finished"));
+        };
+        let job = Job {
+            client,
+            query: query.to_vec(),
+        };
+        jobs.blocking_send(job)
+            .map_err(|_| StageError::other(MODULE, "the client runtime stopped"))
+    }
+
+    fn finish(&mut self) -> Result<(), StageError> {
+        self.stop_dispatcher();
+        // Every query task has finished: the rest of the outcomes are queued.
+        self.drain()?;
+        if let Some(receiver) = &mut self.responses {
+            receiver.finish()?;
+        }
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+        Ok(())
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        let mut stats = self.shared.tally().stats(MODULE, &self.shared.counters);
+        stats.add_counter(tally::keys::SKIPPED, self.skipped);
+        stats.input += self.skipped;
+        out.push(stats);
+    }
+}
+
+/// The registry entry.
+pub fn entry() -> ModuleEntry {
+    ModuleEntry {
+        name: MODULE,
+        summary: "DNS client: replay queries over udp, tcp, tls or https, match answers, time them",
+        options: OPTIONS,
+        factory: Factory::Output(Arc::new(|opts: &StageOptions| {
+            let o: DnsCliOptions = opts.parse()?;
+            Ok(Box::new(DnsCli::new(&o)?) as Box<dyn Receiver>)
+        })),
+    }
+}

@@ -1,0 +1,299 @@
+//! `output.udpcli`: fire-and-forget UDP sender. Each query payload goes to the
+//! server as fast as the kernel takes it, from `clients` sockets (the
+//! capture's sources spread over them), in batches of `batch` datagrams per
+//! `sendmmsg` call on Linux (one `send` each elsewhere). Nothing is read back.
+//!
+//! A batch waits until `batch` queries are pending, so with a paced chain
+//! (`filter.timing`) use `batch = 1` (`dnsluice replay` does).
+
+use crate::clients::{query_bytes, ClientMap};
+use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::{Object, Receiver, StageError, StageStats};
+use dnsluice_net::{Endpoint, Transport};
+use serde::Deserialize;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+
+const MODULE: &str = "output.udpcli";
+
+/// The most datagrams one `sendmmsg` call carries.
+pub const MAX_BATCH: usize = 64;
+
+/// Options of `output.udpcli`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UdpCliOptions {
+    /// The server, `IP:PORT` or `HOST:PORT`.
+    pub server: String,
+    /// Sending sockets; the capture's sources are spread over them.
+    #[serde(default = "one")]
+    pub clients: u32,
+    /// Datagrams per `sendmmsg` call (1..=64).
+    #[serde(default = "default_batch")]
+    pub batch: usize,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_batch() -> usize {
+    32
+}
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc {
+        name: "server",
+        kind: "string",
+        default: "",
+        help: "IP:PORT or HOST:PORT to send to",
+    },
+    OptionDoc {
+        name: "clients",
+        kind: "integer",
+        default: "1",
+        help: "sending sockets: the capture's sources are spread over them",
+    },
+    OptionDoc {
+        name: "batch",
+        kind: "integer",
+        default: "32",
+        help: "datagrams per sendmmsg call (1..=64; 1 for paced chains)",
+    },
+];
+
+/// Queries waiting for one socket's next batch, back to back.
+#[derive(Default)]
+struct Pending {
+    data: Vec<u8>,
+    lens: Vec<usize>,
+}
+
+/// The sender; see the module docs.
+pub struct UdpCli {
+    sockets: Vec<UdpSocket>,
+    pending: Vec<Pending>,
+    pending_total: usize,
+    batch: usize,
+    map: ClientMap,
+    received: u64,
+    sent: u64,
+    send_errors: u64,
+    skipped: u64,
+    bytes: u64,
+    syscalls: u64,
+    first_error: Option<String>,
+}
+
+impl UdpCli {
+    /// Opens `options.clients` sockets connected to the server.
+    pub fn new(options: &UdpCliOptions) -> Result<Self, StageError> {
+        let bad = |key: &str, message: String| StageError::option(MODULE, Some(key), message);
+        if options.batch == 0 || options.batch > MAX_BATCH {
+            return Err(bad("batch", format!("must be 1..={MAX_BATCH}")));
+        }
+        if options.clients == 0 || options.clients > 100_000 {
+            return Err(bad("clients", "must be 1..=100000".into()));
+        }
+        let endpoint = Endpoint::parse(&options.server, Transport::Udp)
+            .map_err(|e| bad("server", e.to_string()))?;
+        let local: SocketAddr = if endpoint.addr.is_ipv4() {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let open = || -> io::Result<UdpSocket> {
+            let socket = UdpSocket::bind(local)?;
+            socket.connect(endpoint.addr)?;
+            Ok(socket)
+        };
+        let sockets = (0..options.clients)
+            .map(|_| open())
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(|e| StageError::other(MODULE, format!("socket to {}: {e}", endpoint.addr)))?;
+        Ok(UdpCli {
+            pending: (0..sockets.len()).map(|_| Pending::default()).collect(),
+            sockets,
+            pending_total: 0,
+            batch: options.batch,
+            map: ClientMap::new(options.clients),
+            received: 0,
+            sent: 0,
+            send_errors: 0,
+            skipped: 0,
+            bytes: 0,
+            syscalls: 0,
+            first_error: None,
+        })
+    }
+
+    /// Sends every pending datagram.
+    fn flush(&mut self) {
+        for (socket, pending) in self.sockets.iter().zip(&mut self.pending) {
+            if pending.lens.is_empty() {
+                continue;
+            }
+            let outcome = send_all(socket, &pending.data, &pending.lens);
+            self.sent += outcome.sent;
+            self.bytes += outcome.bytes;
+            self.syscalls += outcome.syscalls;
+            self.send_errors += outcome.failed;
+            if let (Some(e), None) = (outcome.error, &self.first_error) {
+                self.first_error = Some(e.to_string());
+            }
+            pending.data.clear();
+            pending.lens.clear();
+        }
+        self.pending_total = 0;
+    }
+}
+
+/// What one flush of one socket did.
+#[derive(Default)]
+struct Sent {
+    sent: u64,
+    bytes: u64,
+    failed: u64,
+    syscalls: u64,
+    error: Option<io::Error>,
+}
+
+/// Sends the datagrams of `lens` (back to back in `data`) on `socket`. A
+/// datagram the kernel refuses twice (say, an ICMP error reported on it) is
+/// counted as failed and skipped.
+fn send_all(socket: &UdpSocket, data: &[u8], lens: &[usize]) -> Sent {
+    let mut out = Sent::default();
+    let mut offsets = Vec::with_capacity(lens.len());
+    let mut at = 0;
+    for len in lens {
+        offsets.push((at, *len));
+        at += len;
+    }
+    let mut next = 0;
+    let mut retried = false;
+    while next < offsets.len() {
+        out.syscalls += 1;
+        match send_some(socket, data, &offsets[next..]) {
+            Ok(n) => {
+                for (_, len) in &offsets[next..next + n] {
+                    out.bytes += *len as u64;
+                }
+                out.sent += n as u64;
+                next += n;
+                retried = false;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                if retried {
+                    out.failed += 1;
+                    next += 1;
+                    retried = false;
+                } else {
+                    retried = true;
+                }
+                out.error.get_or_insert(e);
+            }
+        }
+    }
+    out
+}
+
+/// One `sendmmsg` with up to [`MAX_BATCH`] of the datagrams at `offsets`;
+/// how many the kernel took (at least one on success).
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn send_some(socket: &UdpSocket, data: &[u8], offsets: &[(usize, usize)]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let count = offsets.len().min(MAX_BATCH);
+    // SAFETY: iovec and mmsghdr are plain C structs for which all-zero bytes
+    // are a valid value (null pointers, zero lengths).
+    let mut iovecs: [libc::iovec; MAX_BATCH] = unsafe { std::mem::zeroed() };
+    let mut messages: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+    for (i, (start, len)) in offsets[..count].iter().enumerate() {
+        let datagram = &data[*start..*start + *len];
+        iovecs[i].iov_base = datagram.as_ptr() as *mut libc::c_void;
+        iovecs[i].iov_len = datagram.len();
+        messages[i].msg_hdr.msg_iov = &mut iovecs[i];
+        messages[i].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: `messages[..count]` point at `iovecs[..count]`, which point into
+    // `data`; all outlive the call, and the kernel only reads them (the socket
+    // is connected, so no address is given).
+    let n = unsafe {
+        libc::sendmmsg(
+            socket.as_raw_fd(),
+            messages.as_mut_ptr(),
+            count as libc::c_uint,
+            0,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((n as usize).max(1).min(count))
+}
+
+/// One `send` (platforms without `sendmmsg`).
+#[cfg(not(target_os = "linux"))]
+fn send_some(socket: &UdpSocket, data: &[u8], offsets: &[(usize, usize)]) -> io::Result<usize> {
+    let (start, len) = offsets[0];
+    socket.send(&data[start..start + len]).map(|_| 1)
+}
+
+impl Receiver for UdpCli {
+    #[inline]
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
+        self.received += 1;
+        let Some(query) = query_bytes(obj) else {
+            self.skipped += 1;
+            return Ok(());
+        };
+        let client = self.map.client_for_object(obj) as usize;
+        let pending = &mut self.pending[client];
+        pending.data.extend_from_slice(query);
+        pending.lens.push(query.len());
+        self.pending_total += 1;
+        if self.pending_total >= self.batch {
+            self.flush();
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), StageError> {
+        self.flush();
+        Ok(())
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        let mut stats = StageStats::new(MODULE);
+        stats.input = self.received;
+        stats.output = self.sent;
+        stats.counters.insert("sent".to_string(), self.sent);
+        stats.add_counter("bytes", self.bytes);
+        stats.add_counter("syscalls", self.syscalls);
+        stats.add_counter("skipped", self.skipped);
+        stats.add_counter("send_errors", self.send_errors);
+        stats.add_counter("connections_opened", self.sockets.len() as u64);
+        stats.add_error("send", self.send_errors);
+        if let Some(e) = &self.first_error {
+            stats.warnings.push(format!(
+                "{MODULE}: {} datagrams not sent; the first error: {e}",
+                self.send_errors
+            ));
+        }
+        out.push(stats);
+    }
+}
+
+/// The registry entry.
+pub fn entry() -> ModuleEntry {
+    ModuleEntry {
+        name: MODULE,
+        summary: "fire-and-forget UDP sender of each query (batched sendmmsg), for load",
+        options: OPTIONS,
+        factory: Factory::Output(Arc::new(|opts: &StageOptions| {
+            let o: UdpCliOptions = opts.parse()?;
+            Ok(Box::new(UdpCli::new(&o)?) as Box<dyn Receiver>)
+        })),
+    }
+}

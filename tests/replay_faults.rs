@@ -1,0 +1,266 @@
+//! `dnsluice replay` against in-process servers that misbehave on purpose,
+//! chosen by the first label of the query name: `ok` answers, `drop` never
+//! does, `wrongid` answers with another id, `lateN` answers after N ms,
+//! `slow` answers after 100 ms (so later queries are answered first), `reset`
+//! closes the TCP connection mid-stream. The right counts, and nothing hangs.
+
+mod replay_kit;
+
+use replay_kit::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The first label of the question of `query`.
+fn first_label(query: &[u8]) -> String {
+    let len = usize::from(*query.get(12).unwrap_or(&0));
+    String::from_utf8_lossy(query.get(13..13 + len).unwrap_or(&[])).to_string()
+}
+
+/// The answer to `query`: the same message with QR and RA set, NOERROR.
+fn answer(query: &[u8]) -> Vec<u8> {
+    let mut a = query.to_vec();
+    a[2] |= 0x80;
+    a[3] = 0x80;
+    a
+}
+
+/// What the server does for `label`: `None` to stay silent, else (delay, answer).
+fn behaviour(query: &[u8]) -> Option<(Duration, Vec<u8>)> {
+    let label = first_label(query);
+    let mut a = answer(query);
+    match label.as_str() {
+        "drop" | "reset" => None,
+        "wrongid" => {
+            a[1] ^= 0x55;
+            Some((Duration::ZERO, a))
+        }
+        "slow" => Some((Duration::from_millis(100), a)),
+        l if l.starts_with("late") => Some((Duration::from_millis(l[4..].parse().unwrap()), a)),
+        _ => Some((Duration::ZERO, a)),
+    }
+}
+
+fn udp_server() -> String {
+    let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+    let addr = socket.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok((len, from)) = socket.recv_from(&mut buf) {
+            if let Some((delay, a)) = behaviour(&buf[..len]) {
+                let socket = socket.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(delay);
+                    let _ = socket.send_to(&a, from);
+                });
+            }
+        }
+    });
+    addr
+}
+
+fn tcp_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || serve_tcp(stream));
+        }
+    });
+    addr
+}
+
+fn serve_tcp(mut stream: TcpStream) {
+    let writer = Arc::new(Mutex::new(stream.try_clone().unwrap()));
+    loop {
+        let mut prefix = [0u8; 2];
+        if stream.read_exact(&mut prefix).is_err() {
+            return;
+        }
+        let mut query = vec![0u8; usize::from(u16::from_be_bytes(prefix))];
+        if stream.read_exact(&mut query).is_err() {
+            return;
+        }
+        if first_label(&query) == "reset" {
+            // Shut the connection in the middle of the stream.
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+        if let Some((delay, a)) = behaviour(&query) {
+            let writer = writer.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let mut frame = (a.len() as u16).to_be_bytes().to_vec();
+                frame.extend_from_slice(&a);
+                let _ = writer.lock().unwrap().write_all(&frame);
+            });
+        }
+    }
+}
+
+fn capture_of(names: &[String], file: &str) -> std::path::PathBuf {
+    let queries: Vec<Q> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Q {
+            source: (i % 3) as u8 + 1,
+            name: name.clone(),
+            qtype: 1,
+            at_us: i as u64,
+        })
+        .collect();
+    let path = temp(file);
+    write_capture(&path, &queries);
+    path
+}
+
+fn names(spec: &[(&str, usize)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (label, count) in spec {
+        for i in 0..*count {
+            out.push(format!("{label}.q{i}.fault.test"));
+        }
+    }
+    out
+}
+
+#[test]
+fn udp_drops_wrong_ids_and_late_answers_are_timeouts() {
+    let server = udp_server();
+    let capture = capture_of(
+        &names(&[
+            ("ok", 10),
+            ("drop", 5),
+            ("wrongid", 5),
+            ("late50", 5),
+            ("late3000", 5),
+        ]),
+        "udp-faults.pcap",
+    );
+    let started = Instant::now();
+    let (stats, stderr) = replay(
+        &capture,
+        &["--server", &server, "--timeout", "600", "--clients", "2"],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    check_contract(&stats);
+    assert_eq!(n(&stats, "sent"), 30, "{stats}");
+    assert_eq!(n(&stats, "answered"), 15, "ok and late50: {stats}");
+    assert_eq!(
+        n(&stats, "timeouts"),
+        15,
+        "drop, wrongid, late3000: {stats}"
+    );
+    assert_eq!(n(&stats, "errors"), 0, "{stats}");
+    // The answers with the wrong id were seen and ignored.
+    assert!(n(&stats, "unmatched_responses") >= 5, "{stats}");
+    assert!(stderr.contains("15 queries failed (timeout)"), "{stderr}");
+}
+
+#[test]
+fn tcp_answers_out_of_order_are_matched_on_one_connection() {
+    let server = tcp_server();
+    let mut list = Vec::new();
+    for i in 0..25 {
+        list.push(if i % 5 == 0 {
+            format!("slow.q{i}.fault.test")
+        } else {
+            format!("ok.q{i}.fault.test")
+        });
+    }
+    let capture = capture_of(&list, "tcp-order.pcap");
+    let responses = temp("tcp-order.jsonl");
+    let (stats, _) = replay(
+        &capture,
+        &[
+            "--server",
+            &server,
+            "--transport",
+            "tcp",
+            "--responses",
+            responses.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(n(&stats, "answered"), 25, "{stats}");
+    assert_eq!(n(&stats, "connections_opened"), 1, "{stats}");
+    let text = std::fs::read_to_string(&responses).unwrap();
+    let order: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(
+                v["answer"]["dns"]["question"],
+                v["query"]["dns"]["question"]
+            );
+            assert_eq!(v["answer"]["dns"]["id"], v["query"]["dns"]["id"]);
+            v["query"]["dns"]["question"][0]["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    // The slow ones came back last, after queries sent later.
+    assert!(
+        order[..20].iter().all(|n| n.starts_with("ok.")),
+        "{order:?}"
+    );
+}
+
+#[test]
+fn a_reset_connection_fails_its_queries_and_is_reopened() {
+    let server = tcp_server();
+    let capture = capture_of(&names(&[("reset", 3)]), "tcp-reset.pcap");
+    let started = Instant::now();
+    // One query outstanding at a time: each one resets its own connection.
+    let (stats, stderr) = replay(
+        &capture,
+        &[
+            "--server",
+            &server,
+            "--transport",
+            "tcp",
+            "--inflight",
+            "1",
+            "--timeout",
+            "3000",
+        ],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(n(&stats, "sent"), 3, "{stats}");
+    assert_eq!(n(&stats, "answered"), 0, "{stats}");
+    assert_eq!(n(&stats, "timeouts"), 0, "{stats}");
+    assert_eq!(n(&stats, "errors"), 3, "{stats}");
+    assert_eq!(n(&stats, "connections_opened"), 3, "{stats}");
+    assert!(
+        stderr.contains("connection closed before the answer"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_server_that_is_not_there_is_an_error_per_query_and_no_hang() {
+    // A port nobody listens on.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let capture = capture_of(&names(&[("ok", 50)]), "refused.pcap");
+    let server = format!("127.0.0.1:{port}");
+    let (stats, stderr) = replay(&capture, &["--server", &server, "--transport", "tcp"]);
+    assert_eq!(n(&stats, "errors"), 50, "{stats}");
+    assert_eq!(stats["errors_by_kind"]["connect"], 50, "{stats}");
+    // One attempt, not one per query.
+    assert_eq!(n(&stats, "connect_failures"), 1, "{stats}");
+    assert!(stderr.contains("connect to 127.0.0.1"), "{stderr}");
+}

@@ -1,0 +1,177 @@
+//! Helpers of the replay tests: captures of queries built in the test, the
+//! test servers' addresses (`tests/servers/up.sh` writes them), and running
+//! `dnsluice replay` with its statistics read back.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// One query of a capture: its source (10.0.0.N), name and type.
+#[derive(Clone, Debug)]
+pub struct Q {
+    pub source: u8,
+    pub name: String,
+    pub qtype: u16,
+    /// Capture time in microseconds from the first packet.
+    pub at_us: u64,
+}
+
+/// `count` A queries for n0.., n1.. of the test zone, from `sources` sources,
+/// 100 µs apart; every fifth asks for a name that does not exist.
+pub fn zone_queries(count: usize, sources: u8) -> Vec<Q> {
+    (0..count)
+        .map(|i| Q {
+            source: (i % usize::from(sources)) as u8 + 1,
+            name: if i % 5 == 4 {
+                format!("missing{i}.lookup.test")
+            } else {
+                format!("n{i}.lookup.test")
+            },
+            qtype: 1,
+            at_us: i as u64 * 100,
+        })
+        .collect()
+}
+
+/// A DNS query message (RD set, no EDNS).
+pub fn query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
+    let mut m = Vec::new();
+    m.extend_from_slice(&id.to_be_bytes());
+    m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.trim_end_matches('.').split('.') {
+        m.push(label.len() as u8);
+        m.extend_from_slice(label.as_bytes());
+    }
+    m.push(0);
+    m.extend_from_slice(&qtype.to_be_bytes());
+    m.extend_from_slice(&1u16.to_be_bytes());
+    m
+}
+
+/// Writes a classic pcap (LINKTYPE_RAW) with one IPv4/UDP query per packet
+/// from 10.0.0.SOURCE to 192.0.2.53:53.
+pub fn write_capture(path: &Path, queries: &[Q]) {
+    let mut f = Vec::new();
+    f.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
+    f.extend_from_slice(&2u16.to_le_bytes());
+    f.extend_from_slice(&4u16.to_le_bytes());
+    f.extend_from_slice(&[0; 8]);
+    f.extend_from_slice(&65535u32.to_le_bytes());
+    f.extend_from_slice(&101u32.to_le_bytes());
+    for (i, q) in queries.iter().enumerate() {
+        let dns = query(i as u16, &q.name, q.qtype);
+        let udp_len = 8 + dns.len();
+        let ip_len = 20 + udp_len;
+        let mut p = Vec::with_capacity(ip_len);
+        p.extend_from_slice(&[0x45, 0]);
+        p.extend_from_slice(&(ip_len as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
+        p.extend_from_slice(&[10, 0, 0, q.source]);
+        p.extend_from_slice(&[192, 0, 2, 53]);
+        p.extend_from_slice(&(40000 + i as u16 % 20000).to_be_bytes());
+        p.extend_from_slice(&53u16.to_be_bytes());
+        p.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 0]);
+        p.extend_from_slice(&dns);
+        let ts = 1_700_000_000_000_000u64 + q.at_us;
+        f.extend_from_slice(&((ts / 1_000_000) as u32).to_le_bytes());
+        f.extend_from_slice(&((ts % 1_000_000) as u32).to_le_bytes());
+        f.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        f.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        f.extend_from_slice(&p);
+    }
+    std::fs::write(path, f).unwrap();
+}
+
+/// A fresh path under the target directory for this test.
+pub fn temp(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("replay");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!("{}-{name}", std::process::id()))
+}
+
+/// The test servers (`tests/servers/up.sh`): KEY → value of `servers.env`.
+pub fn servers() -> BTreeMap<String, String> {
+    let dir = std::env::var_os("DNSLUICE_SERVERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-servers"));
+    let path = dir.join("servers.env");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "the test servers are not up ({}: {e}): run tests/servers/up.sh first",
+            path.display()
+        )
+    });
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The address the test zone gives n<i>.lookup.test.
+pub fn address_of(i: u32) -> String {
+    format!("10.{}.{}.{}", (i >> 16) & 255, (i >> 8) & 255, i & 255)
+}
+
+/// Runs `dnsluice ARGS`.
+pub fn dnsluice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+        .args(args)
+        .output()
+        .expect("run dnsluice")
+}
+
+/// Runs `dnsluice replay CAPTURE ARGS --stats-json ...`, checks it succeeded,
+/// and returns the statistics and stderr.
+pub fn replay(capture: &Path, args: &[&str]) -> (Value, String) {
+    let stats = temp(&format!(
+        "stats-{}.json",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let mut all = vec!["replay", capture.to_str().unwrap()];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--stats-json", stats.to_str().unwrap()]);
+    let out = dnsluice(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "dnsluice {all:?} failed: {stderr}");
+    let text = std::fs::read_to_string(&stats).unwrap();
+    (serde_json::from_str(&text).unwrap(), stderr)
+}
+
+/// The contract keys of the replay statistics, checked present and typed.
+pub fn check_contract(stats: &Value) {
+    for key in [
+        "sent",
+        "answered",
+        "timeouts",
+        "errors",
+        "connections_opened",
+        "tls_handshakes",
+    ] {
+        assert!(
+            stats[key].is_u64(),
+            "`{key}` missing or not a count: {stats}"
+        );
+    }
+    assert!(stats["rcodes"].is_object(), "{stats}");
+    for key in ["p50", "p90", "p99", "p999", "max"] {
+        assert!(
+            stats["latency_ms"][key].is_f64(),
+            "latency_ms.{key}: {stats}"
+        );
+    }
+    assert!(stats["elapsed_s"].as_f64().unwrap() > 0.0, "{stats}");
+}
+
+/// `stats[key]` as a number.
+pub fn n(stats: &Value, key: &str) -> u64 {
+    stats[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("`{key}`: {stats}"))
+}

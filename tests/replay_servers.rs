@@ -1,0 +1,292 @@
+//! `dnsluice replay` against real servers on loopback (knot, dnsdist for DoT
+//! and DoH; started by tests/servers/up.sh): every query answered and counted,
+//! rcodes as the zone says, connections reused, certificates verified.
+
+mod replay_kit;
+
+use replay_kit::*;
+use serde_json::Value;
+
+const QUERIES: usize = 400;
+const CLIENTS: u64 = 4;
+
+/// A capture of QUERIES zone queries from 8 sources (4/5 exist, 1/5 do not).
+fn capture(name: &str) -> std::path::PathBuf {
+    let path = temp(name);
+    write_capture(&path, &zone_queries(QUERIES, 8));
+    path
+}
+
+fn check_all_answered(stats: &Value, what: &str) {
+    check_contract(stats);
+    assert_eq!(n(stats, "sent"), QUERIES as u64, "{what}: {stats}");
+    assert_eq!(n(stats, "answered"), QUERIES as u64, "{what}: {stats}");
+    assert_eq!(n(stats, "timeouts"), 0, "{what}: {stats}");
+    assert_eq!(n(stats, "errors"), 0, "{what}: {stats}");
+    let exist = (0..QUERIES).filter(|i| i % 5 != 4).count() as u64;
+    let rcodes = stats["rcodes"].as_object().unwrap();
+    assert_eq!(rcodes.len(), 2, "{what}: {stats}");
+    assert_eq!(rcodes["NOERROR"], exist, "{what}: {stats}");
+    assert_eq!(
+        rcodes["NXDOMAIN"],
+        QUERIES as u64 - exist,
+        "{what}: {stats}"
+    );
+    assert!(
+        stats["latency_ms"]["p50"].as_f64().unwrap() > 0.0,
+        "{what}: {stats}"
+    );
+}
+
+#[test]
+fn every_transport_answers_every_query_on_one_connection_per_client() {
+    let s = servers();
+    let capture = capture("all.pcap");
+    let clients = CLIENTS.to_string();
+    let ca = &s["CA_FILE"];
+    let name = &s["TLS_NAME"];
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("udp", vec!["--server", &s["KNOT"]]),
+        ("tcp", vec!["--server", &s["DNSDIST"], "--transport", "tcp"]),
+        (
+            "tls",
+            vec![
+                "--server",
+                &s["DOT"],
+                "--transport",
+                "tls",
+                "--ca-file",
+                ca,
+                "--tls-name",
+                name,
+            ],
+        ),
+        (
+            "https",
+            vec![
+                "--server",
+                &s["DOH"],
+                "--transport",
+                "https",
+                "--ca-file",
+                ca,
+                "--tls-name",
+                name,
+            ],
+        ),
+        (
+            "https-get",
+            vec![
+                "--server",
+                &s["DOH"],
+                "--transport",
+                "https",
+                "--method",
+                "get",
+                "--ca-file",
+                ca,
+                "--tls-name",
+                name,
+            ],
+        ),
+    ];
+    for (what, mut args) in cases {
+        args.extend_from_slice(&["--clients", &clients, "--inflight", "50", "-q"]);
+        let (stats, _) = replay(&capture, &args);
+        check_all_answered(&stats, what);
+        // One socket or connection per client, not one per query.
+        assert_eq!(n(&stats, "connections_opened"), CLIENTS, "{what}: {stats}");
+        let handshakes = if what.starts_with("tls") || what.starts_with("https") {
+            CLIENTS
+        } else {
+            0
+        };
+        assert_eq!(n(&stats, "tls_handshakes"), handshakes, "{what}: {stats}");
+    }
+}
+
+#[test]
+fn responses_carry_the_answers_the_zone_holds() {
+    let s = servers();
+    let capture = capture("responses.pcap");
+    let responses = temp("responses.jsonl");
+    let (stats, _) = replay(
+        &capture,
+        &[
+            "--server",
+            &s["DNSDIST"],
+            "--transport",
+            "tcp",
+            "--responses",
+            responses.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    check_all_answered(&stats, "tcp");
+    let text = std::fs::read_to_string(&responses).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), QUERIES);
+    let mut seen = 0;
+    for line in &lines {
+        assert_eq!(line["type"], "response");
+        assert_eq!(line["transport"], "tcp");
+        let question = line["query"]["dns"]["question"][0]["name"]
+            .as_str()
+            .unwrap();
+        let answer = &line["answer"]["dns"];
+        // The answer repeats the query's id and question.
+        assert_eq!(answer["id"], line["query"]["dns"]["id"]);
+        assert_eq!(answer["question"][0]["name"].as_str().unwrap(), question);
+        if let Some(i) = question
+            .strip_prefix('n')
+            .and_then(|r| r.strip_suffix(".lookup.test."))
+        {
+            let i: u32 = i.parse().unwrap();
+            assert_eq!(answer["rcode"], "NOERROR");
+            assert_eq!(answer["answer"][0]["data"].as_str().unwrap(), address_of(i));
+            seen += 1;
+        } else {
+            assert_eq!(answer["rcode"], "NXDOMAIN", "{line}");
+        }
+        assert!(line["latency_ms"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(seen, QUERIES * 4 / 5);
+}
+
+#[test]
+fn a_truncated_udp_answer_is_retried_over_tcp() {
+    let s = servers();
+    // `big` has 40 A records: more than 512 bytes, so without EDNS knot sets TC=1.
+    let queries: Vec<Q> = (0..20)
+        .map(|i| Q {
+            source: 1,
+            name: "big.lookup.test".into(),
+            qtype: 1,
+            at_us: i * 10,
+        })
+        .collect();
+    let capture = temp("big.pcap");
+    write_capture(&capture, &queries);
+    let responses = temp("big.jsonl");
+    let (stats, _) = replay(
+        &capture,
+        &[
+            "--server",
+            &s["KNOT"],
+            "--responses",
+            responses.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    assert_eq!(n(&stats, "answered"), 20, "{stats}");
+    assert_eq!(n(&stats, "tcp_retries"), 20, "{stats}");
+    for line in std::fs::read_to_string(&responses).unwrap().lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(line["transport"], "tcp");
+        assert_eq!(line["answer"]["dns"]["flags"]["tc"], false);
+        assert_eq!(line["answer"]["dns"]["ancount"], 40);
+    }
+}
+
+#[test]
+fn a_certificate_that_does_not_verify_fails_unless_insecure() {
+    let s = servers();
+    let capture = capture("cert.pcap");
+    for (what, extra) in [
+        // The test CA is not among the system's roots.
+        ("system roots", vec!["--tls-name", &s["TLS_NAME"]]),
+        // The right CA, the wrong name.
+        (
+            "wrong name",
+            vec!["--ca-file", &s["CA_FILE"], "--tls-name", "other.test"],
+        ),
+    ] {
+        let mut args = vec![
+            "--server",
+            &s["DOT"],
+            "--transport",
+            "tls",
+            "--clients",
+            "2",
+        ];
+        args.extend_from_slice(&extra);
+        let (stats, stderr) = replay(&capture, &args);
+        check_contract(&stats);
+        assert_eq!(n(&stats, "answered"), 0, "{what}: {stats}");
+        assert_eq!(n(&stats, "errors"), QUERIES as u64, "{what}: {stats}");
+        assert_eq!(n(&stats, "tls_handshakes"), 0, "{what}: {stats}");
+        assert_eq!(
+            stats["errors_by_kind"]["tls_handshake"], QUERIES as u64,
+            "{what}"
+        );
+        assert!(
+            stderr.contains("TLS handshake with") && stderr.contains("certificate"),
+            "{what}: {stderr}"
+        );
+    }
+    let (stats, _) = replay(
+        &capture,
+        &[
+            "--server",
+            &s["DOT"],
+            "--transport",
+            "tls",
+            "--insecure",
+            "-q",
+        ],
+    );
+    check_all_answered(&stats, "insecure");
+}
+
+#[test]
+fn the_printed_pipeline_runs_the_same_replay() {
+    let s = servers();
+    let capture = capture("printed.pcap");
+    let out = dnsluice(&[
+        "replay",
+        capture.to_str().unwrap(),
+        "--server",
+        &s["KNOT"],
+        "--clients",
+        "3",
+        "--rate",
+        "4000",
+        "--print-pipeline",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("module = \"filter.timing\"\nrate = 4000.0"),
+        "{text}"
+    );
+    let pipeline = temp("printed.toml");
+    std::fs::write(&pipeline, &text).unwrap();
+    let stats_path = temp("printed-stats.json");
+    let out = dnsluice(&[
+        "run",
+        pipeline.to_str().unwrap(),
+        "--stats-json",
+        stats_path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    let client = stats["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["module"] == "output.dnscli")
+        .unwrap();
+    assert_eq!(client["counters"]["answered"], QUERIES as u64);
+    assert_eq!(client["counters"]["connections_opened"], 3);
+    // 400 queries at 4000/s: 0.1 s at least.
+    let elapsed = stats["elapsed_s"].as_f64().unwrap();
+    assert!(elapsed >= 0.095, "{elapsed}");
+}

@@ -1,0 +1,122 @@
+//! Fire-and-forget replay (`--no-responses`, output.udpcli) into a UDP sink on
+//! loopback, and pacing (`--rate`, `--keep-timing`, `--speed`).
+
+mod replay_kit;
+
+use replay_kit::*;
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A UDP sink counting datagrams (and the distinct source ports) until `stop`.
+fn sink() -> (
+    String,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<(usize, usize)>,
+) {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopping = stop.clone();
+    let counter = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut count = 0;
+        let mut ports = std::collections::BTreeSet::new();
+        loop {
+            match socket.recv_from(&mut buf) {
+                Ok((len, from)) => {
+                    assert!(len >= 12 && buf[2] & 0x80 == 0, "a query");
+                    count += 1;
+                    ports.insert(from.port());
+                }
+                Err(_) if stopping.load(Ordering::Relaxed) => return (count, ports.len()),
+                Err(_) => {}
+            }
+        }
+    });
+    (addr, stop, counter)
+}
+
+#[test]
+fn every_query_reaches_the_sink_from_each_client() {
+    let capture = temp("sink.pcap");
+    // Paced at 20k/s so that the sink's socket buffer never overflows.
+    write_capture(&capture, &zone_queries(2000, 16));
+    let (addr, stop, counter) = sink();
+    let (stats, _) = replay(
+        &capture,
+        &[
+            "--server",
+            &addr,
+            "--no-responses",
+            "--clients",
+            "5",
+            "--rate",
+            "20000",
+            "-q",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let (received, sources) = counter.join().unwrap();
+    check_contract(&stats);
+    assert_eq!(n(&stats, "sent"), 2000, "{stats}");
+    assert_eq!(received, 2000);
+    assert_eq!(sources, 5, "one socket per client");
+    assert_eq!(n(&stats, "connections_opened"), 5);
+}
+
+#[test]
+fn batched_sends_carry_every_query() {
+    let capture = temp("batched.pcap");
+    // Few enough that an unpaced burst fits the sink's socket buffer.
+    write_capture(&capture, &zone_queries(100, 3));
+    let (addr, stop, counter) = sink();
+    let (stats, _) = replay(&capture, &["--server", &addr, "--no-responses", "-q"]);
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let (received, _) = counter.join().unwrap();
+    assert_eq!(n(&stats, "sent"), 100);
+    assert_eq!(received, 100);
+    // 32 per sendmmsg call: 4 calls, not 100.
+    let client = stats["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["module"] == "output.udpcli")
+        .unwrap();
+    assert_eq!(client["counters"]["syscalls"], 4, "{client}");
+}
+
+#[test]
+fn pacing_follows_the_capture_or_the_rate() {
+    // 301 queries 1 ms apart in the capture: 0.3 s of capture time.
+    let queries: Vec<Q> = zone_queries(301, 4)
+        .into_iter()
+        .enumerate()
+        .map(|(i, q)| Q {
+            at_us: i as u64 * 1000,
+            ..q
+        })
+        .collect();
+    let capture = temp("paced.pcap");
+    write_capture(&capture, &queries);
+    for (args, low, high) in [
+        (vec!["--keep-timing"], 0.29, 1.5),
+        (vec!["--speed", "3"], 0.095, 0.6),
+        (vec!["--rate", "1000"], 0.29, 1.5),
+    ] {
+        let (addr, stop, counter) = sink();
+        let mut all = vec!["--server", addr.as_str(), "--no-responses", "-q"];
+        all.extend_from_slice(&args);
+        let (stats, _) = replay(&capture, &all);
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(counter.join().unwrap().0, 301, "{args:?}");
+        let elapsed = stats["elapsed_s"].as_f64().unwrap();
+        assert!(elapsed >= low && elapsed < high, "{args:?}: {elapsed}");
+    }
+}
