@@ -10,6 +10,8 @@ pub fn to_toml(value: &Value) -> Result<Option<toml::Value>, String> {
     Ok(Some(match value {
         Value::Nil => return Ok(None),
         Value::Boolean(b) => toml::Value::Boolean(*b),
+        // `mlua::Integer` is `i64` with Lua 5.4 and `isize` with LuaJIT.
+        #[allow(clippy::unnecessary_cast)]
         Value::Integer(i) => toml::Value::Integer(*i as i64),
         Value::Number(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => toml::Value::Integer(*x as i64),
         Value::Number(x) => toml::Value::Float(*x),

@@ -198,7 +198,7 @@ impl Stage {
                 let upstream = self.0.borrow().upstream.clone();
                 if let Some(upstream) = upstream {
                     let pull = Pull::new(upstream.producer(lua)?).map_err(|e| located(lua, e))?;
-                    let next = lua.create_function(move |lua, _: Value| pull.next(lua))?;
+                    let next = lua.create_function(move |lua, ()| pull.next(lua))?;
                     table.set("pull", next)?;
                 }
                 Ok(Box::new(LuaProducer {
@@ -379,7 +379,7 @@ impl UserData for Stage {
         methods.add_method("produce", |lua, this, ()| this.pull(lua)?.next(lua));
         methods.add_method("iter", |lua, this, ()| {
             let pull = this.pull(lua)?;
-            lua.create_function(move |lua, _: mlua::MultiValue| pull.next(lua))
+            lua.create_function(move |lua, ()| pull.next(lua))
         });
         methods.add_method("set", |lua, this, (key, value): (String, Value)| {
             this.set_option(lua, &key, value)?;

@@ -129,7 +129,7 @@ impl Cursor {
             s.gen = s.gen.wrapping_add(1).max(1);
             s.obj = Some(obj);
             Ok(LightUserData(
-                (((self.slot as usize) << GEN_BITS) | s.gen as usize) as *mut c_void,
+                ((self.slot << GEN_BITS) | s.gen as usize) as *mut c_void,
             ))
         })
     }
@@ -283,9 +283,8 @@ pub fn install(lua: &Lua) -> mlua::Result<()> {
     lua.set_named_registry_value(METHODS_KEY.to_str().unwrap_or_default(), methods)?;
     let tables = lua.create_function(|lua, (value, key): (Value, mlua::LuaString)| {
         let key = key.to_str()?.to_owned();
-        let built = with_view(&value, |obj, dns| fields::table(lua, obj, dns, &key))
-            .map_err(mlua::Error::external)?;
-        built
+        with_view(&value, |obj, dns| fields::table(lua, obj, dns, &key))
+            .map_err(mlua::Error::external)?
     })?;
     lua.set_named_registry_value(TABLES_KEY.to_str().unwrap_or_default(), tables)?;
     let meta = lua.create_table()?;
@@ -338,12 +337,22 @@ unsafe fn index_inner(l: *mut ffi::lua_State) -> c_int {
             return -1;
         }
         let key = std::slice::from_raw_parts(key.cast::<u8>(), len);
-        let Some((obj, dns)) = current(value) else {
+        let mut scratch = SCRATCH.take();
+        // Computed under the slot's borrow, without copying the object: the
+        // strings it returns borrow the producer's data (or are static), which
+        // stays put until the slot is cleared, and nothing below runs Lua
+        // code that could clear it before the string is pushed.
+        let (slot, gen, dns) = decode(value);
+        let field = SLOTS.with_borrow(|slots| {
+            let s = slots.get(slot).filter(|s| s.used && s.gen == gen)?;
+            let obj: &Object<'static> = s.obj.as_ref()?;
+            Some(fields::field(obj, dns, key, &mut scratch))
+        });
+        let Some(field) = field else {
+            SCRATCH.set(scratch);
             push_message(l, STALE);
             return -1;
         };
-        let mut scratch = SCRATCH.take();
-        let field = fields::field(&obj, dns, key, &mut scratch);
         let pushed = match field {
             Field::Nil => {
                 ffi::lua_pushnil(l);
