@@ -58,6 +58,18 @@ pub enum Command {
         dnsluice replay queries.pcap --server 127.0.0.1:53 --no-responses --rate 100000\n  \
         dnsluice replay queries.pcap --server 127.0.0.1:53 --print-pipeline > replay.toml")]
     Replay(crate::replay::ReplayArgs),
+    /// Run a Lua script: `arg[0]` is the script, `arg[1]`... the arguments.
+    ///
+    /// Every module is reachable from Lua (`require("dnsluice.input.mmpcap")`);
+    /// see the README's Lua section. Works as a shebang:
+    /// `#!/usr/bin/env -S dnsluice script`.
+    Script {
+        /// The Lua file.
+        file: PathBuf,
+        /// Arguments for the script.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// Parses the command line and runs it with `registry`; the process exit code.
@@ -76,6 +88,10 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
     match cli.command {
         Command::Modules => {
             print!("{}", modules_text(registry));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Script { file, args } => {
+            dnsluice_lua::run_script(registry, &file, &args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Run {

@@ -1,5 +1,7 @@
 //! The `dnsluice` command.
 
 fn main() -> std::process::ExitCode {
-    dnsluice::cli::main(dnsluice::modules::registry())
+    let mut registry = dnsluice::modules::registry();
+    dnsluice_lua::register(&mut registry);
+    dnsluice::cli::main(registry)
 }

@@ -104,6 +104,14 @@ pub fn skip(msg: &[u8], start: usize) -> Result<usize, (DnsError, usize)> {
 /// Appends one label in presentation form: `.` and `\` escaped with a
 /// backslash, bytes outside `!`..`~` as `\DDD` (decimal), as in RFC 4343 / zone files.
 pub fn push_label(label: &[u8], out: &mut Vec<u8>) {
+    // Fast path for the usual letters, digits, `-` and `_`: nothing to escape.
+    if label
+        .iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        out.extend_from_slice(label);
+        return;
+    }
     push_escaped(label, b".\\", 0x21, out);
 }
 
@@ -126,6 +134,10 @@ pub(crate) fn push_escaped(text: &[u8], special: &[u8], lowest: u8, out: &mut Ve
 /// dot (the root is `.`). On error nothing is guaranteed about what was appended.
 pub fn write(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Result<usize, (DnsError, usize)> {
     let before = out.len();
+    if let Some(end) = write_plain(msg, start, out) {
+        return Ok(end);
+    }
+    out.truncate(before);
     let end = walk(msg, start, |label| {
         push_label(label, out);
         out.push(b'.');
@@ -134,6 +146,33 @@ pub fn write(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Result<usize, (DnsE
         out.push(b'.');
     }
     Ok(end)
+}
+
+/// [`write`]'s fast path: a name without compression pointers whose labels
+/// need no escaping (most QNAMEs). `None` (with a partial name appended) when
+/// the name is anything else; the full walk then decides.
+#[inline]
+fn write_plain(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
+    let mut pos = start;
+    loop {
+        let len = usize::from(*msg.get(pos)?);
+        if len == 0 {
+            if pos == start {
+                out.push(b'.');
+            }
+            return (pos + 1 - start <= MAX_NAME).then_some(pos + 1);
+        }
+        let label = msg.get(pos + 1..pos + 1 + len).filter(|_| len <= 63)?;
+        if !label
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return None;
+        }
+        out.extend_from_slice(label);
+        out.push(b'.');
+        pos += 1 + len;
+    }
 }
 
 /// The name at `start` as a presentation string (allocates: not for the hot path).

@@ -1,0 +1,416 @@
+//! Objects as Lua sees them: views that are valid until the next object.
+//!
+//! A view is a Lua *light userdata* whose value names a [`Cursor`] slot and the
+//! generation of the object the slot held when the view was made (plus a bit
+//! for "the DNS part of it"). Making one allocates nothing and leaves nothing
+//! for the garbage collector. Every field access checks the generation: a
+//! view kept past the next object is a clear Lua error, never a read of freed
+//! memory. `obj:copy()` makes an owned copy (a full userdata, [`OwnedView`]).
+//!
+//! The hot path (`obj.qname`, `obj.dns`, ...) is one C function written
+//! against the Lua C API ([`light_index`]): it reads the key, checks the
+//! generation, computes the field with [`crate::fields`] and pushes it. Fields
+//! that are tables (sections, EDNS, flags) are built by an mlua function.
+//!
+//! # Safety
+//!
+//! A slot holds an `Object<'static>`: a lie about the lifetime, kept true by
+//! the two ways objects are put there. [`Cursor::lend`] clears the slot
+//! before it returns (the object outlives the call). A pull chain stores the
+//! object its producer returned and clears the slot before it touches the
+//! producer again and before the producer is dropped ([`Cursor::hold`] is
+//! `unsafe` and documents this). While Rust code reads an object out of a
+//! slot ([`with_view`]) the slot is pinned, and a pinned slot refuses to take
+//! a new object.
+
+use crate::fields::{self, Field};
+use dnsluice_core::{Object, OwnedObject};
+use mlua::{ffi, AnyUserData, LightUserData, Lua, MetaMethod, UserData, UserDataMethods, Value};
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_int, c_void};
+use std::rc::Rc;
+
+/// Bits of the generation in a view's value.
+const GEN_BITS: u32 = 32;
+/// Bits of the slot number (LuaJIT keeps light userdata under 2^47).
+const SLOT_BITS: u32 = 7;
+/// Most cursors alive at once in one thread.
+pub const MAX_SLOTS: usize = 1 << SLOT_BITS;
+/// Set in a view's value when it is the DNS part of the object.
+const DNS_BIT: usize = 1 << (GEN_BITS + SLOT_BITS);
+
+/// Registry key of the table of view methods (`copy`, ...).
+const METHODS_KEY: &std::ffi::CStr = c"dnsluice.view.methods";
+/// Registry key of the function that builds table-valued fields.
+const TABLES_KEY: &std::ffi::CStr = c"dnsluice.view.tables";
+
+const STALE: &str =
+    "stale object: a view is valid until the next object (use obj:copy() to keep one)";
+
+#[derive(Default)]
+struct Slot {
+    gen: u32,
+    used: bool,
+    pins: u32,
+    obj: Option<Object<'static>>,
+}
+
+thread_local! {
+    static SLOTS: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
+    static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// Errors of the view machinery.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    /// The view's object is gone.
+    #[error("{STALE}")]
+    Stale,
+    /// The value is not an object.
+    #[error("expected an object, got {0}")]
+    NotAnObject(&'static str),
+    /// Too many producers and Lua stages alive at once.
+    #[error("more than {MAX_SLOTS} object cursors alive at once")]
+    TooManyCursors,
+    /// The object is being read by a stage that was handed it.
+    #[error("the current object is in use by the stage it was passed to")]
+    Pinned,
+}
+
+/// A slot objects are lent to Lua through. Frees its slot when dropped.
+pub struct Cursor {
+    slot: usize,
+}
+
+impl Cursor {
+    /// Takes a free slot.
+    pub fn new() -> Result<Self, ViewError> {
+        SLOTS.with_borrow_mut(|slots| {
+            let slot = match slots.iter().position(|s| !s.used) {
+                Some(i) => i,
+                None if slots.len() < MAX_SLOTS => {
+                    slots.push(Slot::default());
+                    slots.len() - 1
+                }
+                None => return Err(ViewError::TooManyCursors),
+            };
+            slots[slot].used = true;
+            Ok(Cursor { slot })
+        })
+    }
+
+    /// Empties the slot: views of its object become stale.
+    pub fn clear(&self) -> Result<(), ViewError> {
+        SLOTS.with_borrow_mut(|slots| {
+            let s = &mut slots[self.slot];
+            if s.pins > 0 {
+                return Err(ViewError::Pinned);
+            }
+            s.obj = None;
+            Ok(())
+        })
+    }
+
+    /// Puts `obj` in the slot and returns its view.
+    ///
+    /// # Safety
+    ///
+    /// The slot must be cleared ([`Cursor::clear`], or dropping the cursor)
+    /// before the data `obj` borrows is freed or mutated.
+    pub unsafe fn hold(&self, obj: Object<'_>) -> Result<LightUserData, ViewError> {
+        // SAFETY: only the lifetime changes; the caller clears the slot in time.
+        let obj: Object<'static> =
+            unsafe { std::mem::transmute::<Object<'_>, Object<'static>>(obj) };
+        SLOTS.with_borrow_mut(|slots| {
+            let s = &mut slots[self.slot];
+            if s.pins > 0 {
+                return Err(ViewError::Pinned);
+            }
+            s.gen = s.gen.wrapping_add(1).max(1);
+            s.obj = Some(obj);
+            Ok(LightUserData(
+                ((self.slot << GEN_BITS) | s.gen as usize) as *mut c_void,
+            ))
+        })
+    }
+
+    /// Lends `obj` to `f` as a view; the view is stale when `f` returns.
+    pub fn lend<R>(
+        &self,
+        obj: &Object<'_>,
+        f: impl FnOnce(LightUserData) -> R,
+    ) -> Result<R, ViewError> {
+        struct Clear<'c>(&'c Cursor);
+        impl Drop for Clear<'_> {
+            fn drop(&mut self) {
+                SLOTS.with_borrow_mut(|slots| slots[self.0.slot].obj = None);
+            }
+        }
+        // SAFETY: `Clear` empties the slot before `obj`'s borrow ends (also on unwind).
+        let view = unsafe { self.hold(*obj)? };
+        let _clear = Clear(self);
+        Ok(f(view))
+    }
+}
+
+impl Drop for Cursor {
+    fn drop(&mut self) {
+        SLOTS.with_borrow_mut(|slots| {
+            let s = &mut slots[self.slot];
+            s.obj = None;
+            s.used = false;
+            s.pins = 0;
+        });
+    }
+}
+
+fn decode(value: usize) -> (usize, u32, bool) {
+    let slot = (value >> GEN_BITS) & (MAX_SLOTS - 1);
+    (slot, value as u32, value & DNS_BIT != 0)
+}
+
+/// The object of a live view, copied out of its slot (without pinning it).
+fn current(value: usize) -> Option<(Object<'static>, bool)> {
+    let (slot, gen, dns) = decode(value);
+    SLOTS.with_borrow(|slots| {
+        let s = slots.get(slot).filter(|s| s.used && s.gen == gen)?;
+        s.obj.map(|o| (o, dns))
+    })
+}
+
+/// An owned copy of an object (`obj:copy()`), or its DNS part.
+pub struct OwnedView {
+    obj: Rc<OwnedObject>,
+    dns: bool,
+}
+
+impl UserData for OwnedView {
+    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        methods.add_meta_function(
+            MetaMethod::Index,
+            |lua, (ud, key): (AnyUserData, mlua::LuaString)| {
+                let this = ud.borrow::<OwnedView>()?;
+                let obj = this.obj.view();
+                let mut scratch = Vec::new();
+                let field = fields::field(&obj, this.dns, &key.as_bytes(), &mut scratch);
+                match field {
+                    Field::Dns => {
+                        let dns = OwnedView {
+                            obj: this.obj.clone(),
+                            dns: true,
+                        };
+                        drop(this);
+                        lua.create_userdata(dns).map(Value::UserData)
+                    }
+                    Field::Table => fields::table(lua, &obj, this.dns, &key.to_str()?),
+                    Field::Unknown => method(lua, &key),
+                    other => fields::to_value(lua, other, &scratch),
+                }
+            },
+        );
+        methods.add_meta_method(MetaMethod::ToString, |_, this, ()| {
+            Ok(fields::describe(&this.obj.view(), this.dns))
+        });
+    }
+}
+
+fn method(lua: &Lua, key: &mlua::LuaString) -> mlua::Result<Value> {
+    let methods: mlua::Table =
+        lua.named_registry_value(METHODS_KEY.to_str().unwrap_or_default())?;
+    match methods.raw_get::<Value>(key)? {
+        Value::Nil => Err(mlua::Error::runtime(format!(
+            "objects have no field `{}` (fields: {})",
+            key.display(),
+            fields::NAMES
+        ))),
+        v => Ok(v),
+    }
+}
+
+/// Calls `f` with the object a view (light or owned) stands for, pinned.
+pub fn with_view<R>(
+    value: &Value,
+    f: impl for<'a> FnOnce(&Object<'a>, bool) -> R,
+) -> Result<R, ViewError> {
+    match value {
+        Value::LightUserData(l) => {
+            let (slot, gen, _) = decode(l.0 as usize);
+            let (obj, dns) = current(l.0 as usize).ok_or(ViewError::Stale)?;
+            struct Unpin(usize);
+            impl Drop for Unpin {
+                fn drop(&mut self) {
+                    SLOTS.with_borrow_mut(|slots| slots[self.0].pins -= 1);
+                }
+            }
+            SLOTS.with_borrow_mut(|slots| {
+                debug_assert_eq!(slots[slot].gen, gen);
+                slots[slot].pins += 1
+            });
+            let _unpin = Unpin(slot);
+            Ok(f(&obj, dns))
+        }
+        Value::UserData(ud) => {
+            let this = ud
+                .borrow::<OwnedView>()
+                .map_err(|_| ViewError::NotAnObject("another userdata"))?;
+            Ok(f(&this.obj.view(), this.dns))
+        }
+        other => Err(ViewError::NotAnObject(other.type_name())),
+    }
+}
+
+/// Makes an owned copy of the object a view stands for.
+pub fn copy(lua: &Lua, value: &Value) -> mlua::Result<AnyUserData> {
+    let (owned, dns) = with_view(value, |obj, dns| {
+        let mut owned = OwnedObject::default();
+        owned.copy_from(obj);
+        (owned, dns)
+    })
+    .map_err(mlua::Error::external)?;
+    lua.create_userdata(OwnedView {
+        obj: Rc::new(owned),
+        dns,
+    })
+}
+
+/// Installs the metatable of light userdata (object views) and the view methods.
+pub fn install(lua: &Lua) -> mlua::Result<()> {
+    let methods = lua.create_table()?;
+    methods.set(
+        "copy",
+        lua.create_function(|lua, value: Value| copy(lua, &value))?,
+    )?;
+    lua.set_named_registry_value(METHODS_KEY.to_str().unwrap_or_default(), methods)?;
+    let tables = lua.create_function(|lua, (value, key): (Value, mlua::LuaString)| {
+        let key = key.to_str()?.to_owned();
+        with_view(&value, |obj, dns| fields::table(lua, obj, dns, &key))
+            .map_err(mlua::Error::external)?
+    })?;
+    lua.set_named_registry_value(TABLES_KEY.to_str().unwrap_or_default(), tables)?;
+    let meta = lua.create_table()?;
+    // SAFETY: `light_index` follows the Lua C API protocol (see its comments).
+    meta.set("__index", unsafe { lua.create_c_function(light_index)? })?;
+    meta.set(
+        "__tostring",
+        lua.create_function(|_, l: LightUserData| {
+            Ok(match current(l.0 as usize) {
+                Some((obj, dns)) => fields::describe(&obj, dns),
+                None => "dnsluice object (stale)".to_string(),
+            })
+        })?,
+    )?;
+    lua.set_type_metatable::<LightUserData>(Some(meta));
+    Ok(())
+}
+
+/// Pushes `msg` for [`ffi::lua_error`].
+unsafe fn push_message(l: *mut ffi::lua_State, msg: &str) {
+    unsafe {
+        ffi::luaL_where(l, 1);
+        ffi::lua_pushlstring(l, msg.as_ptr().cast(), msg.len());
+        ffi::lua_concat(l, 2);
+    }
+}
+
+/// `__index` of views: `obj.KEY`.
+///
+/// Nothing that needs dropping is alive when Lua may leave this function by a
+/// long jump (an error, or an error in the table builder it calls): the
+/// object is `Copy`, and the scratch buffer is put back before any call that
+/// can raise.
+unsafe extern "C-unwind" fn light_index(l: *mut ffi::lua_State) -> c_int {
+    let n = unsafe { index_inner(l) };
+    if n < 0 {
+        // The message is on the stack.
+        unsafe { ffi::lua_error(l) }
+    }
+    n
+}
+
+unsafe fn index_inner(l: *mut ffi::lua_State) -> c_int {
+    unsafe {
+        let value = ffi::lua_touserdata(l, 1) as usize;
+        let mut len = 0usize;
+        let key = ffi::lua_tolstring(l, 2, &mut len);
+        if ffi::lua_type(l, 2) != ffi::LUA_TSTRING || key.is_null() {
+            push_message(l, "object fields are named by strings");
+            return -1;
+        }
+        let key = std::slice::from_raw_parts(key.cast::<u8>(), len);
+        let mut scratch = SCRATCH.take();
+        // Computed under the slot's borrow, without copying the object: the
+        // strings it returns borrow the producer's data (or are static), which
+        // stays put until the slot is cleared, and nothing below runs Lua
+        // code that could clear it before the string is pushed.
+        let (slot, gen, dns) = decode(value);
+        let field = SLOTS.with_borrow(|slots| {
+            let s = slots.get(slot).filter(|s| s.used && s.gen == gen)?;
+            let obj: &Object<'static> = s.obj.as_ref()?;
+            Some(fields::field(obj, dns, key, &mut scratch))
+        });
+        let Some(field) = field else {
+            SCRATCH.set(scratch);
+            push_message(l, STALE);
+            return -1;
+        };
+        let pushed = match field {
+            Field::Nil => {
+                ffi::lua_pushnil(l);
+                1
+            }
+            Field::Bool(b) => {
+                ffi::lua_pushboolean(l, c_int::from(b));
+                1
+            }
+            Field::Int(i) => {
+                ffi::lua_pushinteger(l, i as ffi::lua_Integer);
+                1
+            }
+            Field::Num(x) => {
+                ffi::lua_pushnumber(l, x);
+                1
+            }
+            Field::Str(s) => {
+                ffi::lua_pushlstring(l, s.as_ptr().cast(), s.len());
+                1
+            }
+            Field::Scratch => {
+                ffi::lua_pushlstring(l, scratch.as_ptr().cast(), scratch.len());
+                1
+            }
+            Field::Dns => {
+                ffi::lua_pushlightuserdata(l, (value | DNS_BIT) as *mut c_void);
+                1
+            }
+            Field::Table => 0,
+            Field::Unknown => -2,
+        };
+        SCRATCH.set(scratch);
+        match pushed {
+            0 => {
+                ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, TABLES_KEY.as_ptr());
+                ffi::lua_pushvalue(l, 1);
+                ffi::lua_pushvalue(l, 2);
+                ffi::lua_call(l, 2, 1);
+                1
+            }
+            -2 => {
+                ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, METHODS_KEY.as_ptr());
+                ffi::lua_pushvalue(l, 2);
+                ffi::lua_rawget(l, -2);
+                if ffi::lua_type(l, -1) == ffi::LUA_TNIL {
+                    let msg = format!(
+                        "objects have no field `{}` (fields: {})",
+                        String::from_utf8_lossy(key),
+                        fields::NAMES
+                    );
+                    push_message(l, &msg);
+                    drop(msg);
+                    return -1;
+                }
+                1
+            }
+            n => n,
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! `dnsluice script`: errors with file:line, views, filter.lua (Lua and TOML),
+//! modules written in Lua in push and pull chains.
+
+mod common;
+
+use common::{corpus_dir, dnsluice, run_pipeline, temp_path, truth_rows};
+use std::path::PathBuf;
+use std::process::Output;
+
+const CAPTURE: &str = "live_mini_en10mb.pcap";
+
+fn capture() -> PathBuf {
+    corpus_dir().join(CAPTURE)
+}
+
+/// tshark's DNS messages of the test capture.
+fn truth_messages() -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let path = corpus_dir().join(format!("{CAPTURE}.truth.json"));
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    truth_rows(&truth["dns_messages"])
+}
+
+/// Writes `text` as `NAME` in a fresh directory and runs it with the capture as arg[1].
+fn script(name: &str, text: &str) -> (Output, String) {
+    let dir = temp_path("lua");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    let out = dnsluice()
+        .current_dir(&dir)
+        .arg("script")
+        .arg(name)
+        .arg(capture())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let _ = std::fs::remove_dir_all(&dir);
+    (out, err)
+}
+
+fn fails_with(name: &str, text: &str, wanted: &[&str]) {
+    let (out, err) = script(name, text);
+    assert!(!out.status.success(), "{name} should fail");
+    for w in wanted {
+        assert!(err.contains(w), "{name}: stderr lacks {w:?}:\n{err}");
+    }
+}
+
+const CHAIN: &str = "local d = require('dnsluice')\n\
+    local input = d.stage('input.mmpcap', {path = arg[1]})\n\
+    local layer = d.stage('filter.layer')\n\
+    local dns = d.stage('filter.dns')\n";
+
+#[test]
+fn syntax_errors_name_file_and_line() {
+    fails_with(
+        "syntax.lua",
+        "local x = 1\nprint(1 +)\n",
+        &["syntax.lua:2:"],
+    );
+}
+
+#[test]
+fn runtime_errors_name_file_and_line_with_a_traceback() {
+    fails_with(
+        "runtime.lua",
+        "local t\nlocal function f() return t.x end\nf()\n",
+        &[
+            "runtime.lua:2: attempt to index",
+            "stack traceback",
+            "runtime.lua:3",
+        ],
+    );
+}
+
+#[test]
+fn wrong_option_names_and_types_are_clear_errors() {
+    fails_with(
+        "name.lua",
+        "\nlocal i = require('dnsluice.input.mmpcap').new{ pth = 'x' }\n",
+        &["name.lua:2: input.mmpcap: unknown option `pth`; options are: path"],
+    );
+    fails_with(
+        "setter.lua",
+        "local i = require('dnsluice.input.mmpcap').new()\ni:speed(3)\n",
+        &["setter.lua:2:", "unknown option `speed`"],
+    );
+    fails_with(
+        "type.lua",
+        &format!("{CHAIN}dns:set('ports', 'x')\ndns:producer(layer:producer(input))\nprint(dns:produce())\n"),
+        &["type.lua:7:", "filter.dns: option `ports`"],
+    );
+    fails_with(
+        "module.lua",
+        "require('dnsluice').stage('filter.nope')\n",
+        &["module.lua:1: unknown module `filter.nope`; modules are:"],
+    );
+    fails_with(
+        "file.lua",
+        "local i = require('dnsluice.input.mmpcap').new{ path = '/nonexistent.pcap' }\nfor o in i:iter() do end\n",
+        &["file.lua:2:", "/nonexistent.pcap"],
+    );
+}
+
+#[test]
+fn options_table_setters_and_open_are_equivalent() {
+    let (out, err) = script(
+        "setters.lua",
+        "local a = require('dnsluice.input.mmpcap').new{ path = arg[1] }\n\
+         local b = require('dnsluice.input.mmpcap').new()\nb:path(arg[1])\n\
+         local c = require('dnsluice.input.mmpcap').new()\nc:open(arg[1])\n\
+         for _, x in ipairs{a, b, c} do local n = 0 for o in x:iter() do n = n + 1 end print(n) end\n",
+    );
+    assert!(out.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1517\n1517\n1517\n");
+}
+
+#[test]
+fn a_view_is_stale_after_the_next_object_and_a_copy_is_not() {
+    let (out, err) = script(
+        "stale.lua",
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\n\
+             local a = dns:produce()\nlocal kept = a:copy()\nlocal b = dns:produce()\n\
+             print(kept.frame, kept.dns.id, kept.dns.qname, b.frame)\nprint(a.frame)\n"
+        ),
+    );
+    assert!(!out.status.success());
+    let first = &truth_messages()[0];
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "{}\t{}\t{}.\t{}\n",
+            first["frame"],
+            first["id"],
+            first["qname"].as_str().unwrap(),
+            2
+        )
+    );
+    assert!(err.contains("stale.lua:10: stale object"), "{err}");
+}
+
+#[test]
+fn fields_follow_the_json_names() {
+    let (out, err) = script(
+        "fields.lua",
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\nlocal o = dns:produce()\nlocal m = o.dns\n\
+             print(o.frame, o.ip, o.src, o.dst, o.transport, o.sport, o.dport, o.link, #o.payload == o.payload_len)\n\
+             print(m.id, m.qr, m.opcode, m.rcode, m.qdcount, m.qname, m.qtype, m.qclass, m.flags.rd, #m.question, m.question[1].type)\n"
+        ),
+    );
+    assert!(out.status.success(), "{err}");
+    let t = &truth_messages()[0];
+    let want = format!(
+        "{}\t4\t{}\t{}\tudp\t{}\t{}\tEN10MB\ttrue\n{}\tfalse\tQUERY\tNOERROR\t1\t{}.\t{}\tIN\ttrue\t1\t{}\n",
+        t["frame"], t["src"].as_str().unwrap(), t["dst"].as_str().unwrap(), t["sport"], t["dport"],
+        t["id"], t["qname"].as_str().unwrap(), t["qtype_name"].as_str().unwrap(), t["qtype_name"].as_str().unwrap()
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+}
+
+#[test]
+fn an_error_inside_filter_lua_stops_the_run_with_its_message() {
+    fails_with(
+        "boom.lua",
+        &format!(
+            "{CHAIN}local f = d.stage('filter.lua', function(o)\n  if o.frame == 5 then error('boom at five') end\n  return true\nend)\n\
+             input:receiver(layer):receiver(dns):receiver(f):receiver(d.stage('output.null'))\ninput:run()\n"
+        ),
+        &["boom.lua:10:", "filter.lua: boom.lua:6: boom at five", "stack traceback"],
+    );
+}
+
+#[test]
+fn filter_lua_in_a_toml_pipeline() {
+    let dir = temp_path("toml-lua");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("keep.lua");
+    std::fs::write(
+        &script,
+        "function nxdomain(obj)\n  return obj.dns.rcode == 'NXDOMAIN'\nend\n\
+         function broken(obj)\n  return obj.dns.nope\nend\n",
+    )
+    .unwrap();
+    let json = dir.join("out.jsonl");
+    let pipeline = |function: &str| {
+        format!(
+            "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n\
+             [[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"filter.lua\"\nscript = \"{}\"\nfunction = \"{function}\"\n\
+             [[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
+            capture().display(),
+            script.display(),
+            json.display()
+        )
+    };
+    for drive in ["", "drive = \"pull\"\n"] {
+        let out = run_pipeline(&format!("{drive}{}", pipeline("nxdomain")), &["-q"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = std::fs::read_to_string(&json).unwrap().lines().count();
+        let want = truth_messages().iter().filter(|r| r["rcode"] == 3).count();
+        assert_eq!(lines, want);
+    }
+    let out = run_pipeline(&pipeline("broken"), &["-q"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("keep.lua:5:") && err.contains("no field `nope`"),
+        "{err}"
+    );
+    let out = run_pipeline(&pipeline("missing"), &["-q"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no global function `missing`"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn lua_modules_in_push_and_pull_chains() {
+    let udp = truth_messages()
+        .iter()
+        .filter(|r| r["transport"] == "udp")
+        .count();
+    // Push: input → layer → (Lua: keep UDP) → dns → (Lua: count); finish is called.
+    let (out, err) = script(
+        "push.lua",
+        &format!(
+            "{CHAIN}local udp = d.module({{ receive = function(self, o)\n\
+               if o.transport == 'udp' then self:pass(o) end end }}, 'udp only')\n\
+             local n = 0\nlocal count = d.module({{ receive = function(self, o) n = n + 1 end,\n\
+               finish = function(self) print('finished', n) end }})\n\
+             input:receiver(layer):receiver(udp):receiver(dns):receiver(count)\ninput:run()\n"
+        ),
+    );
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("finished\t{udp}\n")
+    );
+    // Pull: dns (native) pulls from a Lua module that pulls from layer: producer ← lua → receiver.
+    let (out, err) = script(
+        "pull.lua",
+        &format!(
+            "{CHAIN}local udp = d.module({{ produce = function(self)\n\
+               while true do local o = self:pull()\n\
+                 if o == nil or o.transport == 'udp' then return o end end end }})\n\
+             dns:producer(udp:producer(layer:producer(input)))\n\
+             local n = 0\nfor o in dns:iter() do n = n + 1 end\nprint(n)\n"
+        ),
+    );
+    assert!(out.status.success(), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{udp}\n"));
+}
+
+#[test]
+fn shebang_scripts_run_with_their_arguments() {
+    let dir = temp_path("shebang");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tool.lua");
+    std::fs::write(
+        &file,
+        format!(
+            "#!/usr/bin/env -S {} script\nprint(arg[0] ~= nil, arg[1], arg[2], #arg)\n",
+            env!("CARGO_BIN_EXE_dnsluice")
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new(&file)
+        .args(["one", "--two"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "true\tone\t--two\t2\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
