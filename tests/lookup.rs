@@ -493,3 +493,47 @@ fn sticky_keeps_connections_fifo_redials() {
         opened(&fifo)
     );
 }
+
+/// `configs/lookup.toml` (input.lines → lookup.dns → output.json) gives the
+/// same records as `dnsluice lookup`, driven from either end.
+#[test]
+fn lookup_pipeline_pushed_and_pulled() {
+    let servers = testkit::servers();
+    let dir = tempdir();
+    let names = dir.join("names.txt");
+    let text: String = (0..300).map(|i| format!("n{i}.lookup.test\n")).collect();
+    std::fs::write(&names, format!("{text}\n# a comment\nbad..name\n")).unwrap();
+    let config =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/lookup.toml"))
+            .unwrap();
+    for drive in ["push", "pull"] {
+        let pipeline = dir.join(format!("{drive}.toml"));
+        std::fs::write(&pipeline, format!("drive = \"{drive}\"\n{config}")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+            .args(["run", pipeline.to_str().unwrap(), "-q"])
+            .arg(format!("--set=0.path={}", names.display()))
+            .arg(format!("--set=1.name_servers=[\"{}\"]", servers.knot))
+            .arg("--set=1.threads=8")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let records: Vec<Value> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(records.len(), 301, "{drive}");
+        let r = by_name(&records);
+        for i in 0..300u32 {
+            assert_eq!(
+                answers(r[format!("n{i}.lookup.test").as_str()]),
+                [testkit::lookup_address(i).to_string()]
+            );
+        }
+        assert_eq!(r["bad..name"]["status"], "ERROR");
+    }
+}

@@ -261,9 +261,12 @@ impl Receiver for JsonLines {
         if let Object::Response(r) = obj {
             response::write_response(r, &mut self.line, &mut self.scratch);
             self.line.push(b'\n');
-        } else if obj.packet().is_some() {
+        } else {
+            let start = self.line.len();
             write_object(obj, &mut self.line, &mut self.scratch);
-            self.line.push(b'\n');
+            if self.line.len() > start {
+                self.line.push(b'\n');
+            }
         }
         if self.line.len() >= FLUSH_AT {
             self.flush_buffer()?;
