@@ -8,7 +8,11 @@
 //!   back to the client that asked. A mapping idle for [`UDP_IDLE`] is dropped.
 //! - TCP: each accepted connection gets one upstream connection; an end of
 //!   stream (or an error) on either side is passed on, after the delay, as a
-//!   half-close (or a full shutdown) of the other.
+//!   half-close (or a full shutdown) of the other. A new connection also pays
+//!   the round trip its handshake would cost on a link this slow: nothing is
+//!   forwarded until `2 × delay` after the accept (the kernel completes the
+//!   local handshake at once, so without this a new connection would be as
+//!   cheap as a kept one, which no real slow server allows).
 //!
 //! Only std: one thread per direction of each flow, which is plenty for tests.
 
@@ -167,8 +171,10 @@ pub fn spawn_tcp(
     Ok(local)
 }
 
-/// Joins one accepted connection to a new upstream connection.
+/// Joins one accepted connection to a new upstream connection, after the
+/// handshake's round trip (`2 × delay`).
 fn tcp_flow(client: TcpStream, target: SocketAddr, delay: Duration) -> io::Result<()> {
+    thread::sleep(2 * delay);
     let upstream = match TcpStream::connect(target) {
         Ok(upstream) => upstream,
         Err(e) => {
@@ -294,6 +300,7 @@ mod tests {
         let mut back = Vec::new();
         client.read_to_end(&mut back).unwrap();
         assert_eq!(back, b"one two three");
-        assert!(start.elapsed() >= 2 * DELAY, "{:?}", start.elapsed());
+        // The handshake's round trip, then the data's: four delays.
+        assert!(start.elapsed() >= 4 * DELAY, "{:?}", start.elapsed());
     }
 }
