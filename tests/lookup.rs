@@ -155,6 +155,8 @@ fn answers_equal_kdig() {
         ("v6.lookup.test", "AAAA"),
         ("ptr.lookup.test", "PTR"),
         ("1.0.0.10.in-addr.arpa", "PTR"),
+        ("https.lookup.test", "HTTPS"),
+        ("svc.lookup.test", "HTTPS"),
     ];
     for (name, qtype) in cases {
         let dig = Command::new("kdig")

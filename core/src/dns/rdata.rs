@@ -115,6 +115,19 @@ fn write_typed(
             out.push(b' ');
             push_quoted(&rdata[2 + tag_len..], out);
         }
+        // SVCB, HTTPS (RFC 9460): priority, target, parameters
+        64 | 65 => {
+            let _ = write!(out, "{} ", be16(rdata, 0)?);
+            let mut pos = name_in(msg, start + 2, end, out)? - start;
+            while pos < rdata.len() {
+                let key = be16(rdata, pos)?;
+                let len = usize::from(be16(rdata, pos + 2)?);
+                let value = rdata.get(pos + 4..pos + 4 + len)?;
+                out.push(b' ');
+                write_svc_param(key, value, out)?;
+                pos += 4 + len;
+            }
+        }
         // DS, CDS: key tag, algorithm, digest type, digest
         43 | 59 => {
             let digest = rdata.get(4..)?;
@@ -124,6 +137,117 @@ fn write_typed(
         _ => return None,
     }
     Some(())
+}
+
+/// The name of SvcParamKey `key` (RFC 9460 §14.3.2), or `None` for `keyNNNNN`.
+fn svc_key_name(key: u16) -> Option<&'static str> {
+    Some(match key {
+        0 => "mandatory",
+        1 => "alpn",
+        2 => "no-default-alpn",
+        3 => "port",
+        4 => "ipv4hint",
+        5 => "ech",
+        6 => "ipv6hint",
+        _ => return None,
+    })
+}
+
+/// One SvcParam as `key=value` (RFC 9460 §2.1); `None` when its value is malformed.
+fn write_svc_param(key: u16, value: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    match svc_key_name(key) {
+        Some(name) => out.extend_from_slice(name.as_bytes()),
+        None => {
+            let _ = write!(out, "key{key}");
+        }
+    }
+    match key {
+        // mandatory: a list of keys
+        0 => {
+            out.push(b'=');
+            for (i, k) in value.chunks(2).enumerate() {
+                let k: [u8; 2] = k.try_into().ok()?;
+                if i > 0 {
+                    out.push(b',');
+                }
+                let k = u16::from_be_bytes(k);
+                match svc_key_name(k) {
+                    Some(name) => out.extend_from_slice(name.as_bytes()),
+                    None => {
+                        let _ = write!(out, "key{k}");
+                    }
+                }
+            }
+        }
+        // alpn: length-prefixed protocol ids, `,` and `\` escaped
+        1 => {
+            out.push(b'=');
+            let mut pos = 0;
+            while pos < value.len() {
+                let len = usize::from(value[pos]);
+                let id = value.get(pos + 1..pos + 1 + len)?;
+                if pos > 0 {
+                    out.push(b',');
+                }
+                name::push_escaped(id, b",\\\"", 0x21, out);
+                pos += 1 + len;
+            }
+        }
+        // no-default-alpn: no value
+        2 => (value.is_empty()).then_some(())?,
+        // port
+        3 => {
+            let _ = write!(out, "={}", be16(value, 0).filter(|_| value.len() == 2)?);
+        }
+        // ipv4hint, ipv6hint: address lists
+        4 | 6 => {
+            let size = if key == 4 { 4 } else { 16 };
+            if value.is_empty() || value.len() % size != 0 {
+                return None;
+            }
+            out.push(b'=');
+            for (i, a) in value.chunks_exact(size).enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let _ = match size {
+                    4 => write!(out, "{}", Ipv4Addr::from(<[u8; 4]>::try_from(a).ok()?)),
+                    _ => write!(out, "{}", Ipv6Addr::from(<[u8; 16]>::try_from(a).ok()?)),
+                };
+            }
+        }
+        // ech: base64
+        5 => {
+            out.push(b'=');
+            push_base64(value, out);
+        }
+        // anything else: the value as a quoted string
+        _ => {
+            out.push(b'=');
+            push_quoted(value, out);
+        }
+    }
+    Some(())
+}
+
+/// Standard base64 with padding (RFC 4648 §4).
+fn push_base64(bytes: &[u8], out: &mut Vec<u8>) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]);
+            } else {
+                out.push(b'=');
+            }
+        }
+    }
 }
 
 /// A character-string in double quotes, with `"` and `\` escaped and

@@ -174,6 +174,53 @@ fn soa_and_malformed_rdata_fall_back_to_generic() {
 }
 
 #[test]
+fn svcb_and_https_parameters() {
+    // RFC 9460 Appendix D.2's ServiceMode example, built from §2.2's wire
+    // format: priority 16, target foo.example.org., mandatory=alpn,ipv4hint,
+    // alpn=h2,h3-19, ipv4hint=192.0.2.1; then AliasMode (priority 0), the
+    // other keys, an unknown key, and a malformed port that falls back.
+    let mut service = vec![0, 16];
+    service.extend(wire_name(&[b"foo", b"example", b"org"]));
+    service.extend_from_slice(&[0, 0, 0, 4, 0, 1, 0, 4]);
+    service.extend_from_slice(&[0, 1, 0, 9, 2, b'h', b'2', 5, b'h', b'3', b'-', b'1', b'9']);
+    service.extend_from_slice(&[0, 4, 0, 4, 192, 0, 2, 1]);
+    let mut alias = vec![0, 0];
+    alias.extend(wire_name(&[b"svc", b"example"]));
+    let mut others = vec![0, 1, 0];
+    others.extend_from_slice(&[0, 2, 0, 0]);
+    others.extend_from_slice(&[0, 3, 0, 2, 0x20, 0xfb]);
+    others.extend_from_slice(&[0, 5, 0, 4, b'a', b'b', b'c', b'd']);
+    others.extend_from_slice(&[
+        0, 6, 0, 16, 0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+    ]);
+    others.extend_from_slice(&[0xff, 0xa4, 0, 2, b'h', b'i']);
+    others.extend_from_slice(&[0, 1, 0, 3, 2, b'a', b',']);
+    let bad_port = [0, 1, 0, 0, 3, 0, 1, 7];
+    let owner = wire_name(&[b"x"]);
+    let mut m = header(7, 0x8180, [0, 4, 0, 0]);
+    rr(&mut m, &owner, 65, 1, 300, &service);
+    rr(&mut m, &owner, 64, 1, 300, &alias);
+    rr(&mut m, &owner, 65, 1, 300, &others);
+    rr(&mut m, &owner, 65, 1, 300, &bad_port);
+    let out: Vec<String> = records(&m)
+        .map(|r| {
+            let mut o = Vec::new();
+            rdata::write(&m, &r, &mut o);
+            String::from_utf8(o).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        out,
+        [
+            "16 foo.example.org. mandatory=alpn,ipv4hint alpn=h2,h3-19 ipv4hint=192.0.2.1",
+            "0 svc.example.",
+            "1 . no-default-alpn port=8443 ech=YWJjZA== ipv6hint=2001:db8::1 key65444=\"hi\" alpn=a\\,",
+            "\\# 8 0001000003000107",
+        ]
+    );
+}
+
+#[test]
 fn edns_summary_and_extended_rcode() {
     let mut m = header(9, 0x8000 | 0x0001, [0, 0, 0, 1]);
     // OPT: root owner, class = udp size 1232, ttl = ext rcode 1, version 0, DO

@@ -165,8 +165,11 @@ impl Board {
             .clone()
     }
 
-    /// Picks a nameserver for an unpinned job: round-robin over the configured
-    /// set, skipping deprioritised ones while a healthy one is left.
+    /// Picks a nameserver for an unpinned job from the configured set: the
+    /// one with the shortest priority queue (a slow nameserver's queue stays
+    /// long, so it gets less work), ties broken round-robin; deprioritised ones
+    /// are skipped while a healthy one is left. The baselines keep no
+    /// per-nameserver queues, so for them this is plain round-robin.
     pub fn choose(&self) -> Option<Arc<Nameserver>> {
         let list = self.nameservers.read().unwrap_or_else(|p| p.into_inner());
         let configured = &list[..self.configured.min(list.len())];
@@ -175,10 +178,12 @@ impl Board {
         }
         let start = self.round_robin.fetch_add(1, Ordering::Relaxed) as usize;
         let n = configured.len();
-        (0..n)
-            .map(|k| &configured[(start + k) % n])
-            .find(|ns| !ns.is_cooling())
-            .or_else(|| configured.get(start % n))
+        let in_turn = (0..n).map(|k| &configured[(start + k) % n]);
+        in_turn
+            .clone()
+            .filter(|ns| !ns.is_cooling())
+            .min_by_key(|ns| ns.queue.len())
+            .or_else(|| in_turn.min_by_key(|ns| ns.queue.len()))
             .cloned()
     }
 
@@ -317,5 +322,93 @@ impl Board {
     /// The nameserver with id `id`.
     pub fn by_id(&self, id: usize) -> Arc<Nameserver> {
         self.nameservers.read().unwrap_or_else(|p| p.into_inner())[id].clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dnsluice_net::Transport;
+
+    fn endpoints(n: usize) -> Vec<Endpoint> {
+        (1..=n)
+            .map(|i| Endpoint::parse(&format!("127.0.0.{i}"), Transport::Udp).unwrap())
+            .collect()
+    }
+
+    fn job(index: u64) -> Job {
+        Job {
+            index,
+            name: format!("n{index}.example"),
+            pinned: None,
+        }
+    }
+
+    #[test]
+    fn unpinned_work_avoids_a_backed_up_nameserver() {
+        let ns = endpoints(2);
+        let board = Board::new(Scheduler::Sticky, &ns, 2, 8);
+        let slow = board.nameserver(&ns[0]);
+        for i in 0..5 {
+            board.offer(job(i), &slow);
+        }
+        // The first nameserver's queue is long: every choice goes to the other.
+        for _ in 0..4 {
+            assert_eq!(board.choose().unwrap().endpoint, ns[1]);
+        }
+    }
+
+    #[test]
+    fn baselines_choose_round_robin() {
+        let ns = endpoints(3);
+        let board = Board::new(Scheduler::Fifo, &ns, 2, 8);
+        let picks: Vec<Endpoint> = (0..6)
+            .map(|_| board.choose().unwrap().endpoint.clone())
+            .collect();
+        assert_eq!(picks, [&ns[..], &ns[..]].concat());
+    }
+
+    #[test]
+    fn full_priority_queue_overflows_to_the_global_queue_and_is_stolen() {
+        let ns = endpoints(2);
+        let board = Board::new(Scheduler::Sticky, &ns, 2, 2);
+        let first = board.nameserver(&ns[0]);
+        for i in 0..3 {
+            board.offer(job(i), &first);
+        }
+        // Worker 0 is homed on the first nameserver: its queue in order...
+        assert_eq!(
+            board.take(0).map(|(j, _, stolen)| (j.index, stolen)),
+            Some((0, false))
+        );
+        assert_eq!(
+            board.take(0).map(|(j, _, stolen)| (j.index, stolen)),
+            Some((1, false))
+        );
+        // ...and worker 1, homed on the idle second one, steals the overflow.
+        assert_eq!(
+            board.take(1).map(|(j, _, stolen)| (j.index, stolen)),
+            Some((2, true))
+        );
+        assert!(board.take(0).is_none() && board.take(1).is_none());
+        assert!(!board.drained());
+        board.close_input();
+        assert!(board.drained());
+    }
+
+    #[test]
+    fn failing_nameserver_cools_down() {
+        let ns = endpoints(2);
+        let board = Board::new(Scheduler::Sticky, &ns, 2, 8);
+        let bad = board.nameserver(&ns[0]);
+        for _ in 0..FAILURES_TO_COOL {
+            bad.record_health(false);
+        }
+        assert!(bad.is_cooling());
+        for _ in 0..4 {
+            assert_eq!(board.choose().unwrap().endpoint, ns[1]);
+        }
+        bad.record_health(true);
+        assert_eq!(bad.consecutive_failures.load(Ordering::Relaxed), 0);
     }
 }
