@@ -202,7 +202,7 @@ fn write_svc_param(key: u16, value: &[u8], out: &mut Vec<u8>) -> Option<()> {
         // ipv4hint, ipv6hint: address lists
         4 | 6 => {
             let size = if key == 4 { 4 } else { 16 };
-            if value.is_empty() || value.len() % size != 0 {
+            if value.is_empty() || !value.len().is_multiple_of(size) {
                 return None;
             }
             out.push(b'=');
