@@ -23,6 +23,7 @@
 #   SEED=1          seed of the nameserver draw
 #   SKIP_BUILD=1    do not build (target/release/dnsluice must exist)
 #   OUT=DIR         where inputs, records and stats go (default bench-data/lookup)
+#   EXTRA="..."     more `dnsluice lookup` flags for every run (e.g. "--inflight 4")
 #
 # For each case the schedulers run one after the other on the same input;
 # each prints wall time (elapsed_s), connections opened, TLS handshakes,
@@ -75,7 +76,7 @@ run() {
     shift 3
     local stats="$OUT/$case-$scheduler.stats.json" records="$OUT/$case-$scheduler.jsonl"
     "$BIN" lookup A --threads "$THREADS" --scheduler "$scheduler" --input "$input" \
-        --output "$records" --stats-json "$stats" -q "$@"
+        --output "$records" --stats-json "$stats" -q "$@" ${EXTRA:-}
     python3 - "$stats" "$records" "$LINES" "$case" "$scheduler" <<'PY'
 import json, sys
 stats_path, records, lines, case, scheduler = sys.argv[1:6]
