@@ -141,6 +141,12 @@ async fn next_job(shared: &Shared, id: usize) -> Option<(Job, usize, bool)> {
 
 /// Resolves one job and sends its record.
 async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id: usize) {
+    let mut guard = RecordGuard {
+        shared,
+        index: job.index,
+        name: &job.name,
+        sent: false,
+    };
     let ns = shared.board.by_id(ns_id);
     let started = Instant::now();
     let pinned = job.pinned.is_some();
@@ -174,6 +180,29 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
         outcome.protocol = shared.config.transport.protocol_name();
     }
     shared.finish(job.index, &job.name, &outcome);
+    guard.sent = true;
+}
+
+/// Makes sure a job's record is sent even if resolving it panics (a bug):
+/// without it the run would wait for that record forever.
+struct RecordGuard<'a> {
+    shared: &'a Shared,
+    index: u64,
+    name: &'a str,
+    sent: bool,
+}
+
+impl Drop for RecordGuard<'_> {
+    fn drop(&mut self) {
+        if !self.sent {
+            let outcome = Outcome {
+                status: "ERROR".to_string(),
+                error: Some("internal error: the lookup was abandoned".to_string()),
+                ..Outcome::default()
+            };
+            self.shared.finish(self.index, self.name, &outcome);
+        }
+    }
 }
 
 fn fail(outcome: &mut Outcome, error: &NetError) {
