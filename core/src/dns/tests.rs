@@ -41,6 +41,17 @@ fn rr(m: &mut Vec<u8>, owner: &[u8], rtype: u16, class: u16, ttl: u32, rdata: &[
 
 const PTR_QNAME: [u8; 2] = [0xc0, 12];
 
+/// The RDATA of every record of `m` in presentation form.
+fn rdata_strings(m: &[u8]) -> Vec<String> {
+    records(m)
+        .map(|r| {
+            let mut o = Vec::new();
+            rdata::write(m, &r, &mut o);
+            String::from_utf8(o).unwrap()
+        })
+        .collect()
+}
+
 #[test]
 fn header_and_question() {
     let m = query(&[b"www", b"example", b"com"], 28);
@@ -160,13 +171,7 @@ fn soa_and_malformed_rdata_fall_back_to_generic() {
     }
     rr(&mut m, &PTR_QNAME, 6, 1, 3600, &soa);
     rr(&mut m, &PTR_QNAME, 1, 1, 3600, &[1, 2, 3]); // an A record of 3 bytes
-    let out: Vec<String> = records(&m)
-        .map(|r| {
-            let mut o = Vec::new();
-            rdata::write(&m, &r, &mut o);
-            String::from_utf8(o).unwrap()
-        })
-        .collect();
+    let out = rdata_strings(&m);
     assert_eq!(
         out,
         ["ns. host. 2024010101 7200 3600 1209600 300", "\\# 3 010203"]
@@ -202,13 +207,7 @@ fn svcb_and_https_parameters() {
     rr(&mut m, &owner, 64, 1, 300, &alias);
     rr(&mut m, &owner, 65, 1, 300, &others);
     rr(&mut m, &owner, 65, 1, 300, &bad_port);
-    let out: Vec<String> = records(&m)
-        .map(|r| {
-            let mut o = Vec::new();
-            rdata::write(&m, &r, &mut o);
-            String::from_utf8(o).unwrap()
-        })
-        .collect();
+    let out = rdata_strings(&m);
     assert_eq!(
         out,
         [
