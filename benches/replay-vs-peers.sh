@@ -23,6 +23,8 @@
 #   CLIENTS=1  SKIP_BUILD=1  DNSLUICE_BIN=...  DATA_DIR=<repo>/bench-data
 #   DNSLUICE_SERVERS_DIR (where servers.env is; default <repo>/target/test-servers)
 #
+# For request/response pairs the CPU time (user + system, /usr/bin/time) per
+# query of each client is printed too.
 # Runs alternate (ours, peer, peer, ours, ...); the ratio is the median of
 # the per-round ratios ours/peer (> 1: ours is faster).
 set -euo pipefail
@@ -70,14 +72,18 @@ port_of() { echo "${1##*:}"; }
 TMP=$(mktemp -d)
 trap 'kill $SINK_PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
 SINK_PID=
+# The last run's CPU time (user + system) per query, in microseconds.
+cpu_us() { awk -v n="$COUNT" '{print ($1 + $2) * 1e6 / n}' "$TMP/cpu"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 # ours_rr TRANSPORT SERVER EXTRA...: prints "qps connections handshakes".
 ours_rr() {
     local transport=$1 server=$2
     shift 2
-    "$BIN" replay "$PCAP" --server "$server" --transport "$transport" --inflight "$INFLIGHT" \
+    /usr/bin/time -f "%U %S" -o "$TMP/cpu" \
+        "$BIN" replay "$PCAP" --server "$server" --transport "$transport" --inflight "$INFLIGHT" \
         --clients "$CLIENTS" -q --stats-json "$TMP/ours.json" "$@"
+    cpu_us >> "$TMP/ours.cpu"
     python3 -c 'import json,sys
 s = json.load(open(sys.argv[1]))
 assert s["answered"] == s["sent"] == int(sys.argv[2]), ("not all answered", s["sent"], s["answered"], s["timeouts"], s["errors"])
@@ -86,8 +92,10 @@ print(s["answered"] / s["elapsed_s"], s["connections_opened"], s["tls_handshakes
 
 # peer_rr MODE SERVER: dnsperf; prints "qps completed".
 peer_rr() {
-    dnsperf -m "$1" -s "$(host_of "$2")" -p "$(port_of "$2")" -d "$NAMES" -n 1 \
+    /usr/bin/time -f "%U %S" -o "$TMP/cpu" \
+        dnsperf -m "$1" -s "$(host_of "$2")" -p "$(port_of "$2")" -d "$NAMES" -n 1 \
         -q "$INFLIGHT" -c "$CLIENTS" -t 5 > "$TMP/peer.txt" 2>&1 || true
+    cpu_us >> "$TMP/peer.cpu"
     local completed qps
     completed=$(awk '/Queries completed:/ {print $3}' "$TMP/peer.txt")
     qps=$(awk '/Queries per second:/ {print $4}' "$TMP/peer.txt")
@@ -121,6 +129,7 @@ echo "replay-vs-peers: $COUNT queries (lookup.test A), runs $RUNS, inflight $INF
 printf '%-7s %14s %14s %8s  %s\n' pair "ours q/s" "peer q/s" ratio notes
 for pair in $PAIRS; do
     ratios=() ours_all=() peer_all=() notes=""
+    : > "$TMP/ours.cpu"; : > "$TMP/peer.cpu"
     if [[ $pair == udp-ff ]]; then
         SINK_PORT=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
         python3 -c 'import socket,sys,time; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",int(sys.argv[1]))); time.sleep(3600)' "$SINK_PORT" &
@@ -148,4 +157,8 @@ for pair in $PAIRS; do
     printf '%-7s %14.0f %14.0f %8.2f  %s\n' "$pair" \
         "$(printf '%s\n' "${ours_all[@]}" | median)" "$(printf '%s\n' "${peer_all[@]}" | median)" \
         "$(printf '%s\n' "${ratios[@]}" | median)" "$notes"
+    if [[ -s $TMP/ours.cpu ]]; then
+        printf '%-7s CPU per query (user+sys, median): ours %.2f us, peer %.2f us\n' "$pair" \
+            "$(median < "$TMP/ours.cpu")" "$(median < "$TMP/peer.cpu")"
+    fi
 done

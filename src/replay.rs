@@ -64,7 +64,7 @@ pub struct ReplayArgs {
     /// post or get (https).
     #[arg(long, default_value = "post")]
     pub method: String,
-    /// Client threads.
+    /// Client threads for https (udp, tcp and tls send from the chain's thread and receive on one more).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub threads: u32,
     /// Write every query's outcome (answer or error, latency) as JSON lines to FILE.

@@ -182,6 +182,7 @@ impl Stage {
                 lua,
                 format!("{name} is an output: it receives objects, nothing can pull from it"),
             )),
+            Ok(Factory::Split(_)) => Err(located(lua, split_in_lua(&name))),
             Err(Ok(func)) => {
                 let upstream = self.upstream(lua)?.producer(lua)?;
                 let filter = LuaFilter::new(func, None).map_err(|e| located(lua, e))?;
@@ -233,6 +234,7 @@ impl Stage {
                 lua,
                 format!("{name} is an input: it produces objects, nothing can push to it"),
             )),
+            Ok(Factory::Split(_)) => Err(located(lua, split_in_lua(&name))),
             Err(Ok(func)) => {
                 let downstream = self.downstream(lua)?.receiver(lua)?;
                 let filter = LuaFilter::new(func, None).map_err(|e| located(lua, e))?;
@@ -691,4 +693,9 @@ pub fn filter_lua_entry(registry: Registry) -> ModuleEntry {
             }),
         },
     }
+}
+
+/// Why a split stage cannot be used from Lua.
+fn split_in_lua(name: &str) -> String {
+    format!("{name} runs the rest of a chain in threads, which only TOML pipelines can build (Lua states stay on one thread)")
 }

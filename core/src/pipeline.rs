@@ -16,13 +16,21 @@
 //! ```
 //!
 //! Every error names the file, the line and the key ([`ConfigError`]).
+//!
+//! A split stage (a [`Factory::Split`], such as `filter.split`) says
+//! "everything after me runs in N threads": in a push pipeline the stages
+//! after it are not built here but by each of its worker threads, through a
+//! [`DownstreamBuilder`], so every thread has its own copy of them (string
+//! options may say `{thread}` to differ per thread). One split per pipeline;
+//! pull pipelines cannot split.
 
-use crate::registry::{Factory, Role, StageOptions};
+use crate::registry::{DownstreamBuilder, Factory, ModuleEntry, Role, StageOptions};
 use crate::stage::drive;
 use crate::{Producer, Receiver, Registry, StageError, StageStats};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use toml::Spanned;
 
 /// A configuration error: where it is and what is wrong.
@@ -281,13 +289,47 @@ impl Pipeline {
             Factory::Input(make) => make(&options(first)).map_err(|e| wrap(first, e)),
             _ => unreachable!("roles checked above"),
         };
+        let is_split = |offset: usize| matches!(entries[offset + 1].factory, Factory::Split(_));
+        let split_at = (0..filters.len()).find(|&offset| is_split(offset));
+        if let Some(first_split) = split_at {
+            if self.drive == Drive::Pull {
+                return Err(self.error_at(
+                    &filters[first_split],
+                    None,
+                    format!(
+                        "`{}` runs the rest of the chain in threads, which only a push pipeline can do (drop `drive = \"pull\"`)",
+                        filters[first_split].module
+                    ),
+                ));
+            }
+            if let Some(second) = (first_split + 1..filters.len()).find(|&offset| is_split(offset))
+            {
+                return Err(self.error_at(
+                    &filters[second],
+                    None,
+                    "a pipeline may split into threads once".into(),
+                ));
+            }
+        }
         // Pushing, the output and filters are built before the input opens its
         // file, so a mistyped option is reported before any I/O error. Pulling,
         // a filter needs its input first.
         let (producer, receiver) = match self.drive {
             Drive::Push => {
-                let mut receiver = build_output(out_spec)?;
-                for (offset, spec) in filters.iter().enumerate().rev() {
+                // Everything after a split is built in each of its threads.
+                let (mut receiver, upstream_filters) = match split_at {
+                    Some(offset) => {
+                        let spec = &filters[offset];
+                        let Factory::Split(make) = &entries[offset + 1].factory else {
+                            unreachable!("found above")
+                        };
+                        let builder = self.downstream_builder(&entries, offset + 2);
+                        let receiver = make(&options(spec), builder).map_err(|e| wrap(spec, e))?;
+                        (receiver, &filters[..offset])
+                    }
+                    None => (build_output(out_spec)?, filters),
+                };
+                for (offset, spec) in upstream_filters.iter().enumerate().rev() {
                     if let Factory::Filter { push, .. } = &entries[offset + 1].factory {
                         receiver = push(&options(spec), receiver).map_err(|e| wrap(spec, e))?;
                     }
@@ -306,6 +348,43 @@ impl Pipeline {
             }
         };
         Ok(Chain { producer, receiver })
+    }
+
+    /// Builds stages `from..` (filters, then the output) for one worker of a
+    /// split: string options have `{thread}` replaced by the worker's index
+    /// (so each thread's output can write its own file), and errors name the
+    /// pipeline file and line.
+    fn downstream_builder(&self, entries: &[&ModuleEntry], from: usize) -> DownstreamBuilder {
+        let pipeline = self.clone();
+        let entries: Vec<ModuleEntry> = entries[from..].iter().map(|e| (*e).clone()).collect();
+        Arc::new(move |index: usize| {
+            let specs = &pipeline.stages[from..];
+            let options = |spec: &StageSpec| {
+                let mut table = spec.options.clone();
+                for (_, value) in table.iter_mut() {
+                    if let toml::Value::String(text) = value {
+                        *text = text.replace("{thread}", &index.to_string());
+                    }
+                }
+                StageOptions::new(&spec.module, table)
+            };
+            let located = |spec: &StageSpec, e: StageError| {
+                StageError::config("filter.split", pipeline.stage_error(spec, e).to_string())
+            };
+            let (out_spec, filter_specs) = specs.split_last().expect("an output after the split");
+            let mut receiver = match &entries[entries.len() - 1].factory {
+                Factory::Output(make) => {
+                    make(&options(out_spec)).map_err(|e| located(out_spec, e))?
+                }
+                _ => unreachable!("roles checked before"),
+            };
+            for (offset, spec) in filter_specs.iter().enumerate().rev() {
+                if let Factory::Filter { push, .. } = &entries[offset].factory {
+                    receiver = push(&options(spec), receiver).map_err(|e| located(spec, e))?;
+                }
+            }
+            Ok(receiver)
+        })
     }
 
     fn error_at(&self, spec: &StageSpec, key: Option<&str>, message: String) -> ConfigError {

@@ -104,6 +104,17 @@ pub type PullFilterFactory = Arc<
 pub type OutputFactory =
     Arc<dyn Fn(&StageOptions) -> Result<Box<dyn Receiver>, StageError> + Send + Sync>;
 
+/// Builds, in the calling thread, everything after a split stage (its filters
+/// and the output) for worker `index`; called once in each worker thread.
+pub type DownstreamBuilder =
+    Arc<dyn Fn(usize) -> Result<Box<dyn Receiver>, StageError> + Send + Sync>;
+/// Builds a stage that hands objects to worker threads, each running its own
+/// copy of the rest of the chain made with the [`DownstreamBuilder`] (see
+/// `filter.split` and [`crate::pipeline`]).
+pub type SplitFactory = Arc<
+    dyn Fn(&StageOptions, DownstreamBuilder) -> Result<Box<dyn Receiver>, StageError> + Send + Sync,
+>;
+
 /// How to construct a module, by role.
 #[derive(Clone)]
 pub enum Factory {
@@ -118,6 +129,8 @@ pub enum Factory {
     },
     /// An output.
     Output(OutputFactory),
+    /// A filter that runs the rest of the chain in worker threads (push only).
+    Split(SplitFactory),
 }
 
 /// One registered module.
@@ -138,7 +151,7 @@ impl ModuleEntry {
     pub fn role(&self) -> Role {
         match self.factory {
             Factory::Input(_) => Role::Input,
-            Factory::Filter { .. } => Role::Filter,
+            Factory::Filter { .. } | Factory::Split(_) => Role::Filter,
             Factory::Output(_) => Role::Output,
         }
     }

@@ -59,7 +59,7 @@ impl ClientMap {
 }
 
 /// A stable hash of an address onto `0..n` (FNV-1a).
-fn hash_onto(addr: IpAddr, n: u32) -> u32 {
+pub(crate) fn hash_onto(addr: IpAddr, n: u32) -> u32 {
     let bytes: &[u8] = match &addr {
         IpAddr::V4(a) => &a.octets()[..],
         IpAddr::V6(a) => &a.octets()[..],

@@ -13,6 +13,7 @@
 //! | `filter.select` | filter | [`filter::select`] |
 //! | `lookup.dns` | filter | [`lookup::stage`] |
 //! | `filter.timing` | filter | [`filter::timing`] |
+//! | `filter.split` | filter | [`filter::split`] |
 //! | `output.null` | output | [`output::null`] |
 //! | `output.json` | output | [`output::json`] |
 //! | `output.pcap` | output | [`output::pcap`] |
@@ -46,6 +47,7 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(output::json::entry())
         .add(output::pcap::entry())
         .add(output::dnscli::entry())
+        .add(filter::split::entry())
         .add(output::udpcli::entry());
     #[cfg(feature = "libpcap")]
     registry.add(input::libpcap::entry());

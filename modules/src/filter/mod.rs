@@ -3,4 +3,5 @@
 pub mod dns;
 pub mod layer;
 pub mod select;
+pub mod split;
 pub mod timing;

@@ -8,8 +8,11 @@
 //! connection with a stream per query on HTTPS), so the server sees many
 //! clients. A truncated UDP answer is retried over TCP when `tcp_retry` is on.
 //!
-//! The chain runs on its own thread; the stage owns a tokio runtime
-//! (`threads` worker threads) and hands each query over a bounded channel.
+//! Over UDP, TCP and TLS the chain's thread writes each query straight to its
+//! client's socket and one receiver thread reads every answer ([`direct`]: no
+//! task, timer or channel per query). Over HTTPS the stage owns a tokio
+//! runtime (`threads` worker threads) running h2, and hands each query over a
+//! bounded channel.
 //! When `responses` names a file, every query's outcome (answer or error,
 //! with the latency) is written there as a JSON line ([`Object::Response`]),
 //! and [`DnsCli::with_responses`] hands them to any receiver.
@@ -18,6 +21,7 @@
 //! `connections_opened`, `tls_handshakes`, `rcode.*`, `latency_us.*`; every
 //! query sent ends in exactly one of answered, timeouts and errors.
 
+mod direct;
 mod engine;
 pub mod tally;
 
@@ -74,7 +78,8 @@ pub struct DnsCliOptions {
     /// `post` or `get`, for HTTPS.
     #[serde(default = "default_method")]
     pub method: String,
-    /// Tokio worker threads for the clients.
+    /// Tokio worker threads for HTTPS (UDP, TCP and TLS always use the chain's
+    /// thread to send and one receiver thread).
     #[serde(default = "one")]
     pub threads: u32,
     /// Write every query's outcome as a JSON line here (`-` for stdout).
@@ -176,7 +181,7 @@ const OPTIONS: &[OptionDoc] = &[
         name: "threads",
         kind: "integer",
         default: "1",
-        help: "client threads (tokio workers)",
+        help: "tokio worker threads for https (udp, tcp and tls use one sending and one receiving thread)",
     },
     OptionDoc {
         name: "responses",
@@ -188,6 +193,10 @@ const OPTIONS: &[OptionDoc] = &[
 
 /// The DNS client stage; see the module docs.
 pub struct DnsCli {
+    /// The engine for UDP, TCP and TLS; `None` for HTTPS (the runtime's).
+    direct: Option<direct::Direct>,
+    /// Outcomes taken from `direct`, reused.
+    direct_outcomes: Vec<Outcome>,
     runtime: Option<tokio::runtime::Runtime>,
     jobs: Option<mpsc::Sender<Job>>,
     dispatcher: Option<tokio::task::JoinHandle<()>>,
@@ -259,6 +268,46 @@ impl DnsCli {
         } else {
             None
         };
+        let responses: Option<Box<dyn Receiver>> = match &options.responses {
+            Some(path) => Some(Box::new(JsonLines::create(path.clone())?)),
+            None => None,
+        };
+        if transport != Transport::Https {
+            let plan = direct::Plan {
+                endpoint: endpoint.clone(),
+                tls,
+                tcp_retry: options.tcp_retry,
+                connect_timeout,
+                timeout: Duration::from_millis(options.timeout_ms),
+                clients: options.clients,
+                inflight: options.inflight as usize,
+                keep_outcomes: responses.is_some(),
+            };
+            let engine = direct::Direct::start(plan, counters.clone())
+                .map_err(|e| StageError::config(MODULE, e.to_string()))?;
+            return Ok(DnsCli {
+                direct: Some(engine),
+                direct_outcomes: Vec::new(),
+                runtime: None,
+                jobs: None,
+                dispatcher: None,
+                outcomes: None,
+                responses,
+                shared: Arc::new(Shared {
+                    endpoint: endpoint.clone(),
+                    setup,
+                    tcp_retry: None,
+                    timeout: Duration::from_millis(options.timeout_ms),
+                    clients: Vec::new(),
+                    tally: Mutex::new(tally::Tally::new()),
+                    counters,
+                }),
+                map: ClientMap::new(options.clients),
+                server_name: endpoint.resolver_name(),
+                inflight: options.inflight as usize,
+                skipped: 0,
+            });
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(options.threads as usize)
             .thread_name("dnscli")
@@ -277,11 +326,9 @@ impl DnsCli {
             tally: Mutex::new(tally::Tally::new()),
             counters,
         });
-        let responses: Option<Box<dyn Receiver>> = match &options.responses {
-            Some(path) => Some(Box::new(JsonLines::create(path.clone())?)),
-            None => None,
-        };
         let mut cli = DnsCli {
+            direct: None,
+            direct_outcomes: Vec::new(),
             runtime: Some(runtime),
             jobs: None,
             dispatcher: None,
@@ -300,6 +347,11 @@ impl DnsCli {
     /// Hands every query's outcome, as an [`Object::Response`], to `receiver`
     /// (replacing the `responses` file, if any). Call before the first query.
     pub fn with_responses(mut self, receiver: Box<dyn Receiver>) -> Self {
+        if let Some(direct) = &self.direct {
+            direct.keep_outcomes();
+            self.responses = Some(receiver);
+            return self;
+        }
         let inflight = self.inflight;
         self.stop_dispatcher();
         self.start(inflight, Some(receiver));
@@ -339,6 +391,16 @@ impl DnsCli {
 
     /// Hands the outcomes that are ready to the responses receiver.
     fn drain(&mut self) -> Result<(), StageError> {
+        if let Some(direct) = &self.direct {
+            let Some(receiver) = &mut self.responses else {
+                return Ok(());
+            };
+            direct.take_outcomes(&mut self.direct_outcomes);
+            for outcome in self.direct_outcomes.drain(..) {
+                hand_on(&outcome, &self.server_name, receiver.as_mut())?;
+            }
+            return Ok(());
+        }
         let Some(outcomes) = &mut self.outcomes else {
             return Ok(());
         };
@@ -379,6 +441,10 @@ impl Receiver for DnsCli {
         };
         let client = self.map.client_for_object(obj);
         self.drain()?;
+        if let Some(direct) = &mut self.direct {
+            direct.submit(client, query);
+            return Ok(());
+        }
         let Some(jobs) = &self.jobs else {
             return Err(StageError::other(MODULE, "the client has finished"));
         };
@@ -391,6 +457,9 @@ impl Receiver for DnsCli {
     }
 
     fn finish(&mut self) -> Result<(), StageError> {
+        if let Some(direct) = &mut self.direct {
+            direct.finish();
+        }
         self.stop_dispatcher();
         // Every query task has finished: the rest of the outcomes are queued.
         self.drain()?;
@@ -404,7 +473,11 @@ impl Receiver for DnsCli {
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {
-        let mut stats = self.shared.tally().stats(MODULE, &self.shared.counters);
+        let tally = match &self.direct {
+            Some(direct) => direct.tally(),
+            None => self.shared.tally().clone(),
+        };
+        let mut stats = tally.stats(MODULE, &self.shared.counters);
         stats.add_counter(tally::keys::SKIPPED, self.skipped);
         stats.input += self.skipped;
         out.push(stats);

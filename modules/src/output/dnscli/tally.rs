@@ -39,7 +39,7 @@ pub mod keys {
 }
 
 /// The outcome counts of one client stage.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Tally {
     started: Instant,
     sent: u64,
@@ -74,6 +74,12 @@ impl Tally {
     /// One query handed to the client.
     pub fn sent(&mut self) {
         self.sent += 1;
+    }
+
+    /// Sets the number of queries handed to the client (when another thread
+    /// counted them).
+    pub fn set_sent(&mut self, sent: u64) {
+        self.sent = sent;
     }
 
     /// One UDP query retried over TCP.

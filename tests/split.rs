@@ -1,0 +1,188 @@
+//! `filter.split`: the rest of the chain in N threads gives the same counts as
+//! one thread, and `by = "client"` keeps every source address on one thread.
+
+mod common;
+
+use common::{corpus, run_pipeline, temp_path};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Runs `stages` (TOML after the input) on `capture`; the stats JSON.
+fn stats_of(capture: &std::path::Path, stages: &str) -> Value {
+    let stats = temp_path("split-stats.json");
+    let text = format!(
+        "[[stage]]\nmodule = \"input.mmpcap\"\npath = {:?}\n{stages}",
+        capture.display().to_string()
+    );
+    let out = run_pipeline(&text, &["-q", "--stats-json", stats.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        capture.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&stats);
+    value
+}
+
+/// The stages named `module` in `stats`, without the split itself.
+fn stage<'a>(stats: &'a Value, module: &str) -> &'a Value {
+    stats["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["module"] == module)
+        .unwrap_or_else(|| panic!("no {module} in {stats}"))
+}
+
+const LAYER: &str = "[[stage]]\nmodule = \"filter.layer\"\n";
+const DNS: &str = "[[stage]]\nmodule = \"filter.dns\"\n";
+const NULL: &str = "[[stage]]\nmodule = \"output.null\"\n";
+
+fn split(threads: u32, by: &str) -> String {
+    format!("[[stage]]\nmodule = \"filter.split\"\nthreads = {threads}\nby = \"{by}\"\n")
+}
+
+/// Counters equal, except that filter.dns lists only its ten most frequent
+/// qtypes and rcodes: merged threads may list one more that one thread had in
+/// its ten (every listed value must still be the same).
+fn same_counters(a: &Value, b: &Value, capture: &std::path::Path, module: &str) {
+    let (a, b) = (a.as_object().unwrap(), b.as_object().unwrap());
+    let top_n = |k: &str| k.starts_with("qtype ") || k.starts_with("rcode ");
+    for (key, value) in a {
+        assert_eq!(
+            Some(value),
+            b.get(key),
+            "{} {module} {key}",
+            capture.display()
+        );
+    }
+    for key in b.keys() {
+        assert!(
+            a.contains_key(key) || top_n(key),
+            "{} {module}: extra {key}",
+            capture.display()
+        );
+    }
+}
+
+#[test]
+fn counts_are_the_same_with_and_without_split() {
+    for (capture, _) in corpus() {
+        let plain = stats_of(&capture, &format!("{LAYER}{DNS}{NULL}"));
+        // After the DNS filter any spreading keeps the counts; before it, only
+        // by client (TCP reassembly and defragmentation need a flow's packets
+        // together, and a flow's packets share their source).
+        for chain in [
+            format!("{LAYER}{DNS}{}{NULL}", split(3, "round-robin")),
+            format!("{LAYER}{}{DNS}{NULL}", split(2, "client")),
+        ] {
+            let threaded = stats_of(&capture, &chain);
+            for module in ["filter.dns", "output.null"] {
+                let (a, b) = (stage(&plain, module), stage(&threaded, module));
+                assert_eq!(a["in"], b["in"], "{} {module}: {chain}", capture.display());
+                assert_eq!(a["out"], b["out"], "{} {module}", capture.display());
+                same_counters(&a["counters"], &b["counters"], &capture, module);
+                assert_eq!(a["errors"], b["errors"], "{} {module}", capture.display());
+            }
+            let s = stage(&threaded, "filter.split");
+            let handled: u64 = s["counters"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|v| v.as_u64().unwrap())
+                .sum();
+            assert_eq!(s["in"].as_u64().unwrap(), handled, "{}", capture.display());
+        }
+    }
+}
+
+#[test]
+fn by_client_keeps_each_source_on_one_thread_in_order() {
+    let capture = temp_path("split-clients.pcap");
+    let status = std::process::Command::new("python3")
+        .args([
+            concat!(env!("CARGO_MANIFEST_DIR"), "/benches/gen-pcap.py"),
+            "--count",
+            "20000",
+            "--clients",
+            "300",
+            "--out",
+        ])
+        .arg(&capture)
+        .output()
+        .expect("python3 benches/gen-pcap.py");
+    assert!(status.status.success(), "{status:?}");
+    let prefix = temp_path("split-out");
+    let out_path = format!("{}-{{thread}}.jsonl", prefix.display());
+    let chain = format!(
+        "{LAYER}{}[[stage]]\nmodule = \"output.json\"\npath = {out_path:?}\n",
+        split(3, "client")
+    );
+    let stats = stats_of(&capture, &chain);
+    let mut thread_of: BTreeMap<String, usize> = BTreeMap::new();
+    let mut total = 0;
+    let mut frames = BTreeSet::new();
+    for thread in 0..3 {
+        let path = format!("{}-{thread}.jsonl", prefix.display());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut last_frame = 0;
+        let mut lines = 0;
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let src = v["src"].as_str().unwrap().to_string();
+            let frame = v["frame"].as_u64().unwrap();
+            assert!(
+                frame > last_frame,
+                "thread {thread}: frame {frame} after {last_frame}"
+            );
+            last_frame = frame;
+            frames.insert(frame);
+            let first = *thread_of.entry(src.clone()).or_insert(thread);
+            assert_eq!(first, thread, "{src} on threads {first} and {thread}");
+            lines += 1;
+        }
+        assert!(lines > 1000, "thread {thread} got only {lines} packets");
+        total += lines;
+        let _ = std::fs::remove_file(&path);
+    }
+    let _ = std::fs::remove_file(&capture);
+    assert_eq!(total, 20000);
+    assert_eq!(frames.len(), 20000, "every packet once");
+    assert_eq!(thread_of.len(), 300, "the generator's 300 clients");
+    assert_eq!(stage(&stats, "output.json")["in"], 20000);
+}
+
+#[test]
+fn split_refuses_pull_pipelines_and_bad_options() {
+    let capture = corpus().remove(0).0;
+    let text = format!(
+        "drive = \"pull\"\n[[stage]]\nmodule = \"input.mmpcap\"\npath = {:?}\n{}{NULL}",
+        capture.display().to_string(),
+        split(2, "client")
+    );
+    let out = run_pipeline(&text, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("push pipeline"), "{stderr}");
+    let text = format!(
+        "[[stage]]\nmodule = \"input.mmpcap\"\npath = {:?}\n{}{NULL}",
+        capture.display().to_string(),
+        split(2, "sideways")
+    );
+    let out = run_pipeline(&text, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("round-robin or client"), "{stderr}");
+    // A mistake in a stage after the split names its line.
+    let text = format!(
+        "[[stage]]\nmodule = \"input.mmpcap\"\npath = {:?}\n{}[[stage]]\nmodule = \"output.null\"\nbogus = 1\n",
+        capture.display().to_string(),
+        split(2, "client")
+    );
+    let out = run_pipeline(&text, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains(":10: key `bogus`"), "{stderr}");
+}
