@@ -116,6 +116,27 @@ fn open_output(path: &Path) -> Result<Box<dyn Write>> {
     Ok(Box::new(BufWriter::with_capacity(1 << 16, file)))
 }
 
+/// Writes records, one per line, remembering the first write error.
+struct RecordWriter {
+    out: Box<dyn Write>,
+    error: Option<io::Error>,
+}
+
+impl RecordWriter {
+    fn write(&mut self, done: Finished) {
+        if self.error.is_some() {
+            return;
+        }
+        let result = self
+            .out
+            .write_all(done.json.as_bytes())
+            .and_then(|()| self.out.write_all(b"\n"));
+        if let Err(e) = result {
+            self.error = Some(e);
+        }
+    }
+}
+
 /// Runs `dnsluice lookup`.
 pub fn run(args: LookupArgs) -> Result<ExitCode> {
     let mut name_servers = args.name_servers.clone();
@@ -149,44 +170,35 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
         );
     }
     let input = open_input(&args.input)?;
-    let mut output = open_output(&args.output)?;
+    let mut output = RecordWriter {
+        out: open_output(&args.output)?,
+        error: None,
+    };
     let mut engine = LookupEngine::start(config)?;
     let started = Instant::now();
     let mut progress = Progress::counting(started, "names");
-    let mut write_error: Option<io::Error> = None;
-    let mut write = |done: Finished, output: &mut dyn Write| {
-        if write_error.is_some() {
-            return;
-        }
-        let result = output
-            .write_all(done.json.as_bytes())
-            .and_then(|()| output.write_all(b"\n"));
-        if let Err(e) = result {
-            write_error = Some(e);
-        }
-    };
     for line in input.split(b'\n') {
         let line = line.with_context(|| format!("cannot read {}", args.input.display()))?;
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() || text.starts_with('#') {
-            continue;
+        if output.error.is_some() {
+            // The output is gone (a closed pipe, a full disk): stop resolving.
+            break;
         }
-        engine.submit(text, &mut |done| write(done, output.as_mut()));
+        let text = String::from_utf8_lossy(&line);
+        engine.submit(&text, &mut |done| output.write(done));
         while let Some(done) = engine.try_result() {
-            write(done, output.as_mut());
+            output.write(done);
         }
         progress.update(engine.finished_count());
     }
     engine.close_input();
     while let Some(done) = engine.next_result() {
-        write(done, output.as_mut());
+        output.write(done);
         progress.update(engine.finished_count());
     }
     progress.clear();
     let summary = engine.summary();
     engine.shutdown();
-    if let Some(e) = write_error.or_else(|| output.flush().err()) {
+    if let Some(e) = output.error.or_else(|| output.out.flush().err()) {
         if e.kind() == io::ErrorKind::BrokenPipe {
             return Ok(ExitCode::SUCCESS);
         }

@@ -539,3 +539,34 @@ fn lookup_pipeline_pushed_and_pulled() {
         assert_eq!(r["bad..name"]["status"], "ERROR");
     }
 }
+
+/// A TCP connection on which 3 queries in a row time out is taken for dead:
+/// the next query gets a new connection instead of timing out too.
+#[test]
+fn dead_connection_is_reopened() {
+    let server = FaultServer::start(FaultKind::Tcp);
+    let ns = server.addr().to_string();
+    let (records, stats) = lookup(
+        &[
+            "A",
+            "--transport",
+            "tcp",
+            "--name-servers",
+            &ns,
+            "--threads",
+            "1",
+            "--timeout",
+            "200",
+            "--retries",
+            "0",
+        ],
+        "drop.f1\ndrop.f2\ndrop.f3\nok.f\n",
+    );
+    let r = by_name(&records);
+    for name in ["drop.f1", "drop.f2", "drop.f3"] {
+        assert_eq!(r[name]["status"], "TIMEOUT");
+    }
+    assert_eq!(r["ok.f"]["status"], "NOERROR");
+    assert_eq!(stats["connections_opened"], 2, "{stats}");
+    assert_eq!(server.connections_accepted(), 2);
+}

@@ -41,6 +41,15 @@ pub enum NetError {
         /// What went wrong.
         message: String,
     },
+    /// One DoH request failed (an HTTP error status, a reset stream, a body
+    /// that is no DNS message); the connection stays usable.
+    #[error("DoH request to {addr}: {message}")]
+    HttpRequest {
+        /// The nameserver.
+        addr: String,
+        /// What went wrong.
+        message: String,
+    },
     /// No answer within the timeout.
     #[error("timeout")]
     Timeout,
@@ -64,6 +73,7 @@ impl NetError {
             NetError::Connect { .. } => "connect",
             NetError::Handshake { .. } => "tls_handshake",
             NetError::Http { .. } => "http",
+            NetError::HttpRequest { .. } => "http_request",
             NetError::Timeout => "timeout",
             NetError::Closed(_) => "closed",
             NetError::Send(_) => "send",
@@ -73,6 +83,9 @@ impl NetError {
 
     /// Whether the connection this happened on can no longer be used.
     pub fn breaks_connection(&self) -> bool {
-        !matches!(self, NetError::Timeout | NetError::BadQuery(_))
+        !matches!(
+            self,
+            NetError::Timeout | NetError::BadQuery(_) | NetError::HttpRequest { .. }
+        )
     }
 }

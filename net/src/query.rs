@@ -166,12 +166,21 @@ pub fn first_question(msg: &[u8]) -> Option<&[u8]> {
     msg.get(12..at + 4)
 }
 
-/// Whether `response` answers `query`: same question (names compared without
-/// regard to ASCII case), or no question in the response at all (some servers
-/// drop it from errors such as FORMERR).
+/// Whether two questions (as [`first_question`] returns them) are the same:
+/// names equal without regard to ASCII case, type and class equal exactly.
+pub fn question_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len()
+        && a.len() >= 4
+        && a[..a.len() - 4].eq_ignore_ascii_case(&b[..b.len() - 4])
+        && a[a.len() - 4..] == b[b.len() - 4..]
+}
+
+/// Whether `response` answers `query`: same question (see [`question_eq`]),
+/// or no question in the response at all (some servers drop it from errors
+/// such as FORMERR).
 pub fn same_question(query: &[u8], response: &[u8]) -> bool {
     match (first_question(query), first_question(response)) {
-        (Some(q), Some(r)) => q.eq_ignore_ascii_case(r),
+        (Some(q), Some(r)) => question_eq(q, r),
         (_, None) => response.len() >= 12 && u16::from_be_bytes([response[4], response[5]]) == 0,
         (None, Some(_)) => false,
     }
@@ -257,6 +266,10 @@ mod tests {
         build(7, "example.org", 1, &QueryOptions::default(), &mut other).unwrap();
         assert!(!same_question(&q, &other));
         build(7, "example.com", 28, &QueryOptions::default(), &mut other).unwrap();
+        assert!(!same_question(&q, &other));
+        // Type 65 (HTTPS) and 97 differ only by ASCII case as bytes: not the same.
+        build(7, "example.com", 65, &QueryOptions::default(), &mut q).unwrap();
+        build(7, "example.com", 97, &QueryOptions::default(), &mut other).unwrap();
         assert!(!same_question(&q, &other));
         // A bare header without a question (FORMERR style) is accepted.
         assert!(same_question(&q, &[0, 7, 0x81, 1, 0, 0, 0, 0, 0, 0, 0, 0]));

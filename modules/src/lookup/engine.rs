@@ -17,6 +17,7 @@ use dnsluice_net::query::QueryOptions;
 use dnsluice_net::{
     ClientSetup, DohMethod, Endpoint, NetCounters, NetError, TlsOptions, Transport,
 };
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,11 +144,14 @@ pub struct LookupEngine {
     next_index: u64,
     started: Instant,
     closed: bool,
+    /// Pinned nameservers already parsed (a host name is resolved once).
+    endpoints: HashMap<String, Endpoint>,
 }
 
 impl LookupEngine {
     /// Starts the workers. Fails on TLS setup problems (a CA file that does not load).
     pub fn start(config: LookupConfig) -> Result<LookupEngine, NetError> {
+        raise_open_file_limit();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2.min(std::thread::available_parallelism().map_or(1, |n| n.get())))
             .thread_name("dnsluice-lookup")
@@ -175,7 +179,8 @@ impl LookupEngine {
         let threads = config.threads.max(1);
         let inflight = config.inflight.max(1);
         // Each nameserver's queue holds what a pool of workers can have in flight, twice.
-        let queue_capacity = (2 * threads * inflight / config.nameservers.len().max(1)).max(2);
+        let queue_capacity =
+            (2 * threads * inflight / config.nameservers.len().max(1)).clamp(2, 4096);
         let board = Board::new(
             config.scheduler,
             &config.nameservers,
@@ -196,7 +201,7 @@ impl LookupEngine {
             runtime.spawn(worker::run(shared.clone(), id));
         }
         // Outstanding names at most: enough to keep every queue and worker busy.
-        let bound = (4 * threads * inflight).max(64);
+        let bound = (4 * threads * inflight).clamp(64, 1 << 20);
         Ok(LookupEngine {
             runtime,
             shared,
@@ -206,21 +211,34 @@ impl LookupEngine {
             next_index: 0,
             started: Instant::now(),
             closed: false,
+            endpoints: HashMap::new(),
         })
     }
 
     /// Offers one input line (`name` or `name,nameserver`). Waits while the run
     /// is at its bound, passing finished records to `sink` meanwhile. A line
     /// that cannot be looked up gets its `ERROR` record at once.
-    pub fn submit(&mut self, line: &str, sink: &mut dyn FnMut(Finished)) {
+    ///
+    /// Blank lines and lines starting with `#` are no names: they are skipped
+    /// (and get no record); the return value says whether the line was a name.
+    pub fn submit(&mut self, line: &str, sink: &mut dyn FnMut(Finished)) -> bool {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            return false;
+        }
         let index = self.next_index;
         self.next_index += 1;
-        let job = match parse_line(index, line, self.shared.config.transport) {
+        let job = match parse_line(
+            index,
+            line,
+            self.shared.config.transport,
+            &mut self.endpoints,
+        ) {
             Ok(job) => job,
             Err(bad) => {
                 self.shared.run.finished("ERROR");
                 sink(worker::bad_line_record(index, &bad.name, &bad.reason));
-                return;
+                return true;
             }
         };
         let ns = match &job.pinned {
@@ -232,13 +250,14 @@ impl LookupEngine {
                     let reason =
                         "no nameserver: give --name-servers or pin the line (name,nameserver)";
                     sink(worker::bad_line_record(index, &job.name, reason));
-                    return;
+                    return true;
                 }
             },
         };
         self.wait_for_room(sink);
         self.outstanding += 1;
         self.shared.board.offer(job, &ns);
+        true
     }
 
     fn wait_for_room(&mut self, sink: &mut dyn FnMut(Finished)) {
@@ -320,5 +339,24 @@ impl LookupEngine {
                 .expect("an empty current-thread runtime builds"),
         );
         runtime.shutdown_timeout(Duration::from_millis(100));
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit: each worker keeps
+/// connections (up to 64), and 100 workers over several nameservers pass the
+/// usual soft limit of 1024.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own; setrlimit only reads it.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            // Failing leaves the old limit: connects may then fail, each with its error.
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! One unit of lookup work: a name, what to ask, and where.
 
 use dnsluice_net::{Endpoint, Transport};
+use std::collections::HashMap;
 
 /// A name to resolve, from one input line.
 #[derive(Clone, Debug)]
@@ -22,8 +23,14 @@ pub struct BadLine {
     pub reason: String,
 }
 
-/// Parses `name` or `name,nameserver` (nameserver as for `--name-servers`).
-pub fn parse_line(index: u64, line: &str, transport: Transport) -> Result<Job, BadLine> {
+/// Parses `name` or `name,nameserver` (nameserver as for `--name-servers`);
+/// `known` caches the nameservers parsed so far, by their text.
+pub fn parse_line(
+    index: u64,
+    line: &str,
+    transport: Transport,
+    known: &mut HashMap<String, Endpoint>,
+) -> Result<Job, BadLine> {
     let line = line.trim();
     let (name, server) = match line.split_once(',') {
         Some((name, server)) => (name.trim(), Some(server.trim())),
@@ -40,7 +47,14 @@ pub fn parse_line(index: u64, line: &str, transport: Transport) -> Result<Job, B
     dnsluice_net::query::push_name(name, &mut Vec::new())
         .map_err(|e| bad(format!("bad name: {e}")))?;
     let pinned = match server {
-        Some(text) => Some(Endpoint::parse(text, transport).map_err(|e| bad(e.to_string()))?),
+        Some(text) => Some(match known.get(text) {
+            Some(endpoint) => endpoint.clone(),
+            None => {
+                let endpoint = Endpoint::parse(text, transport).map_err(|e| bad(e.to_string()))?;
+                known.insert(text.to_string(), endpoint.clone());
+                endpoint
+            }
+        }),
         None => None,
     };
     Ok(Job {
@@ -56,25 +70,37 @@ mod tests {
 
     #[test]
     fn names_and_pinned_nameservers() {
-        let job = parse_line(3, " example.com ", Transport::Udp).unwrap();
+        let job = parse_line(3, " example.com ", Transport::Udp, &mut HashMap::new()).unwrap();
         assert_eq!(
             (job.index, job.name.as_str(), job.pinned),
             (3, "example.com", None)
         );
-        let job = parse_line(0, "example.com,127.0.0.2:5300", Transport::Tcp).unwrap();
+        let job = parse_line(
+            0,
+            "example.com,127.0.0.2:5300",
+            Transport::Tcp,
+            &mut HashMap::new(),
+        )
+        .unwrap();
         assert_eq!(job.pinned.unwrap().addr.to_string(), "127.0.0.2:5300");
-        let job = parse_line(0, "example.com,[::1]", Transport::Tls).unwrap();
+        let job = parse_line(0, "example.com,[::1]", Transport::Tls, &mut HashMap::new()).unwrap();
         assert_eq!(job.pinned.unwrap().addr.to_string(), "[::1]:853");
     }
 
     #[test]
     fn bad_lines_say_why() {
-        let err = parse_line(0, "a..b", Transport::Udp).unwrap_err();
+        let err = parse_line(0, "a..b", Transport::Udp, &mut HashMap::new()).unwrap_err();
         assert_eq!(err.name, "a..b");
         assert!(err.reason.contains("empty label"), "{}", err.reason);
-        let err = parse_line(0, "ok.example,not-an-address:x", Transport::Udp).unwrap_err();
+        let err = parse_line(
+            0,
+            "ok.example,not-an-address:x",
+            Transport::Udp,
+            &mut HashMap::new(),
+        )
+        .unwrap_err();
         assert_eq!(err.name, "ok.example");
         assert!(err.reason.contains("port"), "{}", err.reason);
-        assert!(parse_line(0, ",127.0.0.1", Transport::Udp).is_err());
+        assert!(parse_line(0, ",127.0.0.1", Transport::Udp, &mut HashMap::new()).is_err());
     }
 }

@@ -1,6 +1,8 @@
 //! `lookup.dns`: the lookup engine as a chain stage. Lines (`input.lines`) go
-//! in, one JSON record per line comes out (`output.json` writes it as it is).
-//! Objects that are not lines pass through untouched.
+//! in, one JSON record per line comes out (`output.json` writes it as it is);
+//! blank and `#` lines get none. Objects that are not lines are passed on
+//! untouched when pushed; pulled, they are counted (`not_lines`) and dropped
+//! (a lending producer cannot hand on its upstream's object after pulling more).
 
 use super::engine::{Finished, LookupConfig, LookupEngine};
 use super::{LookupType, Scheduler};
@@ -209,6 +211,7 @@ struct StageCore {
     engine: Option<LookupEngine>,
     lines: u64,
     passed_through: u64,
+    not_lines: u64,
     records: u64,
 }
 
@@ -221,6 +224,7 @@ impl StageCore {
             engine: Some(engine),
             lines: 0,
             passed_through: 0,
+            not_lines: 0,
             records: 0,
         })
     }
@@ -233,6 +237,7 @@ impl StageCore {
 
     fn stats(&self) -> StageStats {
         let mut s = StageStats::new(MODULE);
+        s.add_error("not_lines", self.not_lines);
         s.input = self.lines + self.passed_through;
         s.output = self.records + self.passed_through;
         if let Some(engine) = &self.engine {
@@ -386,9 +391,8 @@ impl Producer for LookupPull {
                     }
                 }
                 Some(_) => {
-                    // Not a line: counted, and dropped in the pull form (a lending
-                    // producer cannot hand on its upstream's object after pulling more).
-                    self.core.passed_through += 1;
+                    // Not a line: counted and dropped (see the module docs).
+                    self.core.not_lines += 1;
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The counters that are the evidence for the scheduler design: what really
 //! happened on the sockets, overall and per nameserver.
 
+use crate::output::json::push_json_str;
 use dnsluice_net::{Latency, NetCounters};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -163,10 +164,12 @@ impl LookupSummary {
         s.push_str("},\"per_nameserver\":{");
         for (i, ns) in self.per_nameserver.iter().enumerate() {
             let comma = if i > 0 { "," } else { "" };
+            let mut key = Vec::new();
+            push_json_str(ns.nameserver.as_bytes(), &mut key);
             let _ = write!(
                 s,
-                "{comma}\"{}\":{{\"queries\":{},\"connections_opened\":{},\"p50_ms\":{:.3},\"p99_ms\":{:.3}}}",
-                ns.nameserver, ns.queries, ns.connections_opened, ns.p50_ms, ns.p99_ms
+                "{comma}{}:{{\"queries\":{},\"connections_opened\":{},\"p50_ms\":{:.3},\"p99_ms\":{:.3}}}",
+                String::from_utf8_lossy(&key), ns.queries, ns.connections_opened, ns.p50_ms, ns.p99_ms
             );
         }
         let _ = write!(s, "}},\"elapsed_s\":{:.3}}}", self.elapsed.as_secs_f64());

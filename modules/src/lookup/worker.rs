@@ -27,13 +27,49 @@ struct Slot {
     uses: AtomicU64,
 }
 
-/// A worker's connections, by nameserver and transport.
+/// Most connections a worker keeps; past this the least recently used one is
+/// closed (a worker that stole from many nameservers must not run the process
+/// out of file descriptors).
+const MAX_KEPT: usize = 64;
+
+/// The kept connection for one (nameserver, transport), if any, and when it
+/// was last handed out.
+#[derive(Default)]
+struct Cell {
+    slot: Option<Arc<Slot>>,
+    last_used: u64,
+}
+
+type Key = (usize, Transport);
+
+/// A worker's connections, by nameserver and transport. Each key has its own
+/// lock, held while dialling, so jobs for one nameserver wait for the one
+/// connection being opened to it, and jobs for others do not wait at all.
 #[derive(Default)]
 struct Connections {
-    slots: tokio::sync::Mutex<HashMap<(usize, Transport), Arc<Slot>>>,
+    cells: std::sync::Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Cell>>>>,
+    tick: AtomicU64,
 }
 
 impl Connections {
+    fn cell(&self, key: Key, fifo: bool) -> Arc<tokio::sync::Mutex<Cell>> {
+        let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+        if fifo && !cells.contains_key(&key) {
+            // ZDNS today: one connection, torn down when the nameserver changes.
+            cells.clear();
+        }
+        if cells.len() >= MAX_KEPT && !cells.contains_key(&key) {
+            let oldest = cells
+                .iter()
+                .filter_map(|(k, c)| c.try_lock().ok().map(|c| (c.last_used, *k)))
+                .min_by_key(|(last_used, _)| *last_used);
+            if let Some((_, k)) = oldest {
+                cells.remove(&k);
+            }
+        }
+        cells.entry(key).or_default().clone()
+    }
+
     /// A usable connection to `ns` over `transport`: the kept one, or a new one.
     /// `fifo` keeps one connection per worker (re-dialling on a change of
     /// nameserver); `random` never keeps any.
@@ -44,42 +80,54 @@ impl Connections {
         transport: Transport,
     ) -> Result<Arc<Slot>, NetError> {
         let scheduler = shared.board.scheduler();
-        let key = (ns.id, transport);
-        let mut slots = self.slots.lock().await;
-        if scheduler != Scheduler::Random {
-            if let Some(slot) = slots.get(&key) {
-                if slot.connection.broken().is_none() {
-                    return Ok(slot.clone());
-                }
-                slots.remove(&key);
+        if scheduler == Scheduler::Random {
+            return dial(shared, ns, transport).await;
+        }
+        let cell = self.cell((ns.id, transport), scheduler == Scheduler::Fifo);
+        let mut cell = cell.lock().await;
+        cell.last_used = self.tick.fetch_add(1, Ordering::Relaxed);
+        if let Some(slot) = &cell.slot {
+            if slot.connection.broken().is_none() {
+                return Ok(slot.clone());
             }
         }
-        if scheduler == Scheduler::Fifo {
-            // ZDNS today: one connection, torn down when the nameserver changes.
-            slots.clear();
-        }
-        let setup = shared.setup_for(transport);
-        let mut endpoint = ns.endpoint.clone();
-        endpoint.transport = transport;
-        let connection = connect(&endpoint, setup).await?;
-        ns.stats.connections_opened.fetch_add(1, Ordering::Relaxed);
-        let slot = Arc::new(Slot {
-            connection,
-            uses: AtomicU64::new(0),
-        });
-        if scheduler != Scheduler::Random {
-            slots.insert(key, slot.clone());
-        }
+        cell.slot = None;
+        let slot = dial(shared, ns, transport).await?;
+        cell.slot = Some(slot.clone());
         Ok(slot)
     }
 
     /// Drops `slot` if it is still the kept connection for `key`.
-    async fn forget(&self, key: (usize, Transport), slot: &Arc<Slot>) {
-        let mut slots = self.slots.lock().await;
-        if slots.get(&key).is_some_and(|s| Arc::ptr_eq(s, slot)) {
-            slots.remove(&key);
+    async fn forget(&self, key: Key, slot: &Arc<Slot>) {
+        let cell = self
+            .cells
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some(cell) = cell {
+            let mut cell = cell.lock().await;
+            if cell.slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, slot)) {
+                cell.slot = None;
+            }
         }
     }
+}
+
+/// Opens a connection to `ns` over `transport`, counted for `ns`.
+async fn dial(
+    shared: &Shared,
+    ns: &Nameserver,
+    transport: Transport,
+) -> Result<Arc<Slot>, NetError> {
+    let mut endpoint = ns.endpoint.clone();
+    endpoint.transport = transport;
+    let connection = connect(&endpoint, shared.setup_for(transport)).await?;
+    ns.stats.connections_opened.fetch_add(1, Ordering::Relaxed);
+    Ok(Arc::new(Slot {
+        connection,
+        uses: AtomicU64::new(0),
+    }))
 }
 
 /// Runs worker `id` until the input is done and the queues are drained.
@@ -183,8 +231,9 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
     guard.sent = true;
 }
 
-/// Makes sure a job's record is sent even if resolving it panics (a bug):
-/// without it the run would wait for that record forever.
+/// Makes sure a job's record is sent even if its task ends without one (it
+/// is cancelled, or it panics in a build that unwinds; release builds abort
+/// on panic): without it the run would wait for that record forever.
 struct RecordGuard<'a> {
     shared: &'a Shared,
     index: u64,
@@ -308,7 +357,10 @@ async fn exchange_once(
     result.map(|exchange| exchange.response)
 }
 
-/// `ALOOKUP`: A and AAAA for `name`, following CNAMEs the server did not.
+/// `ALOOKUP`: A and AAAA for `name`, following CNAME chains: within each
+/// answer by owner name, and with a new query when the server stopped at a
+/// CNAME it is not authoritative for. A loop or a chain longer than
+/// [`MAX_CNAME_HOPS`] is an error; addresses found before an error are kept.
 async fn addresses(
     shared: &Shared,
     connections: &Connections,
@@ -318,9 +370,10 @@ async fn addresses(
 ) -> Outcome {
     let mut outcome = Outcome::default();
     let mut found = (Vec::new(), Vec::new());
-    for qtype in [1u16, 28] {
-        let mut target = name.to_string();
-        for _ in 0..=MAX_CNAME_HOPS {
+    'types: for qtype in [1u16, 28] {
+        let mut target = canonical(name);
+        let mut visited = vec![target.clone()];
+        loop {
             let response = match ask(
                 shared,
                 connections,
@@ -335,22 +388,34 @@ async fn addresses(
                 Ok(response) => response,
                 Err(error) => {
                     fail(&mut outcome, &error);
-                    return outcome;
+                    break 'types;
                 }
             };
-            if outcome.status.is_empty() || qtype == 1 && target == name {
-                outcome.status = record::status_of(&response);
+            let status = record::status_of(&response);
+            // The first answer's status, unless a later link of the chain fails.
+            if outcome.status.is_empty() || status != "NOERROR" {
+                outcome.status = status;
             }
-            let (addresses, next) = collect_addresses(&response, qtype);
+            let (end, addresses) = follow_chain(&response, &target, qtype, &mut visited);
             let list = if qtype == 1 {
                 &mut found.0
             } else {
                 &mut found.1
             };
-            list.extend(addresses.iter().cloned());
-            match next {
-                Some(cname) if addresses.is_empty() => target = cname,
-                _ => break,
+            list.extend(addresses);
+            match end {
+                ChainEnd::Done => break,
+                ChainEnd::Follow(next) if visited.len() <= MAX_CNAME_HOPS => target = next,
+                ChainEnd::Follow(_) => {
+                    outcome.status = "ERROR".to_string();
+                    outcome.error = Some(format!("more than {MAX_CNAME_HOPS} CNAMEs"));
+                    break 'types;
+                }
+                ChainEnd::Loop(at) => {
+                    outcome.status = "ERROR".to_string();
+                    outcome.error = Some(format!("CNAME loop at {at}"));
+                    break 'types;
+                }
             }
         }
     }
@@ -358,28 +423,77 @@ async fn addresses(
     outcome
 }
 
-/// The addresses of type `qtype` in the answer section, and the last CNAME
-/// target (to follow when no address came with it).
-fn collect_addresses(msg: &[u8], qtype: u16) -> (Vec<String>, Option<String>) {
-    let mut addresses = Vec::new();
-    let mut cname = None;
-    for record in dns::records(msg).filter(|r| r.section == Section::Answer) {
-        let at = record.rdata_at as usize;
-        let rdata = &msg[at..at + usize::from(record.rdata_len)];
-        match (record.rtype, rdata.len()) {
-            (1, 4) if qtype == 1 => {
-                addresses.push(Ipv4Addr::new(rdata[0], rdata[1], rdata[2], rdata[3]).to_string())
-            }
-            (28, 16) if qtype == 28 => {
-                let mut octets = [0u8; 16];
-                octets.copy_from_slice(rdata);
-                addresses.push(Ipv6Addr::from(octets).to_string());
-            }
-            (5, _) => cname = dns::name::to_string(msg, at).ok(),
-            _ => {}
-        }
+/// Lower-case presentation form with the trailing dot.
+fn canonical(name: &str) -> String {
+    let mut s = name.to_ascii_lowercase();
+    if !s.ends_with('.') {
+        s.push('.');
     }
-    (addresses, cname)
+    s
+}
+
+/// How far an answer took a CNAME chain.
+enum ChainEnd {
+    /// Addresses found, or the chain ends without them.
+    Done,
+    /// The answer stops at a CNAME target: ask for it.
+    Follow(String),
+    /// A CNAME leads back to a name already on the chain.
+    Loop(String),
+}
+
+/// Walks the answer section from `start`: CNAMEs by owner name, then the
+/// records of `qtype` owned by the chain's last name.
+fn follow_chain(
+    msg: &[u8],
+    start: &str,
+    qtype: u16,
+    visited: &mut Vec<String>,
+) -> (ChainEnd, Vec<String>) {
+    let answers: Vec<_> = dns::records(msg)
+        .filter(|r| r.section == Section::Answer)
+        .collect();
+    let owner = |r: &dns::Record| {
+        dns::name::to_string(msg, r.name as usize)
+            .map(|n| canonical(&n))
+            .ok()
+    };
+    let mut current = start.to_string();
+    while let Some(cname) = answers
+        .iter()
+        .find(|r| r.rtype == 5 && owner(r).as_deref() == Some(current.as_str()))
+    {
+        let Ok(next) = dns::name::to_string(msg, cname.rdata_at as usize) else {
+            break;
+        };
+        let next = canonical(&next);
+        if visited.contains(&next) {
+            return (ChainEnd::Loop(next), Vec::new());
+        }
+        visited.push(next.clone());
+        current = next;
+    }
+    let addresses: Vec<String> = answers
+        .iter()
+        .filter(|r| r.rtype == qtype && owner(r).as_deref() == Some(current.as_str()))
+        .filter_map(|r| address_text(msg, r))
+        .collect();
+    if addresses.is_empty() && current != start {
+        (ChainEnd::Follow(current), addresses)
+    } else {
+        (ChainEnd::Done, addresses)
+    }
+}
+
+/// An A or AAAA record's address as text.
+fn address_text(msg: &[u8], record: &dns::Record) -> Option<String> {
+    let at = record.rdata_at as usize;
+    let rdata = msg.get(at..at + usize::from(record.rdata_len))?;
+    match rdata.len() {
+        4 => Some(Ipv4Addr::from(<[u8; 4]>::try_from(rdata).ok()?).to_string()),
+        16 => Some(Ipv6Addr::from(<[u8; 16]>::try_from(rdata).ok()?).to_string()),
+        _ => None,
+    }
 }
 
 /// A finished record for a line that never became a job.

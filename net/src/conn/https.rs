@@ -113,7 +113,7 @@ impl HttpsConnection {
     }
 
     fn http_error(&self, message: impl ToString) -> NetError {
-        NetError::Http {
+        NetError::HttpRequest {
             addr: self.addr.clone(),
             message: message.to_string(),
         }
@@ -124,11 +124,8 @@ impl HttpsConnection {
         if let Some(reason) = self.closed_reason() {
             return Err(NetError::Closed(reason));
         }
-        use std::sync::atomic::Ordering;
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        let result = self.request(query).await;
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        result
+        let _counted = InFlight::enter(&self.in_flight);
+        self.request(query).await
     }
 
     async fn request(&self, query: &[u8]) -> Result<Vec<u8>, NetError> {
@@ -183,7 +180,8 @@ impl HttpsConnection {
         Ok(message)
     }
 
-    /// An h2 error as a "closed" error when the connection went away, else as is.
+    /// An h2 error: "closed" when the connection went away, else a failure of
+    /// this request alone (a reset stream, for example).
     fn closed_or(&self, error: h2::Error) -> NetError {
         if error.is_io() || error.is_go_away() {
             let reason = format!("HTTP/2 connection lost: {error}");
@@ -192,5 +190,22 @@ impl HttpsConnection {
         } else {
             self.http_error(error)
         }
+    }
+}
+
+/// Counts a request in flight for as long as it lives (also when the request
+/// is cancelled by a timeout).
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a std::sync::atomic::AtomicUsize) -> Self {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -186,8 +186,9 @@ async fn tls_connect(
 
 impl Connection {
     /// Sends `query` and waits up to `timeout` for its answer. Many calls may run
-    /// at once on one connection. The query's id is replaced on the wire by one
-    /// unique on this connection and restored in the answer.
+    /// at once on one connection. On UDP, TCP and TLS the query's id is replaced
+    /// on the wire by one unique on this connection and restored in the answer;
+    /// on HTTPS each query has its own stream and travels as it is.
     pub async fn exchange(&self, query: &[u8], timeout: Duration) -> Result<Exchange, NetError> {
         if query.len() < 12 {
             return Err(NetError::BadQuery("shorter than a DNS header"));

@@ -2,7 +2,7 @@
 //! matched by id and question (RFC 7766 §6.2.1.1 on streams).
 
 use crate::error::NetError;
-use crate::query::first_question;
+use crate::query::{first_question, question_eq};
 use crate::stats::NetCounters;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +30,8 @@ struct Table {
     seed: u32,
     /// Set once the connection is unusable, with the reason.
     closed: Option<String>,
+    /// Queries that timed out since the last answer (streams: a dead peer).
+    timeouts_in_row: u32,
 }
 
 impl Table {
@@ -71,7 +73,7 @@ impl Shared {
         let mut table = self.lock();
         let matches = match table.waiting.get(&id) {
             Some(waiter) => match first_question(&message) {
-                Some(question) => question.eq_ignore_ascii_case(&waiter.question),
+                Some(question) => question_eq(question, &waiter.question),
                 // No question at all (FORMERR and friends): the id decides.
                 None => u16::from_be_bytes([message[4], message[5]]) == 0,
             },
@@ -82,6 +84,7 @@ impl Shared {
             return;
         }
         if let Some(waiter) = table.waiting.remove(&id) {
+            table.timeouts_in_row = 0;
             drop(table);
             message[..2].copy_from_slice(&waiter.original_id.to_be_bytes());
             // The asker may have timed out and gone; nothing to do then.
@@ -118,13 +121,38 @@ impl Drop for Mux {
     }
 }
 
+/// A random, odd seed for the id generator: `RandomState` is seeded from the
+/// operating system's random source once per process (and varied per call).
 fn initial_seed() -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let address = &nanos as *const u32 as usize as u32;
-    (nanos ^ address.rotate_left(16)) | 1
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(0x5eed);
+    (hasher.finish() as u32) | 1
+}
+
+/// Stream timeouts in a row, with no answer between them, after which the
+/// connection is taken for dead and closed (a black-holed peer).
+const DEAD_AFTER_TIMEOUTS: u32 = 3;
+
+/// Removes a query's waiter when its exchange ends without an answer (timeout,
+/// error, or the future being dropped), unless the id was reused meanwhile.
+struct Pending<'a> {
+    shared: &'a Shared,
+    id: u16,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        let mut table = self.shared.lock();
+        // Ours when its receiver is gone (this exchange's, dropped first).
+        if table
+            .waiting
+            .get(&self.id)
+            .is_some_and(|w| w.answer.is_closed())
+        {
+            table.waiting.remove(&self.id);
+        }
+    }
 }
 
 impl Mux {
@@ -134,6 +162,7 @@ impl Mux {
                 waiting: HashMap::new(),
                 seed: initial_seed(),
                 closed: None,
+                timeouts_in_row: 0,
             }),
             counters,
         })
@@ -199,23 +228,56 @@ impl Mux {
             );
             id
         };
-        if let Err(error) = self.write(id, query).await {
-            let reason = format!("write failed: {error}");
-            self.shared.close(reason.clone());
-            return Err(NetError::Send(error));
-        }
-        NetCounters::bump(&self.shared.counters.queries_sent);
-        match tokio::time::timeout(timeout, answer_rx).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(_)) => Err(NetError::Closed(
-                self.closed_reason()
-                    .unwrap_or_else(|| "connection closed".to_string()),
-            )),
-            Err(_) => {
-                self.shared.lock().waiting.remove(&id);
-                Err(NetError::Timeout)
+        // Declared before the future that owns the receiver, so it is dropped
+        // after it (locals drop in reverse order), also when cancelled.
+        let _pending = Pending {
+            shared: &self.shared,
+            id,
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let answer = async {
+            match tokio::time::timeout_at(deadline, self.write(id, query)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    if self.is_stream() || error.kind() != std::io::ErrorKind::ConnectionRefused {
+                        self.shared.close(format!("write failed: {error}"));
+                    }
+                    // UDP: a refusal (ICMP) surfacing on send fails this query only.
+                    return Err(NetError::Send(error));
+                }
+                Err(_) => {
+                    // A frame may be half written: the stream is out of step.
+                    self.shared
+                        .close("a write did not finish in time".to_string());
+                    return Err(NetError::Timeout);
+                }
+            }
+            NetCounters::bump(&self.shared.counters.queries_sent);
+            match tokio::time::timeout_at(deadline, answer_rx).await {
+                Ok(Ok(answer)) => Ok(answer),
+                Ok(Err(_)) => Err(NetError::Closed(
+                    self.closed_reason()
+                        .unwrap_or_else(|| "connection closed".to_string()),
+                )),
+                Err(_) => Err(NetError::Timeout),
+            }
+        };
+        let result = answer.await;
+        if matches!(result, Err(NetError::Timeout)) && self.is_stream() {
+            let mut table = self.shared.lock();
+            table.timeouts_in_row += 1;
+            if table.timeouts_in_row >= DEAD_AFTER_TIMEOUTS {
+                drop(table);
+                self.shared.close(format!(
+                    "{DEAD_AFTER_TIMEOUTS} queries in a row got no answer: the connection looks dead"
+                ));
             }
         }
+        result
+    }
+
+    fn is_stream(&self) -> bool {
+        matches!(self.writer, Writer::Stream(_))
     }
 
     async fn write(&self, id: u16, query: &[u8]) -> std::io::Result<()> {
