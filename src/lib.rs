@@ -9,6 +9,7 @@ pub mod cli;
 pub mod lookup;
 pub mod replay;
 pub mod report;
+pub mod tls_args;
 
 pub use dnsluice_core as core;
 pub use dnsluice_modules as modules;

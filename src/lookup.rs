@@ -56,15 +56,9 @@ pub struct LookupArgs {
     /// Sticky: wait this long for work on the home queue before stealing.
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub steal_wait: u64,
-    /// Trust these CA certificates (PEM) instead of the system's.
-    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
-    pub ca_file: Option<PathBuf>,
-    /// Do not verify TLS certificates. For test servers only.
-    #[arg(long)]
-    pub insecure: bool,
-    /// Verify the certificate against this name (default: URL host or IP).
-    #[arg(long, value_name = "NAME")]
-    pub tls_name: Option<String>,
+    /// Certificates (tls, https).
+    #[command(flatten)]
+    pub tls: crate::tls_args::TlsArgs,
     /// DoH request method: post or get.
     #[arg(long, default_value = "post")]
     pub doh_method: String,
@@ -153,9 +147,9 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
         timeout_ms: args.timeout,
         scheduler: args.scheduler.clone(),
         steal_wait_ms: args.steal_wait,
-        ca_file: args.ca_file.clone(),
-        insecure: args.insecure,
-        tls_name: args.tls_name.clone(),
+        ca_file: args.tls.ca_file.clone(),
+        insecure: args.tls.insecure,
+        tls_name: args.tls.tls_name.clone(),
         doh_method: args.doh_method.clone(),
         tcp_fallback: !args.no_tcp_fallback,
         recursion_desired: true,

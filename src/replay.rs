@@ -52,15 +52,9 @@ pub struct ReplayArgs {
     /// Per-query timeout in milliseconds.
     #[arg(long, default_value_t = 2000, value_name = "MS")]
     pub timeout: u64,
-    /// PEM file of the CA(s) that sign the server's certificate (tls, https).
-    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
-    pub ca_file: Option<PathBuf>,
-    /// Do not verify the server's certificate (test servers only).
-    #[arg(long)]
-    pub insecure: bool,
-    /// Name the server's certificate must carry (default: the URL's host or the IP).
-    #[arg(long, value_name = "NAME")]
-    pub tls_name: Option<String>,
+    /// Certificates (tls, https).
+    #[command(flatten)]
+    pub tls: crate::tls_args::TlsArgs,
     /// post or get (https).
     #[arg(long, default_value = "post")]
     pub method: String,
@@ -133,13 +127,13 @@ pub fn pipeline_text(args: &ReplayArgs) -> String {
         ("inflight", args.inflight.to_string()),
         ("timeout_ms", args.timeout.to_string()),
     ];
-    if let Some(ca) = &args.ca_file {
+    if let Some(ca) = &args.tls.ca_file {
         options.push(("ca_file", quoted(&ca.display().to_string())));
     }
-    if args.insecure {
+    if args.tls.insecure {
         options.push(("insecure", "true".to_string()));
     }
-    if let Some(name) = &args.tls_name {
+    if let Some(name) = &args.tls.tls_name {
         options.push(("tls_name", quoted(name)));
     }
     if args.method != "post" {

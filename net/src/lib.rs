@@ -15,6 +15,7 @@ mod base64url;
 pub mod conn;
 pub mod endpoint;
 pub mod error;
+pub mod ids;
 pub mod latency;
 pub mod query;
 pub mod stats;

@@ -2,6 +2,7 @@
 //! matched by id and question (RFC 7766 §6.2.1.1 on streams).
 
 use crate::error::NetError;
+use crate::ids::QueryIds;
 use crate::query::{first_question, question_eq};
 use crate::stats::NetCounters;
 use std::collections::HashMap;
@@ -25,9 +26,8 @@ struct Waiter {
 /// The queries in flight, by wire id.
 struct Table {
     waiting: HashMap<u16, Waiter>,
-    /// State of the id generator (xorshift): ids are unpredictable to an off-path
-    /// spoofer and unique among the queries in flight.
-    seed: u32,
+    /// Where wire ids come from.
+    ids: QueryIds,
     /// Set once the connection is unusable, with the reason.
     closed: Option<String>,
     /// Queries that timed out since the last answer (streams: a dead peer).
@@ -36,18 +36,8 @@ struct Table {
 
 impl Table {
     fn next_id(&mut self) -> Option<u16> {
-        if self.waiting.len() >= usize::from(u16::MAX) {
-            return None;
-        }
-        loop {
-            self.seed ^= self.seed << 13;
-            self.seed ^= self.seed >> 17;
-            self.seed ^= self.seed << 5;
-            let id = (self.seed >> 8) as u16;
-            if !self.waiting.contains_key(&id) {
-                return Some(id);
-            }
-        }
+        let waiting = &self.waiting;
+        self.ids.next(waiting.len(), |id| waiting.contains_key(&id))
     }
 }
 
@@ -121,15 +111,6 @@ impl Drop for Mux {
     }
 }
 
-/// A random, odd seed for the id generator: `RandomState` is seeded from the
-/// operating system's random source once per process (and varied per call).
-fn initial_seed() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(0x5eed);
-    (hasher.finish() as u32) | 1
-}
-
 /// Stream timeouts in a row, with no answer between them, after which the
 /// connection is taken for dead and closed (a black-holed peer).
 const DEAD_AFTER_TIMEOUTS: u32 = 3;
@@ -160,7 +141,7 @@ impl Mux {
         Arc::new(Shared {
             table: Mutex::new(Table {
                 waiting: HashMap::new(),
-                seed: initial_seed(),
+                ids: QueryIds::default(),
                 closed: None,
                 timeouts_in_row: 0,
             }),

@@ -19,6 +19,7 @@
 
 use super::engine::Outcome;
 use super::tally::Tally;
+use dnsluice_net::ids::QueryIds;
 use dnsluice_net::query::same_question;
 use dnsluice_net::{tls, Endpoint, NetCounters, NetError, TlsOptions, Transport};
 use mio::net::{TcpStream, UdpSocket};
@@ -124,36 +125,26 @@ struct LinkState {
     waiting: IdMap<Pending>,
     /// (deadline, wire id, seq), in sending order.
     deadlines: VecDeque<(Instant, u16, u64)>,
-    seed: u32,
+    ids: QueryIds,
     seq: u64,
 }
 
 impl LinkState {
-    fn new(seed: u32) -> Self {
+    fn new() -> Self {
         LinkState {
             conn: None,
             failed: None,
             waiting: IdMap::default(),
             deadlines: VecDeque::new(),
-            seed: seed | 1,
+            ids: QueryIds::default(),
             seq: 0,
         }
     }
 
-    /// A wire id unique among the queries in flight, unpredictable (xorshift).
+    /// A wire id unique among the queries in flight, unpredictable.
     fn next_id(&mut self) -> Option<u16> {
-        if self.waiting.len() >= usize::from(u16::MAX) {
-            return None;
-        }
-        loop {
-            self.seed ^= self.seed << 13;
-            self.seed ^= self.seed >> 17;
-            self.seed ^= self.seed << 5;
-            let id = (self.seed >> 8) as u16;
-            if !self.waiting.contains_key(&id) {
-                return Some(id);
-            }
-        }
+        let waiting = &self.waiting;
+        self.ids.next(waiting.len(), |id| waiting.contains_key(&id))
     }
 }
 
@@ -243,18 +234,16 @@ impl Direct {
             Waker::new(&registry, WAKER).map_err(|e| NetError::TlsSetup(format!("epoll: {e}")))?;
         let keep = plan.keep_outcomes;
         let retry_links = transport == Transport::Udp && plan.tcp_retry;
-        let seed = initial_seed();
         let mut links = Vec::new();
-        for client in 0..plan.clients {
-            let mix = seed.wrapping_add(client.wrapping_mul(0x9e37_79b9));
+        for _ in 0..plan.clients {
             links.push(Link {
                 transport,
-                state: Mutex::new(LinkState::new(mix)),
+                state: Mutex::new(LinkState::new()),
             });
             if retry_links {
                 links.push(Link {
                     transport: Transport::Tcp,
-                    state: Mutex::new(LinkState::new(mix.rotate_left(7))),
+                    state: Mutex::new(LinkState::new()),
                 });
             }
         }
@@ -363,15 +352,6 @@ impl Drop for Direct {
     fn drop(&mut self) {
         self.stop_receiver(true);
     }
-}
-
-fn initial_seed() -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let address = &nanos as *const u32 as usize as u32;
-    (nanos ^ address.rotate_left(16)) | 1
 }
 
 impl Core {
