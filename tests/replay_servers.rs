@@ -290,3 +290,75 @@ fn the_printed_pipeline_runs_the_same_replay() {
     let elapsed = stats["elapsed_s"].as_f64().unwrap();
     assert!(elapsed >= 0.095, "{elapsed}");
 }
+
+/// `--responses FILE.pcap` writes each exchange as made-up UDP packets that
+/// tshark reads as the same DNS: every query, then its answer with the same
+/// id, the rcodes the zone gives, valid checksums.
+#[test]
+fn responses_as_pcap_read_back_with_tshark() {
+    let s = servers();
+    let capture = capture("responses-pcap-in.pcap");
+    let out = temp("responses-out.pcap");
+    let (stats, _) = replay(
+        &capture,
+        &[
+            "--server",
+            &s["KNOT"],
+            "--responses",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    check_all_answered(&stats, "udp");
+    let tshark = std::process::Command::new("tshark")
+        .args(["-n", "-o", "udp.check_checksum:TRUE", "-r"])
+        .arg(&out)
+        .args(["-T", "fields", "-E", "separator=,"])
+        .args(["-e", "ip.src", "-e", "ip.dst", "-e", "udp.checksum.status"])
+        .args([
+            "-e",
+            "dns.flags.response",
+            "-e",
+            "dns.id",
+            "-e",
+            "dns.flags.rcode",
+        ])
+        .output()
+        .expect("tshark (package tshark) is needed for this test");
+    assert!(
+        tshark.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tshark.stderr)
+    );
+    let text = String::from_utf8(tshark.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2 * QUERIES, "a query and an answer each");
+    let server = s["KNOT"].split(':').next().unwrap().to_string();
+    let mut open = std::collections::HashMap::new();
+    let mut rcodes = std::collections::BTreeMap::new();
+    for row in &rows {
+        let [src, dst, checksum, response, id, rcode] = row[..] else {
+            panic!("{row:?}")
+        };
+        assert_eq!(
+            checksum, "1",
+            "tshark says the UDP checksum is good: {row:?}"
+        );
+        if response == "0" {
+            assert!(src.starts_with("198.18.") && dst == server, "{row:?}");
+            *open.entry((src, id)).or_insert(0) += 1;
+        } else {
+            assert!(src == server && dst.starts_with("198.18."), "{row:?}");
+            // The answer follows its query.
+            let waiting = open
+                .get_mut(&(dst, id))
+                .unwrap_or_else(|| panic!("{row:?}"));
+            assert!(*waiting > 0, "{row:?}");
+            *waiting -= 1;
+            *rcodes.entry(rcode.to_string()).or_insert(0u64) += 1;
+        }
+    }
+    let exist = (0..QUERIES).filter(|i| i % 5 != 4).count() as u64;
+    assert_eq!(rcodes["0"], exist);
+    assert_eq!(rcodes["3"], QUERIES as u64 - exist);
+}

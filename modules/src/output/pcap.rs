@@ -3,8 +3,11 @@
 //! packet that carried it (for a reassembled message: the packet that
 //! completed it). Reading the file back gives the same bytes and timestamps.
 
+use super::synth;
 use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
-use dnsluice_core::{LinkType, Object, Packet, Receiver, StageError, StageStats};
+use dnsluice_core::{
+    CaptureMeta, LinkType, Object, Packet, Receiver, Response, StageError, StageStats,
+};
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -101,6 +104,11 @@ pub struct PcapWriter {
     written: u64,
     received: u64,
     other_link: u64,
+    /// Objects with nothing to write (lines, records, responses from a
+    /// client whose server has no address, such as a DoH URL with a host name).
+    not_packets: u64,
+    /// Where made-up packets are built.
+    scratch: Vec<u8>,
     /// Timestamps the format cannot hold (before 1970, or past 2106 in classic pcap), clamped.
     bad_timestamps: u64,
 }
@@ -124,6 +132,8 @@ impl PcapWriter {
             written: 0,
             received: 0,
             other_link: 0,
+            not_packets: 0,
+            scratch: Vec::new(),
             bad_timestamps: 0,
         };
         if writer.format == Format::Pcapng {
@@ -258,18 +268,58 @@ impl PcapWriter {
     }
 }
 
-impl Receiver for PcapWriter {
-    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
-        self.received += 1;
-        let Some(packet) = obj.packet() else {
-            return Ok(());
-        };
+impl PcapWriter {
+    fn write_counted(&mut self, packet: &Packet<'_>) -> Result<(), StageError> {
         match self.write_packet(packet) {
             Ok(true) => self.written += 1,
             Ok(false) => self.other_link += 1,
             Err(e) => return Err(StageError::io(&self.path, e)),
         }
         Ok(())
+    }
+
+    /// A client's exchange as two made-up UDP packets (see [`synth`]): the
+    /// query when it was sent, the answer (if any) when it came.
+    fn write_response(&mut self, r: &Response<'_>) -> Result<(), StageError> {
+        let Some(server) = synth::server_address(r.server) else {
+            self.not_packets += 1;
+            return Ok(());
+        };
+        let client = synth::client_address(r.client, &server);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut result = Ok(());
+        let answer = r.answer.map(|a| (a, server, client, r.latency_ns as i64));
+        for (payload, src, dst, after) in
+            std::iter::once((r.query, client, server, 0)).chain(answer)
+        {
+            synth::udp_packet(src, dst, payload, &mut scratch);
+            let meta = CaptureMeta {
+                frame: self.written + 1,
+                ts_ns: Some(r.sent_ns.saturating_add(after)),
+                len: scratch.len() as u32,
+                link: LinkType::RAW,
+            };
+            result = self.write_counted(&Packet::new(&scratch, meta));
+            if result.is_err() {
+                break;
+            }
+        }
+        self.scratch = scratch;
+        result
+    }
+}
+
+impl Receiver for PcapWriter {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
+        self.received += 1;
+        if let Object::Response(r) = obj {
+            return self.write_response(r);
+        }
+        let Some(packet) = obj.packet() else {
+            self.not_packets += 1;
+            return Ok(());
+        };
+        self.write_counted(packet)
     }
 
     fn finish(&mut self) -> Result<(), StageError> {
@@ -286,6 +336,7 @@ impl Receiver for PcapWriter {
         stats.input = self.received;
         stats.output = self.written;
         stats.add_error("link_type_differs_from_file", self.other_link);
+        stats.add_error("not_packets", self.not_packets);
         stats.add_error("timestamp_out_of_range", self.bad_timestamps);
         if self.other_link > 0 {
             stats.warnings.push(format!(

@@ -187,7 +187,7 @@ const OPTIONS: &[OptionDoc] = &[
         name: "responses",
         kind: "string",
         default: "(none)",
-        help: "write each query's outcome (answer or error, latency) as a JSON line here",
+        help: "write each query's outcome here: as JSON lines (answer or error, latency), or, for a .pcap/.pcapng file, as made-up UDP packets (query and answer)",
     },
 ];
 
@@ -268,8 +268,8 @@ impl DnsCli {
         } else {
             None
         };
-        let responses: Option<Box<dyn Receiver>> = match &options.responses {
-            Some(path) => Some(Box::new(JsonLines::create(path.clone())?)),
+        let responses = match &options.responses {
+            Some(path) => Some(responses_writer(path)?),
             None => None,
         };
         if transport != Transport::Https {
@@ -495,4 +495,21 @@ pub fn entry() -> ModuleEntry {
             Ok(Box::new(DnsCli::new(&o)?) as Box<dyn Receiver>)
         })),
     }
+}
+
+/// Where `responses = PATH` goes: a capture file for `.pcap` / `.pcapng`
+/// (query and answer as UDP packets, see `output::synth`), else JSON lines.
+fn responses_writer(path: &std::path::Path) -> Result<Box<dyn Receiver>, StageError> {
+    use crate::output::pcap::{Format, PcapOutputOptions, PcapWriter, Resolution};
+    let format = match path.extension().and_then(|e| e.to_str()) {
+        Some("pcap") => Format::Pcap,
+        Some("pcapng") => Format::Pcapng,
+        _ => return Ok(Box::new(JsonLines::create(path.to_path_buf())?)),
+    };
+    Ok(Box::new(PcapWriter::create(PcapOutputOptions {
+        path: path.to_path_buf(),
+        format,
+        resolution: Resolution::Ns,
+        snaplen: 65535,
+    })?))
 }

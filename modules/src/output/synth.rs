@@ -1,0 +1,181 @@
+//! Packets made up for objects that never were packets: a client's query and
+//! the answer it got, as raw IP/UDP datagrams, so `output.pcap` can write a
+//! replay's responses for tshark and Wireshark.
+//!
+//! The client's address is made up too: `198.18.0.0/15` (IPv4) or
+//! `2001:2::/48` (IPv6), the ranges reserved for benchmarking (RFC 2544,
+//! RFC 5180), numbered by the simulated client; its port is 1024 + the client
+//! number modulo 64 000. Every exchange is written as UDP whatever transport
+//! carried it (the DNS messages are what matter), with valid checksums.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// The made-up address of simulated client `client` talking to `server`.
+pub fn client_address(client: u32, server: &SocketAddr) -> SocketAddr {
+    let port = 1024 + (client % 64_000) as u16;
+    let ip = match server {
+        SocketAddr::V4(_) => {
+            let [_, _, c, d] = client.to_be_bytes();
+            let b = 18 + ((client >> 16) & 1) as u8;
+            IpAddr::V4(Ipv4Addr::new(198, b, c, d))
+        }
+        SocketAddr::V6(_) => {
+            let [a, b, c, d] = client.to_be_bytes();
+            IpAddr::V6(Ipv6Addr::from([
+                0x20, 0x01, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, a, b, c, d,
+            ]))
+        }
+    };
+    SocketAddr::new(ip, port)
+}
+
+/// Writes a raw IP (LINKTYPE_RAW) packet carrying `payload` in UDP from `src`
+/// to `dst` into `out` (cleared first). Both addresses must be of one family.
+pub fn udp_packet(src: SocketAddr, dst: SocketAddr, payload: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let udp_len = (8 + payload.len()) as u16;
+    match (src.ip(), dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let total = 20 + udp_len;
+            out.extend_from_slice(&[0x45, 0]);
+            out.extend_from_slice(&total.to_be_bytes());
+            out.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]); // id, DF, TTL, UDP
+            out.extend_from_slice(&s.octets());
+            out.extend_from_slice(&d.octets());
+            let header_sum = checksum(&[&out[..20]]);
+            out[10..12].copy_from_slice(&header_sum.to_be_bytes());
+            let pseudo = [
+                &s.octets()[..],
+                &d.octets()[..],
+                &[0, 17],
+                &udp_len.to_be_bytes(),
+            ]
+            .concat();
+            push_udp(&pseudo, src.port(), dst.port(), payload, out);
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            out.extend_from_slice(&[0x60, 0, 0, 0]);
+            out.extend_from_slice(&udp_len.to_be_bytes());
+            out.extend_from_slice(&[17, 64]); // next header UDP, hop limit
+            out.extend_from_slice(&s.octets());
+            out.extend_from_slice(&d.octets());
+            let pseudo = [
+                &s.octets()[..],
+                &d.octets()[..],
+                &u32::from(udp_len).to_be_bytes(),
+                &[0, 0, 0, 17],
+            ]
+            .concat();
+            push_udp(&pseudo, src.port(), dst.port(), payload, out);
+        }
+        // Mixed families cannot happen: the client's family follows the server's.
+        _ => {}
+    }
+}
+
+fn push_udp(pseudo: &[u8], sport: u16, dport: u16, payload: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&sport.to_be_bytes());
+    out.extend_from_slice(&dport.to_be_bytes());
+    out.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(payload);
+    let sum = match checksum(&[pseudo, &out[start..]]) {
+        0 => 0xffff, // zero means "no checksum" in UDP
+        s => s,
+    };
+    out[start + 6..start + 8].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// The Internet checksum (RFC 1071) of the parts, taken as one byte string.
+fn checksum(parts: &[&[u8]]) -> u16 {
+    let mut sum: u32 = 0;
+    let mut odd: Option<u8> = None;
+    for part in parts {
+        for &b in part.iter() {
+            match odd.take() {
+                Some(high) => sum += u32::from(u16::from_be_bytes([high, b])),
+                None => odd = Some(b),
+            }
+        }
+    }
+    if let Some(high) = odd {
+        sum += u32::from(u16::from_be_bytes([high, 0]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// The server's socket address from how a client names it: `ip:port`, or a
+/// DoH URL `https://IP[:PORT]/...` (port 443 by default); `None` otherwise.
+pub fn server_address(server: &str) -> Option<SocketAddr> {
+    if let Ok(addr) = server.parse() {
+        return Some(addr);
+    }
+    let authority = server.strip_prefix("https://")?.split('/').next()?;
+    if let Ok(addr) = authority.parse() {
+        return Some(addr);
+    }
+    let ip = authority.trim_start_matches('[').trim_end_matches(']');
+    ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 443))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc1071_example_checksum() {
+        // RFC 1071 §3: the words 0001 f203 f4f5 f6f7 sum to ddf2; the checksum
+        // is its complement.
+        assert_eq!(
+            checksum(&[&[0x00, 0x01, 0xf2, 0x03], &[0xf4, 0xf5, 0xf6, 0xf7]]),
+            !0xddf2
+        );
+    }
+
+    #[test]
+    fn addresses() {
+        let v4: SocketAddr = "127.0.0.1:53".parse().unwrap();
+        assert_eq!(client_address(0, &v4).to_string(), "198.18.0.0:1024");
+        assert_eq!(
+            client_address(70_000, &v4).to_string(),
+            "198.19.17.112:7024"
+        );
+        let v6: SocketAddr = "[::1]:53".parse().unwrap();
+        assert_eq!(client_address(258, &v6).to_string(), "[2001:2::102]:1282");
+        assert_eq!(
+            server_address("127.0.0.1:8853"),
+            Some("127.0.0.1:8853".parse().unwrap())
+        );
+        assert_eq!(
+            server_address("https://127.0.0.1:8443/dns-query"),
+            Some("127.0.0.1:8443".parse().unwrap())
+        );
+        assert_eq!(
+            server_address("https://[::1]/q"),
+            Some("[::1]:443".parse().unwrap())
+        );
+        assert_eq!(server_address("https://dns.example/q"), None);
+    }
+
+    #[test]
+    fn packets_check_out() {
+        let mut out = Vec::new();
+        let src: SocketAddr = "198.18.0.1:1025".parse().unwrap();
+        let dst: SocketAddr = "127.0.0.1:53".parse().unwrap();
+        udp_packet(src, dst, b"abc", &mut out);
+        assert_eq!(out.len(), 20 + 8 + 3);
+        // A header with its checksum in place sums to zero (RFC 1071).
+        assert_eq!(checksum(&[&out[..20]]), 0);
+        let pseudo = [&[198, 18, 0, 1][..], &[127, 0, 0, 1], &[0, 17, 0, 11]].concat();
+        assert_eq!(checksum(&[&pseudo, &out[20..]]), 0);
+        let src: SocketAddr = "[2001:2::1]:1025".parse().unwrap();
+        let dst: SocketAddr = "[::1]:53".parse().unwrap();
+        udp_packet(src, dst, b"abcd", &mut out);
+        assert_eq!(out.len(), 40 + 8 + 4);
+        assert_eq!(&out[4..6], &[0, 12]);
+    }
+}
