@@ -37,17 +37,7 @@ pub fn zone_queries(count: usize, sources: u8) -> Vec<Q> {
 
 /// A DNS query message (RD set, no EDNS).
 pub fn query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
-    let mut m = Vec::new();
-    m.extend_from_slice(&id.to_be_bytes());
-    m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for label in name.trim_end_matches('.').split('.') {
-        m.push(label.len() as u8);
-        m.extend_from_slice(label.as_bytes());
-    }
-    m.push(0);
-    m.extend_from_slice(&qtype.to_be_bytes());
-    m.extend_from_slice(&1u16.to_be_bytes());
-    m
+    testkit::wire::query(id, name, qtype, None)
 }
 
 /// Writes a classic pcap (LINKTYPE_RAW) with one IPv4/UDP query per packet
@@ -92,28 +82,26 @@ pub fn temp(name: &str) -> PathBuf {
     dir.join(format!("{}-{name}", std::process::id()))
 }
 
-/// The test servers (`tests/servers/up.sh`): KEY → value of `servers.env`.
+/// The test servers (`tests/servers/up.sh`, read by `testkit::servers()`),
+/// by their `servers.env` keys.
 pub fn servers() -> BTreeMap<String, String> {
-    let dir = std::env::var_os("DNSLUICE_SERVERS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-servers"));
-    let path = dir.join("servers.env");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "the test servers are not up ({}: {e}): run tests/servers/up.sh first",
-            path.display()
-        )
-    });
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    let s = testkit::servers();
+    [
+        ("KNOT", s.knot.to_string()),
+        ("DNSDIST", s.dnsdist.to_string()),
+        ("DOT", s.dot.to_string()),
+        ("DOH", s.doh.clone()),
+        ("CA_FILE", s.ca_file.display().to_string()),
+        ("TLS_NAME", s.tls_name.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 /// The address the test zone gives n<i>.lookup.test.
 pub fn address_of(i: u32) -> String {
-    format!("10.{}.{}.{}", (i >> 16) & 255, (i >> 8) & 255, i & 255)
+    testkit::lookup_address(i).to_string()
 }
 
 /// Runs `dnsluice ARGS`.
