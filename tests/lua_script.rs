@@ -287,3 +287,97 @@ fn shebang_scripts_run_with_their_arguments() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs `text` with `pcap` (a corpus file) as arg[1]; returns stdout.
+fn script_on(pcap: &str, text: &str) -> String {
+    let dir = temp_path("lua-iter");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("iter.lua");
+    std::fs::write(&file, text).unwrap();
+    let out = dnsluice()
+        .arg("script")
+        .arg(&file)
+        .arg(corpus_dir().join(pcap))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{pcap}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn iter_with_field_names_returns_each_message_with_those_fields() {
+    // UDP (handed on in place), TCP with multi-segment messages and IP
+    // fragments (copied through filter.dns's queue): every message, in order.
+    for pcap in [CAPTURE, "ipv4_fragments.pcap", "ipv6_exthdr.pcap"] {
+        let out = script_on(
+            pcap,
+            &format!(
+                "{CHAIN}dns:producer(layer:producer(input))\n\
+                 for obj, frame, id, qname, qtype, transport in dns:iter('frame', 'id', 'qname', 'qtype_code', 'transport') do\n\
+                 assert(obj.frame == frame and obj.dns.id == id and obj.dns.qname == qname)\n\
+                 print(frame, id, qname, qtype, transport)\nend\n"
+            ),
+        );
+        let path = corpus_dir().join(format!("{pcap}.truth.json"));
+        let truth: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let want: String = truth_rows(&truth["dns_messages"])
+            .iter()
+            .map(|t| {
+                let qname = match t["qname"].as_str() {
+                    Some("<Root>") | Some("") => ".".to_string(),
+                    Some(name) => format!("{name}."),
+                    None => "nil".to_string(),
+                };
+                let qtype = match &t["qtype"] {
+                    serde_json::Value::Null => "nil".to_string(),
+                    code => code.to_string(),
+                };
+                let transport = t["transport"].as_str().unwrap();
+                format!(
+                    "{}\t{}\t{qname}\t{qtype}\t{transport}\n",
+                    t["frame"], t["id"]
+                )
+            })
+            .collect();
+        assert_eq!(out, want, "{pcap}");
+    }
+}
+
+#[test]
+fn iter_fields_of_the_dns_part_are_nil_for_other_objects() {
+    let out = script_on(
+        CAPTURE,
+        &format!(
+            "{CHAIN}dns:set('keep_non_dns', true)\ndns:producer(layer:producer(input))\n\
+             local dns_seen, other = 0, 0\n\
+             for obj, frame, qr, dns in dns:iter('frame', 'qr', 'dns') do\n\
+             if dns == nil then assert(qr == nil and obj.dns == nil); other = other + 1\n\
+             else assert(qr == obj.dns.qr and frame == obj.frame); dns_seen = dns_seen + 1 end\nend\n\
+             print(dns_seen, other)\n"
+        ),
+    );
+    let messages = truth_messages().len();
+    let (seen, other) = out.trim().split_once('\t').unwrap();
+    assert_eq!(seen, messages.to_string());
+    // Packets that carry no whole message of their own (TCP handshakes, segments
+    // of longer messages) are passed on as they are.
+    assert!(other.parse::<u64>().unwrap() > 0, "{out}");
+}
+
+#[test]
+fn iter_rejects_a_field_that_does_not_exist() {
+    fails_with(
+        "badfield.lua",
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\n\
+             for obj in dns:iter('qname', 'nope') do end\n"
+        ),
+        &["badfield.lua:6:", "iter: objects have no field `nope`"],
+    );
+}

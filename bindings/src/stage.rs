@@ -3,13 +3,14 @@
 //! chain of native stages when it is driven (`run`, `produce`, `iter`).
 
 use crate::error::{describe, located};
-use crate::view::{with_view, Cursor};
+use crate::view::{push_iterator, with_view, Cursor, NextView};
 use dnsluice_core::registry::{Factory, ModuleEntry, Registry, StageOptions};
 use dnsluice_core::{
     drive, Filter, FilterStage, Object, OwnedObject, Producer, Receiver, StageError, StageStats,
 };
 use mlua::{
     AnyUserData, Function, LightUserData, Lua, MetaMethod, Table, UserData, UserDataMethods, Value,
+    Variadic,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -35,20 +36,32 @@ impl Pull {
 
     /// The next object's view, or `None` at the end.
     fn next(&self, lua: &Lua) -> mlua::Result<Option<LightUserData>> {
-        self.cursor.clear().map_err(|e| located(lua, e))?;
+        self.advance().map_err(|e| located(lua, e))
+    }
+
+    fn advance(&self) -> Result<Option<LightUserData>, String> {
+        self.cursor.clear().map_err(|e| e.to_string())?;
         let mut producer = self
             .producer
             .try_borrow_mut()
-            .map_err(|_| located(lua, "a stage pulled from itself"))?;
-        match producer.produce().map_err(|e| located(lua, e))? {
+            .map_err(|_| "a stage pulled from itself".to_string())?;
+        // Matched in place: moving the object out of the `Result` would copy it.
+        match &producer.produce() {
             // SAFETY: the object borrows from `producer`, which is only touched
-            // again by `next` (which empties the cursor first) or dropped after
-            // the cursor (field order).
-            Some(obj) => Ok(Some(
-                unsafe { self.cursor.hold(obj) }.map_err(|e| located(lua, e))?,
-            )),
-            None => Ok(None),
+            // again by `advance` (which empties the cursor first) or dropped
+            // after the cursor (field order).
+            Ok(Some(obj)) => unsafe { self.cursor.hold(obj) }
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+impl NextView for Pull {
+    fn next_view(&self) -> Result<Option<usize>, String> {
+        self.advance().map(|view| view.map(|l| l.0 as usize))
     }
 }
 
@@ -377,9 +390,25 @@ impl UserData for Stage {
         });
         methods.add_method("run", |lua, this, ()| this.run(lua));
         methods.add_method("produce", |lua, this, ()| this.pull(lua)?.next(lua));
-        methods.add_method("iter", |lua, this, ()| {
-            let pull = this.pull(lua)?;
-            lua.create_function(move |lua, ()| pull.next(lua))
+        // `for obj in x:iter()`, or `for obj, a, b in x:iter("a", "b")`: the
+        // named fields (the object's or its DNS part's) come with each object.
+        methods.add_method("iter", |lua, this, names: Variadic<mlua::LuaString>| {
+            let keys = names
+                .iter()
+                .map(|name| {
+                    crate::fields::resolve(&name.as_bytes()).ok_or_else(|| {
+                        located(
+                            lua,
+                            format!(
+                                "iter: objects have no field `{}` (fields: {})",
+                                name.display(),
+                                crate::fields::NAMES
+                            ),
+                        )
+                    })
+                })
+                .collect::<mlua::Result<Vec<_>>>()?;
+            push_iterator(lua, this.pull(lua)?, keys)
         });
         methods.add_method("set", |lua, this, (key, value): (String, Value)| {
             this.set_option(lua, &key, value)?;
