@@ -338,7 +338,10 @@ unsafe fn index_inner(l: *mut ffi::lua_State) -> c_int {
             return -1;
         }
         let key = std::slice::from_raw_parts(key.cast::<u8>(), len);
-        match push_field(l, value, key) {
+        let mut scratch = SCRATCH.take();
+        let pushed = push_field(l, value, key, &mut scratch);
+        SCRATCH.set(scratch);
+        match pushed {
             PUSHED_TABLE => {
                 // The key is still at index 2.
                 push_table(l, value, 2);
@@ -374,13 +377,20 @@ const UNKNOWN: c_int = -2;
 /// [`ffi::lua_error`] (-1); pushes nothing for a table-valued field
 /// ([`PUSHED_TABLE`]) or a name that is not a field ([`UNKNOWN`]).
 ///
+/// String fields are written to `scratch`, which the caller takes out of
+/// [`SCRATCH`] and puts back after its last push.
+///
 /// Raises no Lua error itself. A push may (out of memory): the scratch
 /// buffer is then lost, not freed twice (it is out of its cell while Lua
 /// copies from it, so code that Lua runs meanwhile gets a fresh one), and the
 /// object is `Copy`.
-unsafe fn push_field(l: *mut ffi::lua_State, value: usize, key: &[u8]) -> c_int {
+unsafe fn push_field(
+    l: *mut ffi::lua_State,
+    value: usize,
+    key: &[u8],
+    scratch: &mut Vec<u8>,
+) -> c_int {
     unsafe {
-        let mut scratch = SCRATCH.take();
         // Computed under the slot's borrow, without copying the object: the
         // strings it returns borrow the producer's data (or are static), which
         // stays put until the slot is cleared, and nothing below runs Lua
@@ -389,14 +399,13 @@ unsafe fn push_field(l: *mut ffi::lua_State, value: usize, key: &[u8]) -> c_int 
         let field = SLOTS.with_borrow(|slots| {
             let s = slots.get(slot).filter(|s| s.used && s.gen == gen)?;
             let obj: &Object<'static> = s.obj.as_ref()?;
-            Some(fields::field(obj, dns, key, &mut scratch))
+            Some(fields::field(obj, dns, key, scratch))
         });
         let Some(field) = field else {
-            SCRATCH.set(scratch);
             push_message(l, STALE);
             return -1;
         };
-        let pushed = match field {
+        match field {
             Field::Nil => {
                 ffi::lua_pushnil(l);
                 1
@@ -427,9 +436,7 @@ unsafe fn push_field(l: *mut ffi::lua_State, value: usize, key: &[u8]) -> c_int 
             }
             Field::Table => PUSHED_TABLE,
             Field::Unknown => UNKNOWN,
-        };
-        SCRATCH.set(scratch);
-        pushed
+        }
     }
 }
 
@@ -570,9 +577,11 @@ unsafe fn iter_inner(l: *mut ffi::lua_State) -> c_int {
             return -1;
         }
         ffi::lua_pushlightuserdata(l, value as *mut c_void);
+        // One scratch buffer for all the fields (see `push_field`).
+        let mut scratch = SCRATCH.take();
         for key in keys {
             let view = if key.dns { value | DNS_BIT } else { value };
-            match push_field(l, view, key.name) {
+            match push_field(l, view, key.name, &mut scratch) {
                 PUSHED_TABLE => {
                     ffi::lua_pushlstring(l, key.name.as_ptr().cast(), key.name.len());
                     push_table(l, view, -1);
@@ -581,9 +590,13 @@ unsafe fn iter_inner(l: *mut ffi::lua_State) -> c_int {
                 // A DNS field of an object that is not DNS.
                 UNKNOWN => ffi::lua_pushnil(l),
                 1 => {}
-                _ => return -1,
+                _ => {
+                    SCRATCH.set(scratch);
+                    return -1;
+                }
             }
         }
+        SCRATCH.set(scratch);
         keys.len() as c_int + 1
     }
 }
