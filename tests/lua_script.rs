@@ -381,3 +381,54 @@ fn iter_rejects_a_field_that_does_not_exist() {
         &["badfield.lua:6:", "iter: objects have no field `nope`"],
     );
 }
+
+#[test]
+fn stats_gives_the_counters_of_a_pulled_or_run_chain() {
+    let counts = {
+        let path = corpus_dir().join(format!("{CAPTURE}.truth.json"));
+        let truth: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        truth["counts"].clone()
+    };
+    let print_stats = "for _, s in ipairs(st) do print(s.module, s.input, s.output, \
+                       s.counters.queries or '-', s.counters.responses or '-') end\n";
+    // Pulled: live counters of the stages `dns` pulls from, and its own.
+    let pulled = script_on(
+        CAPTURE,
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\nlocal n = 0\n\
+             for _ in dns:iter() do n = n + 1 end\nprint(n)\nlocal st = dns:stats()\n{print_stats}"
+        ),
+    );
+    // Run: the whole chain, once it is done.
+    let ran = script_on(
+        CAPTURE,
+        &format!(
+            "{CHAIN}local null = d.stage('output.null')\n\
+             input:receiver(layer):receiver(dns):receiver(null)\nprint(input:run())\n\
+             local st = input:stats()\n{print_stats}"
+        ),
+    );
+    let (frames, messages) = (&counts["records"], &counts["dns_messages"]);
+    let (queries, responses) = (&counts["dns_queries"], &counts["dns_responses"]);
+    let dns_line = format!("filter.dns\t{frames}\t{messages}\t{queries}\t{responses}\n");
+    assert_eq!(
+        pulled,
+        format!(
+            "{messages}\ninput.mmpcap\t{frames}\t{frames}\t-\t-\nfilter.layer\t{frames}\t{frames}\t-\t-\n{dns_line}"
+        )
+    );
+    assert_eq!(
+        ran,
+        format!(
+            "{frames}\ninput.mmpcap\t{frames}\t{frames}\t-\t-\nfilter.layer\t{frames}\t{frames}\t-\t-\n{dns_line}\
+             output.null\t{messages}\t0\t-\t-\n"
+        )
+    );
+    // Before anything ran, a clear error.
+    fails_with(
+        "nostats.lua",
+        &format!("{CHAIN}dns:producer(layer:producer(input))\nprint(dns:stats())\n"),
+        &["nostats.lua:6:", "filter.dns: no counters yet"],
+    );
+}

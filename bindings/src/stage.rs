@@ -84,6 +84,8 @@ struct Node {
     upstream: Option<Stage>,
     downstream: Option<Stage>,
     pull: Option<Rc<Pull>>,
+    /// The counters of the chain this stage ran (`x:run()`), once it is done.
+    ran: Option<Vec<StageStats>>,
     used: bool,
 }
 
@@ -99,6 +101,7 @@ impl Stage {
             upstream: None,
             downstream: None,
             pull: None,
+            ran: None,
             used: false,
         })))
     }
@@ -308,7 +311,41 @@ impl Stage {
                 (self.producer(lua)?, receiver)
             }
         };
-        drive(&mut producer, &mut receiver, None).map_err(|e| located(lua, e))
+        let moved = drive(&mut producer, &mut receiver, None).map_err(|e| located(lua, e))?;
+        let mut stats = Vec::new();
+        producer.stats(&mut stats);
+        receiver.stats(&mut stats);
+        self.0.borrow_mut().ran = Some(stats);
+        Ok(moved)
+    }
+
+    /// `x:stats()`: the counters of the chain `x` drives, one table per
+    /// stage from the first to the last: live for a stage being pulled from
+    /// (`iter`, `produce`), final after `run`.
+    fn stats(&self, lua: &Lua) -> mlua::Result<Table> {
+        let node = self.0.borrow();
+        let stats = match (&node.pull, &node.ran) {
+            (Some(pull), _) => {
+                let producer = pull
+                    .producer
+                    .try_borrow()
+                    .map_err(|_| located(lua, "stats: the chain is busy producing"))?;
+                let mut stats = Vec::new();
+                producer.stats(&mut stats);
+                stats
+            }
+            (None, Some(ran)) => ran.clone(),
+            (None, None) => {
+                return Err(located(
+                    lua,
+                    format!(
+                        "{}: no counters yet: ask the stage you pulled from (iter, produce) or ran",
+                        node.name
+                    ),
+                ))
+            }
+        };
+        stats_table(lua, &stats)
     }
 
     fn pull(&self, lua: &Lua) -> mlua::Result<Rc<Pull>> {
@@ -345,6 +382,29 @@ impl Stage {
             _ => Err(located(lua, format!("{} has no options to set", node.name))),
         }
     }
+}
+
+/// The counters of a chain as a Lua list: per stage `{module, input, output,
+/// errors = {kind = n}, counters = {name = n}, warnings = {...}}`.
+fn stats_table(lua: &Lua, stats: &[StageStats]) -> mlua::Result<Table> {
+    let list = lua.create_table()?;
+    for stage in stats {
+        let t = lua.create_table()?;
+        t.set("module", stage.module.as_str())?;
+        t.set("input", stage.input)?;
+        t.set("output", stage.output)?;
+        let map = |m: &std::collections::BTreeMap<String, u64>| {
+            lua.create_table_from(m.iter().map(|(k, v)| (k.as_str(), *v)))
+        };
+        t.set("errors", map(&stage.errors)?)?;
+        t.set("counters", map(&stage.counters)?)?;
+        t.set(
+            "warnings",
+            lua.create_sequence_from(stage.warnings.iter().map(String::as_str))?,
+        )?;
+        list.push(t)?;
+    }
+    Ok(list)
 }
 
 /// Checks that `key` is an option of `entry`.
@@ -418,6 +478,7 @@ impl UserData for Stage {
             this.set_option(lua, "path", path)?;
             Ok(this.clone())
         });
+        methods.add_method("stats", |lua, this, ()| this.stats(lua));
         methods.add_method("name", |_, this, ()| Ok(this.name()));
         methods.add_meta_method(MetaMethod::ToString, |_, this, ()| {
             Ok(format!("dnsluice stage {}", this.name()))
