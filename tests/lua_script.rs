@@ -432,3 +432,28 @@ fn stats_gives_the_counters_of_a_pulled_or_run_chain() {
         &["nostats.lua:6:", "filter.dns: no counters yet"],
     );
 }
+
+#[test]
+fn iter_returns_table_fields_too() {
+    let out = script_on(
+        CAPTURE,
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\n\
+             for _, flags, question, id in dns:iter('flags', 'question', 'id') do\n\
+             print(id, flags.rd, flags.aa, question[1] and question[1].name)\nend\n"
+        ),
+    );
+    let want: String = truth_messages()
+        .iter()
+        .map(|t| {
+            let flag = |k: &str| t[k].as_u64().unwrap() == 1;
+            let name = match t["qname"].as_str() {
+                Some("<Root>") | Some("") => ".".to_string(),
+                Some(name) if t["qdcount"].as_u64() > Some(0) => format!("{name}."),
+                _ => "nil".to_string(),
+            };
+            format!("{}\t{}\t{}\t{name}\n", t["id"], flag("rd"), flag("aa"))
+        })
+        .collect();
+    assert_eq!(out, want);
+}

@@ -466,8 +466,10 @@ const ITER_META: &std::ffi::CStr = c"dnsluice.iter";
 /// returns with each object. `None` once collected.
 #[repr(C)]
 struct IterState {
-    /// [`ITER_MAGIC`]: told apart from other userdata of the same size that
-    /// Lua code could put in its place with the debug library.
+    /// [`ITER_MAGIC`]: told apart from any other userdata of the same size
+    /// (defence in depth: only the debug library, which dnsluice's states do
+    /// not load, could put another value in the iterator's upvalue or call
+    /// its `__gc`).
     magic: u64,
     source: Option<(Rc<dyn NextView>, Vec<fields::FieldKey>)>,
 }
@@ -532,8 +534,8 @@ pub fn push_iterator(
 unsafe extern "C-unwind" fn iter_gc(l: *mut ffi::lua_State) -> c_int {
     unsafe {
         let ud = iter_state(l, 1);
-        // Taking the state leaves `None`: a second call (from Lua code that
-        // reached the userdata through the debug library) drops nothing.
+        // Taking the state leaves `None`: a second call (which only the
+        // debug library could make) drops nothing.
         if !ud.is_null() {
             drop((*ud).source.take());
         }
@@ -555,7 +557,7 @@ unsafe fn iter_inner(l: *mut ffi::lua_State) -> c_int {
     unsafe {
         let ud = iter_state(l, ffi::lua_upvalueindex(1));
         // The state lives as long as this function's closure, which is being
-        // called; only `iter_gc` changes it.
+        // called (so it is not garbage); only `iter_gc` changes it.
         let Some((source, keys)) = ud.as_ref().and_then(|state| state.source.as_ref()) else {
             push_message(l, "iterator used after it was collected");
             return -1;
@@ -583,9 +585,14 @@ unsafe fn iter_inner(l: *mut ffi::lua_State) -> c_int {
             let view = if key.dns { value | DNS_BIT } else { value };
             match push_field(l, view, key.name, &mut scratch) {
                 PUSHED_TABLE => {
+                    // The builder is a Lua call, which may raise: nothing
+                    // that needs dropping may be alive here (the buffer goes
+                    // back to its cell meanwhile).
+                    SCRATCH.set(scratch);
                     ffi::lua_pushlstring(l, key.name.as_ptr().cast(), key.name.len());
                     push_table(l, view, -1);
                     ffi::lua_replace(l, -2);
+                    scratch = SCRATCH.take();
                 }
                 // A DNS field of an object that is not DNS.
                 UNKNOWN => ffi::lua_pushnil(l),
