@@ -11,6 +11,9 @@
 //! against the Lua C API ([`light_index`]): it reads the key, checks the
 //! generation, computes the field with [`crate::fields`] and pushes it. Fields
 //! that are tables (sections, EDNS, flags) are built by an mlua function.
+//! `x:iter(field, ...)` is another C function ([`push_iterator`]): it pulls
+//! the next object and pushes its view and the fields named, so a loop that
+//! reads a few fields calls into Rust once per object.
 //!
 //! # Safety
 //!
