@@ -10,11 +10,12 @@
 #    filter.dns pulled by a Lua `for obj in dns:iter()` loop, obj.dns.qname,
 #    obj.dns.qtype). dnsjit: benches/dnsjit/qname-qtype.lua (input.mmpcap ->
 #    filter.layer, dns:parse_header(), dns:parse_q(), label.tostring()).
-#    Unit: DNS queries/s; ratio = ours/dnsjit (median of per-round ratios,
-#    runs alternate so drift hits both sides alike).
+#    Unit: DNS queries/s (wall); ratio = ours/dnsjit in wall time, cpu ratio
+#    the same in CPU time (user + system), both medians of per-round ratios
+#    (runs alternate so drift hits both sides alike).
 # 2. filter.lua cost: configs/dns-null.toml with and without a filter.lua
 #    stage whose function returns true (benches/lua/dns-filter-lua-null.toml);
-#    (median time with - median time without) / messages, in ns per object.
+#    (median CPU time with - median CPU time without) / messages, in ns per object.
 #
 # Environment: COUNT (packets, default 2000000), RUNS (default 5), SEED (1),
 # SKIP_BUILD=1 (use the existing target/release/dnsluice), DATA_DIR.
@@ -56,13 +57,13 @@ cat "$PCAP" >/dev/null
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-# secs CMD...: run CMD, stdout to $TMP/out, print wall seconds.
+# secs CMD...: run CMD, stdout to $TMP/out; print its wall seconds and CPU
+# seconds (user + system: on a machine shared with other work, CPU time
+# moves less than wall time).
 secs() {
-    local t0 t1
-    t0=$EPOCHREALTIME
-    "$@" >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err" >&2; die "failed: $*"; }
-    t1=$EPOCHREALTIME
-    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f\n", b - a }'
+    local TIMEFORMAT='%3R %3U %3S' t
+    t=$( { time "$@" >"$TMP/out" 2>"$TMP/err"; } 2>&1 ) || { cat "$TMP/err" >&2; die "failed: $*"; }
+    awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' <<<"$t"
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -74,31 +75,33 @@ dnsjit_q=$(head -n 1 "$TMP/dnsjit.txt" | cut -d' ' -f1)
 [[ "$ours_q" == "$dnsjit_q" ]] || die "query counts differ: ours $ours_q, dnsjit $dnsjit_q"
 log "both count $ours_q queries"
 
-ours=() theirs=() ratios=()
+ours=() theirs=() ratios=() cpu_ratios=()
 for ((i = 0; i < RUNS; i++)); do
     if ((i % 2 == 0)); then
         o=$(secs "$BIN" script "$OURS_LUA" "$PCAP"); d=$(secs dnsjit "$DNSJIT_LUA" "$PCAP")
     else
         d=$(secs dnsjit "$DNSJIT_LUA" "$PCAP"); o=$(secs "$BIN" script "$OURS_LUA" "$PCAP")
     fi
-    ours+=("$o"); theirs+=("$d")
-    ratios+=("$(awk -v o="$o" -v d="$d" 'BEGIN { printf "%.4f", d / o }')")
+    ours+=("${o% *}"); theirs+=("${d% *}")
+    ratios+=("$(awk -v o="${o% *}" -v d="${d% *}" 'BEGIN { printf "%.4f", d / o }')")
+    cpu_ratios+=("$(awk -v o="${o#* }" -v d="${d#* }" 'BEGIN { printf "%.4f", d / o }')")
 done
 mo=$(printf '%s\n' "${ours[@]}" | median)
 md=$(printf '%s\n' "${theirs[@]}" | median)
 mr=$(printf '%s\n' "${ratios[@]}" | median)
-printf '\n%-12s %9s %12s %12s %8s\n' pair queries "ours q/s" "dnsjit q/s" ratio
-awk -v n="$ours_q" -v mo="$mo" -v md="$md" -v mr="$mr" 'BEGIN {
-    printf "%-12s %9d %12.0f %12.0f %7.2fx\n", "qname-qtype", n, n / mo, n / md, mr }'
+mc=$(printf '%s\n' "${cpu_ratios[@]}" | median)
+printf '\n%-12s %9s %12s %12s %8s %8s\n' pair queries "ours q/s" "dnsjit q/s" ratio "cpu ratio"
+awk -v n="$ours_q" -v mo="$mo" -v md="$md" -v mr="$mr" -v mc="$mc" 'BEGIN {
+    printf "%-12s %9d %12.0f %12.0f %7.2fx %7.2fx\n", "qname-qtype", n, n / mo, n / md, mr, mc }'
 
 # filter.lua cost per object.
 without=() with=()
 for ((i = 0; i < RUNS; i++)); do
-    without+=("$(secs "$BIN" run configs/dns-null.toml -q --set 0.path="$PCAP")")
-    with+=("$(secs "$BIN" run benches/lua/dns-filter-lua-null.toml -q --set 0.path="$PCAP")")
+    t=$(secs "$BIN" run configs/dns-null.toml -q --set 0.path="$PCAP"); without+=("${t#* }")
+    t=$(secs "$BIN" run benches/lua/dns-filter-lua-null.toml -q --set 0.path="$PCAP"); with+=("${t#* }")
 done
 mw=$(printf '%s\n' "${with[@]}" | median)
 mn=$(printf '%s\n' "${without[@]}" | median)
 awk -v n="$ours_q" -v a="$mw" -v b="$mn" 'BEGIN {
-    printf "\nfilter.lua returning true: %.1f ns per object (%.3f s with, %.3f s without, %d objects)\n",
+    printf "\nfilter.lua returning true: %.1f ns per object (CPU %.3f s with, %.3f s without, %d objects)\n",
         (a - b) / n * 1e9, a, b, n }'

@@ -451,3 +451,40 @@ fn pull_driven_dns_chain_equals_push_and_keep_non_dns_keeps_everything() {
         truth["counts"]["records"].as_u64().unwrap()
     );
 }
+
+#[test]
+fn pull_driven_dns_chain_counts_what_push_counts() {
+    // The pull side hands a UDP message on in place (no queue) and queues
+    // the rest (TCP, fragments): the counters must not tell the two apart.
+    for file in [
+        "live_mini_en10mb.pcap",
+        "ipv4_fragments.pcap",
+        "misc_l2l3.pcap",
+    ] {
+        let stages = |drive: &str| {
+            let stats = common::temp_path("pull-stats.json");
+            let text = format!(
+                "drive = \"{drive}\"\n[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.null\"\n",
+                common::corpus_dir().join(file).display()
+            );
+            let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let value: Value =
+                serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+            let _ = std::fs::remove_file(&stats);
+            value["stages"].clone()
+        };
+        let push = stages("push");
+        assert_eq!(push, stages("pull"), "{file}");
+        let truth: Value = serde_json::from_str(
+            &std::fs::read_to_string(common::corpus_dir().join(format!("{file}.truth.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(push[2]["out"], truth["counts"]["dns_messages"], "{file}");
+    }
+}

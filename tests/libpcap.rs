@@ -136,3 +136,79 @@ fn live_capture_on_loopback_sees_what_we_send() {
         assert_eq!(row["payload_len"], 18);
     }
 }
+
+/// A DNS query (RD set, class IN) for `name` with `id` and `qtype`.
+fn query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
+    let mut q = Vec::new();
+    q.extend_from_slice(&id.to_be_bytes());
+    q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.push(0);
+    q.extend_from_slice(&qtype.to_be_bytes());
+    q.extend_from_slice(&1u16.to_be_bytes());
+    q
+}
+
+#[test]
+fn capture_lua_prints_the_dns_queries_sent_on_loopback() {
+    // examples/lua/capture.lua on `lo`, on a port of our own (a bound socket,
+    // so nothing answers with ICMP), until it has seen 3 packets. We send a
+    // round of three queries over and over until it stops: the three it saw
+    // are consecutive sends, each printed as dump.lua prints a message.
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sport = socket.local_addr().unwrap().port();
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/lua/capture.lua");
+    let mut child = common::dnsluice()
+        .arg("script")
+        .arg(&example)
+        .args(["lo", "3", &port.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sent = [
+        (1u16, "a.capture.test", 1u16, "A"),
+        (2, "bb.capture.test", 28, "AAAA"),
+        (3, "ccc.capture.test", 15, "MX"),
+    ];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = 'outer: loop {
+        for (id, name, qtype, _) in sent {
+            socket
+                .send_to(&query(id, name, qtype), ("127.0.0.1", port))
+                .unwrap();
+            if let Some(status) = child.try_wait().unwrap() {
+                break 'outer status;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "capture.lua did not stop after 3 packets"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    let block = |(id, name, _, qtype): (u16, &str, u16, &str)| {
+        format!(
+            "udp 127.0.0.1:{sport} -> 127.0.0.1:{port}\n  id {id} query opcode QUERY rcode NOERROR flags [rd]\n  qd 1 an 0 ns 0 ar 0\n  question: {name}. IN {qtype}\n"
+        )
+    };
+    // Whichever query it saw first, the next two follow in the order sent.
+    let first = out
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split(' ').nth(3))
+        .and_then(|id| id.parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("no message printed:\n{out}\n{err}"));
+    let want: String = (0..3).map(|i| block(sent[(first - 1 + i) % 3])).collect();
+    assert_eq!(out, want);
+}

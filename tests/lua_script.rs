@@ -287,3 +287,173 @@ fn shebang_scripts_run_with_their_arguments() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs `text` with `pcap` (a corpus file) as arg[1]; returns stdout.
+fn script_on(pcap: &str, text: &str) -> String {
+    let dir = temp_path("lua-iter");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("iter.lua");
+    std::fs::write(&file, text).unwrap();
+    let out = dnsluice()
+        .arg("script")
+        .arg(&file)
+        .arg(corpus_dir().join(pcap))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{pcap}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn iter_with_field_names_returns_each_message_with_those_fields() {
+    // UDP (handed on in place), TCP with multi-segment messages and IP
+    // fragments (copied through filter.dns's queue): every message, in order.
+    for pcap in [CAPTURE, "ipv4_fragments.pcap", "ipv6_exthdr.pcap"] {
+        let out = script_on(
+            pcap,
+            &format!(
+                "{CHAIN}dns:producer(layer:producer(input))\n\
+                 for obj, frame, id, qname, qtype, transport in dns:iter('frame', 'id', 'qname', 'qtype_code', 'transport') do\n\
+                 assert(obj.frame == frame and obj.dns.id == id and obj.dns.qname == qname)\n\
+                 print(frame, id, qname, qtype, transport)\nend\n"
+            ),
+        );
+        let path = corpus_dir().join(format!("{pcap}.truth.json"));
+        let truth: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let want: String = truth_rows(&truth["dns_messages"])
+            .iter()
+            .map(|t| {
+                let qname = match t["qname"].as_str() {
+                    Some("<Root>") | Some("") => ".".to_string(),
+                    Some(name) => format!("{name}."),
+                    None => "nil".to_string(),
+                };
+                let qtype = match &t["qtype"] {
+                    serde_json::Value::Null => "nil".to_string(),
+                    code => code.to_string(),
+                };
+                let transport = t["transport"].as_str().unwrap();
+                format!(
+                    "{}\t{}\t{qname}\t{qtype}\t{transport}\n",
+                    t["frame"], t["id"]
+                )
+            })
+            .collect();
+        assert_eq!(out, want, "{pcap}");
+    }
+}
+
+#[test]
+fn iter_fields_of_the_dns_part_are_nil_for_other_objects() {
+    let out = script_on(
+        CAPTURE,
+        &format!(
+            "{CHAIN}dns:set('keep_non_dns', true)\ndns:producer(layer:producer(input))\n\
+             local dns_seen, other = 0, 0\n\
+             for obj, frame, qr, dns in dns:iter('frame', 'qr', 'dns') do\n\
+             if dns == nil then assert(qr == nil and obj.dns == nil); other = other + 1\n\
+             else assert(qr == obj.dns.qr and frame == obj.frame); dns_seen = dns_seen + 1 end\nend\n\
+             print(dns_seen, other)\n"
+        ),
+    );
+    let messages = truth_messages().len();
+    let (seen, other) = out.trim().split_once('\t').unwrap();
+    assert_eq!(seen, messages.to_string());
+    // Packets that carry no whole message of their own (TCP handshakes, segments
+    // of longer messages) are passed on as they are.
+    assert!(other.parse::<u64>().unwrap() > 0, "{out}");
+}
+
+#[test]
+fn iter_rejects_a_field_that_does_not_exist() {
+    fails_with(
+        "badfield.lua",
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\n\
+             for obj in dns:iter('qname', 'nope') do end\n"
+        ),
+        &["badfield.lua:6:", "iter: objects have no field `nope`"],
+    );
+}
+
+#[test]
+fn stats_gives_the_counters_of_a_pulled_or_run_chain() {
+    let counts = {
+        let path = corpus_dir().join(format!("{CAPTURE}.truth.json"));
+        let truth: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        truth["counts"].clone()
+    };
+    let print_stats = "for _, s in ipairs(st) do print(s.module, s.input, s.output, \
+                       s.counters.queries or '-', s.counters.responses or '-') end\n";
+    // Pulled: live counters of the stages `dns` pulls from, and its own.
+    let pulled = script_on(
+        CAPTURE,
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\nlocal n = 0\n\
+             for _ in dns:iter() do n = n + 1 end\nprint(n)\nlocal st = dns:stats()\n{print_stats}"
+        ),
+    );
+    // Run: the whole chain, once it is done.
+    let ran = script_on(
+        CAPTURE,
+        &format!(
+            "{CHAIN}local null = d.stage('output.null')\n\
+             input:receiver(layer):receiver(dns):receiver(null)\nprint(input:run())\n\
+             local st = input:stats()\n{print_stats}"
+        ),
+    );
+    let (frames, messages) = (&counts["records"], &counts["dns_messages"]);
+    let (queries, responses) = (&counts["dns_queries"], &counts["dns_responses"]);
+    let dns_line = format!("filter.dns\t{frames}\t{messages}\t{queries}\t{responses}\n");
+    assert_eq!(
+        pulled,
+        format!(
+            "{messages}\ninput.mmpcap\t{frames}\t{frames}\t-\t-\nfilter.layer\t{frames}\t{frames}\t-\t-\n{dns_line}"
+        )
+    );
+    assert_eq!(
+        ran,
+        format!(
+            "{frames}\ninput.mmpcap\t{frames}\t{frames}\t-\t-\nfilter.layer\t{frames}\t{frames}\t-\t-\n{dns_line}\
+             output.null\t{messages}\t0\t-\t-\n"
+        )
+    );
+    // Before anything ran, a clear error.
+    fails_with(
+        "nostats.lua",
+        &format!("{CHAIN}dns:producer(layer:producer(input))\nprint(dns:stats())\n"),
+        &["nostats.lua:6:", "filter.dns: no counters yet"],
+    );
+}
+
+#[test]
+fn iter_returns_table_fields_too() {
+    let out = script_on(
+        CAPTURE,
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\n\
+             for _, flags, question, id in dns:iter('flags', 'question', 'id') do\n\
+             print(id, flags.rd, flags.aa, question[1] and question[1].name)\nend\n"
+        ),
+    );
+    let want: String = truth_messages()
+        .iter()
+        .map(|t| {
+            let flag = |k: &str| t[k].as_u64().unwrap() == 1;
+            let name = match t["qname"].as_str() {
+                Some("<Root>") | Some("") => ".".to_string(),
+                Some(name) if t["qdcount"].as_u64() > Some(0) => format!("{name}."),
+                _ => "nil".to_string(),
+            };
+            format!("{}\t{}\t{}\t{name}\n", t["id"], flag("rd"), flag("aa"))
+        })
+        .collect();
+    assert_eq!(out, want);
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env -S dnsluice script
 -- benches/lua-vs-dnsjit.sh, our side: for every DNS query in a pcap, read the
 -- QNAME as a Lua string and the QTYPE, count queries per QTYPE and sum the
--- QNAME lengths, in a plain Lua loop over a pull chain.
+-- QNAME lengths, in a plain Lua loop over a pull chain (the fields come
+-- with each object from iter(), one call into Rust per message).
 -- Prints "queries qname_bytes" then one "qtype count" line per QTYPE.
 --
 -- Usage: dnsluice script benches/lua/qname-qtype.lua FILE
@@ -18,16 +19,12 @@ local dns = require("dnsluice.filter.dns").new()
 dns:producer(layer:producer(input))
 
 local per_qtype, queries, bytes = {}, 0, 0
-for obj in dns:iter() do
-    local msg = obj.dns
-    if msg.qr == false then
-        local qname = msg.qname
-        if qname ~= nil then
-            local qtype = msg.qtype
-            per_qtype[qtype] = (per_qtype[qtype] or 0) + 1
-            queries = queries + 1
-            bytes = bytes + #qname
-        end
+-- The fields named in iter() come with each object: one call per message.
+for _, qr, qname, qtype in dns:iter("qr", "qname", "qtype") do
+    if qr == false and qname ~= nil then
+        per_qtype[qtype] = (per_qtype[qtype] or 0) + 1
+        queries = queries + 1
+        bytes = bytes + #qname
     end
 end
 

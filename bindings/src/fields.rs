@@ -17,6 +17,79 @@ pub const NAMES: &str = "frame ts ts_ns caplen len link vlan ip src dst transpor
     ancount nscount arcount qname qtype qclass opcode_code rcode_code qtype_code qclass_code \
     question answer authority additional edns error bytes; methods: copy";
 
+/// The fields of an object (of its packet), as in [`NAMES`].
+pub const PACKET_FIELDS: &[&str] = &[
+    "frame",
+    "ts",
+    "ts_ns",
+    "caplen",
+    "len",
+    "link",
+    "vlan",
+    "ip",
+    "src",
+    "dst",
+    "transport",
+    "sport",
+    "dport",
+    "payload_len",
+    "payload",
+    "truncated",
+    "layer_error",
+    "dns",
+    "dns_len",
+];
+
+/// The fields of an object's DNS part, as in [`NAMES`]. No name is in both lists.
+pub const DNS_FIELDS: &[&str] = &[
+    "id",
+    "qr",
+    "opcode",
+    "rcode",
+    "flags",
+    "qdcount",
+    "ancount",
+    "nscount",
+    "arcount",
+    "qname",
+    "qtype",
+    "qclass",
+    "opcode_code",
+    "rcode_code",
+    "qtype_code",
+    "qclass_code",
+    "question",
+    "answer",
+    "authority",
+    "additional",
+    "edns",
+    "error",
+    "bytes",
+];
+
+/// A field named once (by [`resolve`]) and read from many objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldKey {
+    /// The name, as [`field`] takes it.
+    pub name: &'static [u8],
+    /// A field of the DNS part ([`DNS_FIELDS`]) rather than of the object.
+    pub dns: bool,
+}
+
+/// The field called `name`, whether the object's or its DNS part's (the
+/// names differ), or `None` when there is no such field.
+pub fn resolve(name: &[u8]) -> Option<FieldKey> {
+    let find = |list: &[&'static str], dns| {
+        list.iter()
+            .find(|n| n.as_bytes() == name)
+            .map(|n| FieldKey {
+                name: n.as_bytes(),
+                dns,
+            })
+    };
+    find(PACKET_FIELDS, false).or_else(|| find(DNS_FIELDS, true))
+}
+
 /// One field's value, before it is pushed to Lua.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Field<'a> {
@@ -324,5 +397,44 @@ pub fn describe(obj: &Object<'_>, dns: bool) -> String {
             text(b"src"),
             text(b"dst")
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_lists_match_the_names_and_do_not_overlap() {
+        // NAMES is "packet fields; dns: DNS fields; methods: copy" (`dns` is
+        // both a field and a heading there).
+        let mut listed: Vec<&str> = NAMES
+            .split([' ', ';', ':'])
+            .filter(|w| !w.is_empty() && !["methods", "copy"].contains(w))
+            .collect();
+        listed.sort_unstable();
+        listed.dedup();
+        let mut both: Vec<&str> = PACKET_FIELDS.iter().chain(DNS_FIELDS).copied().collect();
+        both.sort_unstable();
+        let count = both.len();
+        both.dedup();
+        assert_eq!(both.len(), count, "a name in both lists");
+        assert_eq!(both, listed);
+        for name in PACKET_FIELDS {
+            assert_eq!(
+                resolve(name.as_bytes()).map(|k| k.dns),
+                Some(false),
+                "{name}"
+            );
+        }
+        for name in DNS_FIELDS {
+            assert_eq!(
+                resolve(name.as_bytes()).map(|k| k.dns),
+                Some(true),
+                "{name}"
+            );
+        }
+        assert_eq!(resolve(b"copy"), None);
+        assert_eq!(resolve(b"nope"), None);
     }
 }

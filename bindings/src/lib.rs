@@ -6,7 +6,8 @@
 //! - [`run_script`]: `dnsluice script FILE.lua [ARGS...]`, with every registry
 //!   module reachable as `require("dnsluice.input.mmpcap").new{...}` or
 //!   `require("dnsluice").stage("filter.dns", {...})`, wired as in dnsjit
-//!   (`b:producer(a)`, `a:receiver(b)`, `input:run()`, `x:produce()`, `x:iter()`);
+//!   (`b:producer(a)`, `a:receiver(b)`, `input:run()`, `x:produce()`, `x:iter()`,
+//!   `x:iter("qname", ...)` for objects with fields, `x:stats()`);
 //! - [`register`]: adds `filter.lua` (a Lua function per object) to a registry,
 //!   so TOML pipelines can use it;
 //! - objects reach Lua as views valid until the next object (`obj:copy()`

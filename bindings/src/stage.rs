@@ -3,13 +3,14 @@
 //! chain of native stages when it is driven (`run`, `produce`, `iter`).
 
 use crate::error::{describe, located};
-use crate::view::{with_view, Cursor};
+use crate::view::{push_iterator, with_view, Cursor, NextView};
 use dnsluice_core::registry::{Factory, ModuleEntry, Registry, StageOptions};
 use dnsluice_core::{
     drive, Filter, FilterStage, Object, OwnedObject, Producer, Receiver, StageError, StageStats,
 };
 use mlua::{
     AnyUserData, Function, LightUserData, Lua, MetaMethod, Table, UserData, UserDataMethods, Value,
+    Variadic,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -35,20 +36,32 @@ impl Pull {
 
     /// The next object's view, or `None` at the end.
     fn next(&self, lua: &Lua) -> mlua::Result<Option<LightUserData>> {
-        self.cursor.clear().map_err(|e| located(lua, e))?;
+        self.advance().map_err(|e| located(lua, e))
+    }
+
+    fn advance(&self) -> Result<Option<LightUserData>, String> {
+        self.cursor.clear().map_err(|e| e.to_string())?;
         let mut producer = self
             .producer
             .try_borrow_mut()
-            .map_err(|_| located(lua, "a stage pulled from itself"))?;
-        match producer.produce().map_err(|e| located(lua, e))? {
+            .map_err(|_| "a stage pulled from itself".to_string())?;
+        // Matched in place: moving the object out of the `Result` would copy it.
+        match &producer.produce() {
             // SAFETY: the object borrows from `producer`, which is only touched
-            // again by `next` (which empties the cursor first) or dropped after
-            // the cursor (field order).
-            Some(obj) => Ok(Some(
-                unsafe { self.cursor.hold(obj) }.map_err(|e| located(lua, e))?,
-            )),
-            None => Ok(None),
+            // again by `advance` (which empties the cursor first) or dropped
+            // after the cursor (field order).
+            Ok(Some(obj)) => unsafe { self.cursor.hold(obj) }
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+impl NextView for Pull {
+    fn next_view(&self) -> Result<Option<usize>, String> {
+        self.advance().map(|view| view.map(|l| l.0 as usize))
     }
 }
 
@@ -71,6 +84,8 @@ struct Node {
     upstream: Option<Stage>,
     downstream: Option<Stage>,
     pull: Option<Rc<Pull>>,
+    /// The counters of the chain this stage ran (`x:run()`), once it is done.
+    ran: Option<Vec<StageStats>>,
     used: bool,
 }
 
@@ -86,6 +101,7 @@ impl Stage {
             upstream: None,
             downstream: None,
             pull: None,
+            ran: None,
             used: false,
         })))
     }
@@ -297,7 +313,41 @@ impl Stage {
                 (self.producer(lua)?, receiver)
             }
         };
-        drive(&mut producer, &mut receiver, None).map_err(|e| located(lua, e))
+        let moved = drive(&mut producer, &mut receiver, None).map_err(|e| located(lua, e))?;
+        let mut stats = Vec::new();
+        producer.stats(&mut stats);
+        receiver.stats(&mut stats);
+        self.0.borrow_mut().ran = Some(stats);
+        Ok(moved)
+    }
+
+    /// `x:stats()`: the counters of the chain `x` drives, one table per
+    /// stage from the first to the last: live for a stage being pulled from
+    /// (`iter`, `produce`), final after `run`.
+    fn stats(&self, lua: &Lua) -> mlua::Result<Table> {
+        let node = self.0.borrow();
+        let stats = match (&node.pull, &node.ran) {
+            (Some(pull), _) => {
+                let producer = pull
+                    .producer
+                    .try_borrow()
+                    .map_err(|_| located(lua, "stats: the chain is busy producing"))?;
+                let mut stats = Vec::new();
+                producer.stats(&mut stats);
+                stats
+            }
+            (None, Some(ran)) => ran.clone(),
+            (None, None) => {
+                return Err(located(
+                    lua,
+                    format!(
+                        "{}: no counters yet: ask the stage you pulled from (iter, produce) or ran",
+                        node.name
+                    ),
+                ))
+            }
+        };
+        stats_table(lua, &stats)
     }
 
     fn pull(&self, lua: &Lua) -> mlua::Result<Rc<Pull>> {
@@ -334,6 +384,29 @@ impl Stage {
             _ => Err(located(lua, format!("{} has no options to set", node.name))),
         }
     }
+}
+
+/// The counters of a chain as a Lua list: per stage `{module, input, output,
+/// errors = {kind = n}, counters = {name = n}, warnings = {...}}`.
+fn stats_table(lua: &Lua, stats: &[StageStats]) -> mlua::Result<Table> {
+    let list = lua.create_table()?;
+    for stage in stats {
+        let t = lua.create_table()?;
+        t.set("module", stage.module.as_str())?;
+        t.set("input", stage.input)?;
+        t.set("output", stage.output)?;
+        let map = |m: &std::collections::BTreeMap<String, u64>| {
+            lua.create_table_from(m.iter().map(|(k, v)| (k.as_str(), *v)))
+        };
+        t.set("errors", map(&stage.errors)?)?;
+        t.set("counters", map(&stage.counters)?)?;
+        t.set(
+            "warnings",
+            lua.create_sequence_from(stage.warnings.iter().map(String::as_str))?,
+        )?;
+        list.push(t)?;
+    }
+    Ok(list)
 }
 
 /// Checks that `key` is an option of `entry`.
@@ -379,9 +452,25 @@ impl UserData for Stage {
         });
         methods.add_method("run", |lua, this, ()| this.run(lua));
         methods.add_method("produce", |lua, this, ()| this.pull(lua)?.next(lua));
-        methods.add_method("iter", |lua, this, ()| {
-            let pull = this.pull(lua)?;
-            lua.create_function(move |lua, ()| pull.next(lua))
+        // `for obj in x:iter()`, or `for obj, a, b in x:iter("a", "b")`: the
+        // named fields (the object's or its DNS part's) come with each object.
+        methods.add_method("iter", |lua, this, names: Variadic<mlua::LuaString>| {
+            let keys = names
+                .iter()
+                .map(|name| {
+                    crate::fields::resolve(&name.as_bytes()).ok_or_else(|| {
+                        located(
+                            lua,
+                            format!(
+                                "iter: objects have no field `{}` (fields: {})",
+                                name.display(),
+                                crate::fields::NAMES
+                            ),
+                        )
+                    })
+                })
+                .collect::<mlua::Result<Vec<_>>>()?;
+            push_iterator(lua, this.pull(lua)?, keys)
         });
         methods.add_method("set", |lua, this, (key, value): (String, Value)| {
             this.set_option(lua, &key, value)?;
@@ -391,6 +480,7 @@ impl UserData for Stage {
             this.set_option(lua, "path", path)?;
             Ok(this.clone())
         });
+        methods.add_method("stats", |lua, this, ()| this.stats(lua));
         methods.add_method("name", |_, this, ()| Ok(this.name()));
         methods.add_meta_method(MetaMethod::ToString, |_, this, ()| {
             Ok(format!("dnsluice stage {}", this.name()))

@@ -11,6 +11,9 @@
 //! against the Lua C API ([`light_index`]): it reads the key, checks the
 //! generation, computes the field with [`crate::fields`] and pushes it. Fields
 //! that are tables (sections, EDNS, flags) are built by an mlua function.
+//! `x:iter(field, ...)` is another C function ([`push_iterator`]): it pulls
+//! the next object and pushes its view and the fields named, so a loop that
+//! reads a few fields calls into Rust once per object.
 //!
 //! # Safety
 //!
@@ -117,17 +120,18 @@ impl Cursor {
     ///
     /// The slot must be cleared ([`Cursor::clear`], or dropping the cursor)
     /// before the data `obj` borrows is freed or mutated.
-    pub unsafe fn hold(&self, obj: Object<'_>) -> Result<LightUserData, ViewError> {
+    pub unsafe fn hold(&self, obj: &Object<'_>) -> Result<LightUserData, ViewError> {
         // SAFETY: only the lifetime changes; the caller clears the slot in time.
-        let obj: Object<'static> =
-            unsafe { std::mem::transmute::<Object<'_>, Object<'static>>(obj) };
+        let obj: &Object<'static> =
+            unsafe { std::mem::transmute::<&Object<'_>, &Object<'static>>(obj) };
         SLOTS.with_borrow_mut(|slots| {
             let s = &mut slots[self.slot];
             if s.pins > 0 {
                 return Err(ViewError::Pinned);
             }
             s.gen = s.gen.wrapping_add(1).max(1);
-            s.obj = Some(obj);
+            // The one copy of the object on the way to Lua.
+            s.obj = Some(*obj);
             Ok(LightUserData(
                 ((self.slot << GEN_BITS) | s.gen as usize) as *mut c_void,
             ))
@@ -147,7 +151,7 @@ impl Cursor {
             }
         }
         // SAFETY: `Clear` empties the slot before `obj`'s borrow ends (also on unwind).
-        let view = unsafe { self.hold(*obj)? };
+        let view = unsafe { self.hold(obj)? };
         let _clear = Clear(self);
         Ok(f(view))
     }
@@ -338,6 +342,58 @@ unsafe fn index_inner(l: *mut ffi::lua_State) -> c_int {
         }
         let key = std::slice::from_raw_parts(key.cast::<u8>(), len);
         let mut scratch = SCRATCH.take();
+        let pushed = push_field(l, value, key, &mut scratch);
+        SCRATCH.set(scratch);
+        match pushed {
+            PUSHED_TABLE => {
+                // The key is still at index 2.
+                push_table(l, value, 2);
+                1
+            }
+            UNKNOWN => {
+                ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, METHODS_KEY.as_ptr());
+                ffi::lua_pushvalue(l, 2);
+                ffi::lua_rawget(l, -2);
+                if ffi::lua_type(l, -1) == ffi::LUA_TNIL {
+                    let msg = format!(
+                        "objects have no field `{}` (fields: {})",
+                        String::from_utf8_lossy(key),
+                        fields::NAMES
+                    );
+                    push_message(l, &msg);
+                    drop(msg);
+                    return -1;
+                }
+                1
+            }
+            n => n,
+        }
+    }
+}
+
+/// [`push_field`]: the field is a table; nothing was pushed ([`push_table`] builds it).
+const PUSHED_TABLE: c_int = 0;
+/// [`push_field`]: no such field; nothing was pushed.
+const UNKNOWN: c_int = -2;
+
+/// Pushes the field `key` of the view `value` (1), or an error message for
+/// [`ffi::lua_error`] (-1); pushes nothing for a table-valued field
+/// ([`PUSHED_TABLE`]) or a name that is not a field ([`UNKNOWN`]).
+///
+/// String fields are written to `scratch`, which the caller takes out of
+/// [`SCRATCH`] and puts back after its last push.
+///
+/// Raises no Lua error itself. A push may (out of memory): the scratch
+/// buffer is then lost, not freed twice (it is out of its cell while Lua
+/// copies from it, so code that Lua runs meanwhile gets a fresh one), and the
+/// object is `Copy`.
+unsafe fn push_field(
+    l: *mut ffi::lua_State,
+    value: usize,
+    key: &[u8],
+    scratch: &mut Vec<u8>,
+) -> c_int {
+    unsafe {
         // Computed under the slot's borrow, without copying the object: the
         // strings it returns borrow the producer's data (or are static), which
         // stays put until the slot is cleared, and nothing below runs Lua
@@ -346,14 +402,13 @@ unsafe fn index_inner(l: *mut ffi::lua_State) -> c_int {
         let field = SLOTS.with_borrow(|slots| {
             let s = slots.get(slot).filter(|s| s.used && s.gen == gen)?;
             let obj: &Object<'static> = s.obj.as_ref()?;
-            Some(fields::field(obj, dns, key, &mut scratch))
+            Some(fields::field(obj, dns, key, scratch))
         });
         let Some(field) = field else {
-            SCRATCH.set(scratch);
             push_message(l, STALE);
             return -1;
         };
-        let pushed = match field {
+        match field {
             Field::Nil => {
                 ffi::lua_pushnil(l);
                 1
@@ -382,35 +437,176 @@ unsafe fn index_inner(l: *mut ffi::lua_State) -> c_int {
                 ffi::lua_pushlightuserdata(l, (value | DNS_BIT) as *mut c_void);
                 1
             }
-            Field::Table => 0,
-            Field::Unknown => -2,
-        };
-        SCRATCH.set(scratch);
-        match pushed {
-            0 => {
-                ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, TABLES_KEY.as_ptr());
-                ffi::lua_pushvalue(l, 1);
-                ffi::lua_pushvalue(l, 2);
-                ffi::lua_call(l, 2, 1);
-                1
+            Field::Table => PUSHED_TABLE,
+            Field::Unknown => UNKNOWN,
+        }
+    }
+}
+
+/// Pushes the table-valued field named by the string at stack index `key` of
+/// the view `value`, built by the registered table builder (which may raise).
+unsafe fn push_table(l: *mut ffi::lua_State, value: usize, key: c_int) {
+    unsafe {
+        let key = ffi::lua_absindex(l, key);
+        ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, TABLES_KEY.as_ptr());
+        ffi::lua_pushlightuserdata(l, value as *mut c_void);
+        ffi::lua_pushvalue(l, key);
+        ffi::lua_call(l, 2, 1);
+    }
+}
+
+/// What a pull iterator ([`push_iterator`]) reads from: the next object's
+/// view (as its light userdata value), `None` at the end, or an error.
+pub trait NextView {
+    /// Makes the next object current and returns its view.
+    fn next_view(&self) -> Result<Option<usize>, String>;
+}
+
+/// Registry name of the metatable of iterator states.
+const ITER_META: &std::ffi::CStr = c"dnsluice.iter";
+
+/// The upvalue of a pull iterator: what it pulls from and the fields it
+/// returns with each object. `None` once collected.
+#[repr(C)]
+struct IterState {
+    /// [`ITER_MAGIC`]: told apart from any other userdata of the same size
+    /// (defence in depth: only the debug library, which dnsluice's states do
+    /// not load, could put another value in the iterator's upvalue or call
+    /// its `__gc`).
+    magic: u64,
+    source: Option<(Rc<dyn NextView>, Vec<fields::FieldKey>)>,
+}
+
+/// The first field of every [`IterState`].
+const ITER_MAGIC: u64 = 0x646e_736c_7569_6365; // "dnsluice"
+
+/// The iterator state at `index`, or null when the value there is not one.
+/// Cheaper than `luaL_checkudata` (no registry look-up) on the per-object path.
+unsafe fn iter_state(l: *mut ffi::lua_State, index: c_int) -> *mut IterState {
+    unsafe {
+        if ffi::lua_type(l, index) != ffi::LUA_TUSERDATA
+            || ffi::lua_rawlen(l, index) != std::mem::size_of::<IterState>()
+        {
+            return std::ptr::null_mut();
+        }
+        let ud = ffi::lua_touserdata(l, index) as *mut IterState;
+        // The size matches, so the first 8 bytes are readable.
+        if ud.is_null() || (*ud).magic != ITER_MAGIC {
+            return std::ptr::null_mut();
+        }
+        ud
+    }
+}
+
+/// Pushes a pull iterator for a generic `for`: a C function that returns
+/// the next object's view, followed by the fields `keys` of the object (the
+/// object's own or its DNS part's; `nil` for a DNS field of an object that is
+/// not DNS), and `nil` at the end. One call from Lua per object, whatever the
+/// number of fields.
+pub fn push_iterator(
+    lua: &Lua,
+    source: Rc<dyn NextView>,
+    keys: Vec<fields::FieldKey>,
+) -> mlua::Result<mlua::Function> {
+    let state = IterState {
+        magic: ITER_MAGIC,
+        source: Some((source, keys)),
+    };
+    // SAFETY: the closure pushes one function and leaves the stack otherwise
+    // as it was. The state moves into a userdata whose `__gc` drops it (and
+    // only it: `iter_state` checks size and magic); a memory error before the
+    // move leaks it.
+    unsafe {
+        lua.exec_raw::<mlua::Function>((), move |l| {
+            if ffi::luaL_newmetatable(l, ITER_META.as_ptr()) != 0 {
+                ffi::lua_pushcfunction(l, iter_gc);
+                ffi::lua_setfield(l, -2, c"__gc".as_ptr());
             }
-            -2 => {
-                ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, METHODS_KEY.as_ptr());
-                ffi::lua_pushvalue(l, 2);
-                ffi::lua_rawget(l, -2);
-                if ffi::lua_type(l, -1) == ffi::LUA_TNIL {
-                    let msg = format!(
-                        "objects have no field `{}` (fields: {})",
-                        String::from_utf8_lossy(key),
-                        fields::NAMES
-                    );
-                    push_message(l, &msg);
-                    drop(msg);
+            let ud = ffi::lua_newuserdata(l, std::mem::size_of::<IterState>()) as *mut IterState;
+            debug_assert!(ud.is_aligned());
+            ud.write(state);
+            ffi::lua_pushvalue(l, -2);
+            ffi::lua_setmetatable(l, -2);
+            ffi::lua_pushcclosure(l, iter_next, 1);
+            ffi::lua_replace(l, -2);
+        })
+    }
+}
+
+/// `__gc` of an iterator's state.
+unsafe extern "C-unwind" fn iter_gc(l: *mut ffi::lua_State) -> c_int {
+    unsafe {
+        let ud = iter_state(l, 1);
+        // Taking the state leaves `None`: a second call (which only the
+        // debug library could make) drops nothing.
+        if !ud.is_null() {
+            drop((*ud).source.take());
+        }
+    }
+    0
+}
+
+/// The iterator function: one object and its fields per call.
+unsafe extern "C-unwind" fn iter_next(l: *mut ffi::lua_State) -> c_int {
+    let n = unsafe { iter_inner(l) };
+    if n < 0 {
+        // The message is on the stack.
+        unsafe { ffi::lua_error(l) }
+    }
+    n
+}
+
+unsafe fn iter_inner(l: *mut ffi::lua_State) -> c_int {
+    unsafe {
+        let ud = iter_state(l, ffi::lua_upvalueindex(1));
+        // The state lives as long as this function's closure, which is being
+        // called (so it is not garbage); only `iter_gc` changes it.
+        let Some((source, keys)) = ud.as_ref().and_then(|state| state.source.as_ref()) else {
+            push_message(l, "iterator used after it was collected");
+            return -1;
+        };
+        let value = match source.next_view() {
+            Ok(Some(value)) => value,
+            Ok(None) => {
+                ffi::lua_pushnil(l);
+                return 1;
+            }
+            Err(e) => {
+                push_message(l, &e);
+                drop(e);
+                return -1;
+            }
+        };
+        if ffi::lua_checkstack(l, keys.len() as c_int + 1) == 0 {
+            push_message(l, "too many fields for the Lua stack");
+            return -1;
+        }
+        ffi::lua_pushlightuserdata(l, value as *mut c_void);
+        // One scratch buffer for all the fields (see `push_field`).
+        let mut scratch = SCRATCH.take();
+        for key in keys {
+            let view = if key.dns { value | DNS_BIT } else { value };
+            match push_field(l, view, key.name, &mut scratch) {
+                PUSHED_TABLE => {
+                    // The builder is a Lua call, which may raise: nothing
+                    // that needs dropping may be alive here (the buffer goes
+                    // back to its cell meanwhile).
+                    SCRATCH.set(scratch);
+                    ffi::lua_pushlstring(l, key.name.as_ptr().cast(), key.name.len());
+                    push_table(l, view, -1);
+                    ffi::lua_replace(l, -2);
+                    scratch = SCRATCH.take();
+                }
+                // A DNS field of an object that is not DNS.
+                UNKNOWN => ffi::lua_pushnil(l),
+                1 => {}
+                _ => {
+                    SCRATCH.set(scratch);
                     return -1;
                 }
-                1
             }
-            n => n,
         }
+        SCRATCH.set(scratch);
+        keys.len() as c_int + 1
     }
 }

@@ -101,14 +101,31 @@ pub fn skip(msg: &[u8], start: usize) -> Result<usize, (DnsError, usize)> {
     walk(msg, start, |_| {})
 }
 
+/// Bytes a label shows as they are, and that are common: letters, digits,
+/// `-` and `_` (a table: one load per byte on the per-name path).
+static PLAIN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+        b += 1;
+    }
+    table
+};
+
+/// Is every byte of `label` a [`PLAIN`] one?
+#[inline]
+fn plain(label: &[u8]) -> bool {
+    // Folded without an early exit: a short loop the compiler can unroll.
+    label.iter().fold(true, |ok, &b| ok & PLAIN[usize::from(b)])
+}
+
 /// Appends one label in presentation form: `.` and `\` escaped with a
 /// backslash, bytes outside `!`..`~` as `\DDD` (decimal), as in RFC 4343 / zone files.
 pub fn push_label(label: &[u8], out: &mut Vec<u8>) {
     // Fast path for the usual letters, digits, `-` and `_`: nothing to escape.
-    if label
-        .iter()
-        .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
+    if plain(label) {
         out.extend_from_slice(label);
         return;
     }
@@ -163,10 +180,7 @@ fn write_plain(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
             return (pos + 1 - start <= MAX_NAME).then_some(pos + 1);
         }
         let label = msg.get(pos + 1..pos + 1 + len).filter(|_| len <= 63)?;
-        if !label
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
+        if !plain(label) {
             return None;
         }
         out.extend_from_slice(label);

@@ -186,7 +186,30 @@ fn on_port(ports: &[u16], sport: u16, dport: u16) -> bool {
     }
 }
 
-/// Checks one message and hands it on. `cut`: the capture ended inside it.
+/// Checks one message and counts it. `cut`: the capture ended inside it.
+/// Always inlined: the message is then built where the caller puts it (in
+/// place of the packet, on the pull side) instead of being copied there.
+#[inline(always)]
+fn message<'a>(
+    counters: &mut DnsCounters,
+    packet: PacketRef<'a>,
+    bytes: &'a [u8],
+    cut: bool,
+    flow: Flow,
+    origin: Origin,
+) -> Object<'a> {
+    let info = scan(bytes, cut);
+    counters.count(&info, &flow, &origin);
+    Object::Dns(DnsMessage {
+        packet,
+        bytes,
+        info,
+        flow,
+        origin,
+    })
+}
+
+/// Checks one message, counts it and hands it on.
 fn emit(
     counters: &mut DnsCounters,
     out: &mut dyn Receiver,
@@ -196,17 +219,25 @@ fn emit(
     flow: Flow,
     origin: Origin,
 ) -> Result<(), StageError> {
-    let mut message = Object::Dns(DnsMessage {
-        packet: PacketRef::Borrowed(packet),
-        bytes,
-        info: scan(bytes, cut),
-        flow,
-        origin,
-    });
-    if let Object::Dns(m) = &message {
-        counters.count(&m.info, &flow, &origin);
+    let packet = PacketRef::Borrowed(packet);
+    out.receive(&mut message(counters, packet, bytes, cut, flow, origin))
+}
+
+/// The DNS payload and flow of a UDP datagram on a DNS port, or `None`
+/// (another transport or port, or an empty payload).
+#[inline]
+fn udp_dns<'a>(ports: &[u16], packet: &Packet<'a>) -> Option<(&'a [u8], Flow)> {
+    let l = &packet.layers;
+    if l.transport != Transport::Udp || !on_port(ports, l.sport, l.dport) {
+        return None;
     }
-    out.receive(&mut message)
+    let bytes = packet.payload();
+    let flow = Flow {
+        sport: l.sport,
+        dport: l.dport,
+        transport: Transport::Udp,
+    };
+    (!bytes.is_empty()).then_some((bytes, flow))
 }
 
 impl Filter for DnsFilter {
@@ -229,15 +260,9 @@ impl Filter for DnsFilter {
         let now = packet.meta.ts_ns.unwrap_or(0);
         match l.transport {
             Transport::Udp if self.dns_port(l.sport, l.dport) => {
-                let bytes = packet.payload();
-                if bytes.is_empty() {
+                let Some((bytes, flow)) = udp_dns(&self.ports, packet) else {
                     self.counters.empty_udp += 1;
                     return self.not_dns(obj, out);
-                }
-                let flow = Flow {
-                    sport: l.sport,
-                    dport: l.dport,
-                    transport: Transport::Udp,
                 };
                 emit(
                     &mut self.counters,
@@ -353,6 +378,26 @@ impl Filter for DnsFilter {
             },
             _ => self.not_dns(obj, out),
         }
+    }
+
+    /// A UDP datagram with a DNS payload becomes its message in place (the
+    /// message holds a copy of the packet's metadata, its bytes stay where
+    /// the upstream has them); everything else goes through `process`.
+    fn process_in_place(&mut self, obj: &mut Object<'_>) -> bool {
+        let Object::Packet(packet) = obj else {
+            return false;
+        };
+        // Unparsed layers: `process` parses them (into a copy).
+        if packet.layers.network == Network::Unparsed {
+            return false;
+        }
+        let Some((bytes, flow)) = udp_dns(&self.ports, packet) else {
+            return false;
+        };
+        let cut = packet.layers.truncated;
+        let held = PacketRef::Held(*packet);
+        *obj = message(&mut self.counters, held, bytes, cut, flow, Origin::Datagram);
+        true
     }
 
     fn flush(&mut self, _out: &mut dyn Receiver) -> Result<(), StageError> {
