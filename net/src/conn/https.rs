@@ -180,15 +180,23 @@ impl HttpsConnection {
         Ok(message)
     }
 
-    /// An h2 error: "closed" when the connection went away, else a failure of
-    /// this request alone (a reset stream, for example).
+    /// An h2 error: "closed" when the connection went away; a failure of this
+    /// request alone when the server refused just this stream
+    /// (REFUSED_STREAM: try again, the connection is fine); anything else
+    /// (a stream cancelled or reset for another reason, a protocol error)
+    /// makes the connection suspect, so it is not used again.
     fn closed_or(&self, error: h2::Error) -> NetError {
         if error.is_io() || error.is_go_away() {
             let reason = format!("HTTP/2 connection lost: {error}");
             *self.closed.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
             NetError::Closed(reason)
-        } else {
+        } else if error.reason() == Some(h2::Reason::REFUSED_STREAM) {
             self.http_error(error)
+        } else {
+            NetError::Http {
+                addr: self.addr.clone(),
+                message: error.to_string(),
+            }
         }
     }
 }
