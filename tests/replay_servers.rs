@@ -362,3 +362,56 @@ fn responses_as_pcap_read_back_with_tshark() {
     assert_eq!(rcodes["0"], exist);
     assert_eq!(rcodes["3"], QUERIES as u64 - exist);
 }
+
+/// `examples/lua/replay.lua` (dnsjit's replay example, ported) replays a
+/// capture over UDP and over DoT, and prints the counts and, with -R, every
+/// outcome.
+#[test]
+fn the_lua_replay_example_replays_and_reports() {
+    let s = servers();
+    let capture = capture("lua-replay.pcap");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/lua/replay.lua");
+    let run = |args: &[&str]| {
+        let out = dnsluice(&[&["script", script], args].concat());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (host, port) = s["KNOT"].split_once(':').unwrap();
+    let text = run(&[capture.to_str().unwrap(), host, port]);
+    let counts: std::collections::BTreeMap<&str, &str> =
+        text.lines().filter_map(|l| l.split_once('\t')).collect();
+    assert_eq!(counts["packets"], QUERIES.to_string());
+    assert_eq!(counts["queries"], QUERIES.to_string());
+    assert_eq!(counts["answered"], QUERIES.to_string());
+    assert_eq!(counts["timeouts"], "0");
+    assert_eq!(counts["errors"], "0");
+    let (host, port) = s["DOT"].split_once(':').unwrap();
+    let text = run(&[
+        "-T",
+        "-R",
+        "--ca-file",
+        &s["CA_FILE"],
+        "--tls-name",
+        &s["TLS_NAME"],
+        capture.to_str().unwrap(),
+        host,
+        port,
+    ]);
+    let outcomes: Vec<Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(outcomes.len(), QUERIES);
+    let nx = outcomes
+        .iter()
+        .filter(|o| o["answer"]["dns"]["rcode"] == "NXDOMAIN")
+        .count();
+    assert_eq!(nx, QUERIES / 5);
+    assert!(outcomes.iter().all(|o| o["transport"] == "tls"));
+    assert!(text.contains("answered\t400"), "{text}");
+}
