@@ -213,7 +213,17 @@ fn a_certificate_that_does_not_verify_fails_unless_insecure() {
             "2",
         ];
         args.extend_from_slice(&extra);
-        let (stats, stderr) = replay(&capture, &args);
+        // Only the first failure's message is printed; under load (the whole
+        // suite in parallel) dnsdist has been seen to reset one handshake
+        // before the certificate check: run again then (at most twice more).
+        let mut tries = 0;
+        let (stats, stderr) = loop {
+            let (stats, stderr) = replay(&capture, &args);
+            tries += 1;
+            if stderr.contains("certificate") || tries == 3 {
+                break (stats, stderr);
+            }
+        };
         check_contract(&stats);
         assert_eq!(n(&stats, "answered"), 0, "{what}: {stats}");
         assert_eq!(n(&stats, "errors"), QUERIES as u64, "{what}: {stats}");
