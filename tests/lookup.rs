@@ -541,11 +541,14 @@ fn lookup_pipeline_pushed_and_pulled() {
 }
 
 /// A TCP connection on which 3 queries in a row time out is taken for dead:
-/// the next query gets a new connection instead of timing out too.
+/// the next query gets a new connection instead of timing out too. (Six
+/// dropped queries: whatever order the worker takes them in beside `ok.f`,
+/// three in a row are followed by another query.)
 #[test]
 fn dead_connection_is_reopened() {
     let server = FaultServer::start(FaultKind::Tcp);
     let ns = server.addr().to_string();
+    let input: String = (1..=6).map(|i| format!("drop.f{i}\n")).collect::<String>() + "ok.f\n";
     let (records, stats) = lookup(
         &[
             "A",
@@ -560,13 +563,14 @@ fn dead_connection_is_reopened() {
             "--retries",
             "0",
         ],
-        "drop.f1\ndrop.f2\ndrop.f3\nok.f\n",
+        &input,
     );
     let r = by_name(&records);
-    for name in ["drop.f1", "drop.f2", "drop.f3"] {
-        assert_eq!(r[name]["status"], "TIMEOUT");
+    for i in 1..=6 {
+        assert_eq!(r[format!("drop.f{i}").as_str()]["status"], "TIMEOUT");
     }
     assert_eq!(r["ok.f"]["status"], "NOERROR");
-    assert_eq!(stats["connections_opened"], 2, "{stats}");
-    assert_eq!(server.connections_accepted(), 2);
+    let opened = stats["connections_opened"].as_u64().unwrap();
+    assert!(opened >= 2, "{stats}");
+    assert_eq!(server.connections_accepted(), opened);
 }
