@@ -193,9 +193,12 @@ impl HttpsConnection {
         } else if error.reason() == Some(h2::Reason::REFUSED_STREAM) {
             self.http_error(error)
         } else {
+            let message = error.to_string();
+            *self.closed.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(format!("HTTP/2 connection suspect after: {message}"));
             NetError::Http {
                 addr: self.addr.clone(),
-                message: error.to_string(),
+                message,
             }
         }
     }
