@@ -144,12 +144,17 @@ start knot "$knot_ports" knotd -c "$STATE/knot.conf"
 {
     echo "-- written by tests/servers/up.sh"
     echo "setSecurityPollSuffix('')"
-    echo "setLocal('127.0.0.1:$DNSDIST_PORT')"
+    # maxInFlight: answer a connection's queries out of order (RFC 7766) and
+    # pipeline them to knot over few connections; without it dnsdist opens a
+    # backend connection per query in flight, and knot's fixed listen backlog
+    # (10) makes some of those fail under load, which dnsdist passes on to
+    # its client as a reset.
+    echo "setLocal('127.0.0.1:$DNSDIST_PORT', {maxInFlight=256})"
     for ip in "${TLS_IPS[@]}"; do
-        echo "addTLSLocal('$ip:$DOT_PORT', '$STATE/cert.pem', '$STATE/key.pem')"
+        echo "addTLSLocal('$ip:$DOT_PORT', '$STATE/cert.pem', '$STATE/key.pem', {maxInFlight=256})"
         echo "addDOHLocal('$ip:$DOH_PORT', '$STATE/cert.pem', '$STATE/key.pem', '/dns-query')"
     done
-    echo "newServer({address='127.0.0.1:$KNOT_PORT', checkName='lookup.test.', checkType='SOA'})"
+    echo "newServer({address='127.0.0.1:$KNOT_PORT', checkName='lookup.test.', checkType='SOA', maxInFlight=256})"
 } >"$STATE/dnsdist.conf"
 start dnsdist "$dnsdist_ports" dnsdist --supervised --disable-syslog -C "$STATE/dnsdist.conf"
 
