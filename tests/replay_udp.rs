@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A UDP sink counting datagrams (and the distinct source ports) until `stop`.
-fn sink() -> (
-    String,
-    Arc<AtomicBool>,
-    std::thread::JoinHandle<(usize, usize)>,
-) {
+/// What a sink saw: datagrams, distinct source ports, the query names.
+type SinkCounts = (usize, usize, Vec<String>);
+
+/// A UDP sink counting datagrams (and the distinct source ports) until `stop`,
+/// and keeping the query name of each.
+fn sink() -> (String, Arc<AtomicBool>, std::thread::JoinHandle<SinkCounts>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_millis(50)))
@@ -26,14 +26,16 @@ fn sink() -> (
         let mut buf = [0u8; 2048];
         let mut count = 0;
         let mut ports = std::collections::BTreeSet::new();
+        let mut names = Vec::new();
         loop {
             match socket.recv_from(&mut buf) {
                 Ok((len, from)) => {
                     assert!(len >= 12 && buf[2] & 0x80 == 0, "a query");
                     count += 1;
                     ports.insert(from.port());
+                    names.push(qname(&buf[..len]));
                 }
-                Err(_) if stopping.load(Ordering::Relaxed) => return (count, ports.len()),
+                Err(_) if stopping.load(Ordering::Relaxed) => return (count, ports.len(), names),
                 Err(_) => {}
             }
         }
@@ -62,12 +64,33 @@ fn every_query_reaches_the_sink_from_each_client() {
     );
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
-    let (received, sources) = counter.join().unwrap();
+    let (received, sources, _) = counter.join().unwrap();
     check_contract(&stats);
     assert_eq!(n(&stats, "sent"), 2000, "{stats}");
     assert_eq!(received, 2000);
     assert_eq!(sources, 5, "one socket per client");
     assert_eq!(n(&stats, "connections_opened"), 5);
+}
+
+/// The first question's name of a query datagram, dotted; the datagram must
+/// end right after its question (and its EDNS record, if any): a datagram cut
+/// at the wrong place, or two run together, fails here.
+fn qname(msg: &[u8]) -> String {
+    let mut labels = Vec::new();
+    let mut at = 12;
+    while msg[at] != 0 {
+        let len = usize::from(msg[at]);
+        labels.push(String::from_utf8(msg[at + 1..at + 1 + len].to_vec()).unwrap());
+        at += 1 + len;
+    }
+    let end = at + 5;
+    let arcount = u16::from_be_bytes([msg[10], msg[11]]);
+    assert_eq!(
+        msg.len(),
+        end + usize::from(arcount) * 11,
+        "one query per datagram"
+    );
+    labels.join(".")
 }
 
 #[test]
@@ -79,9 +102,15 @@ fn batched_sends_carry_every_query() {
     let (stats, _) = replay(&capture, &["--server", &addr, "--no-responses", "-q"]);
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
-    let (received, _) = counter.join().unwrap();
+    let (received, _, mut names) = counter.join().unwrap();
     assert_eq!(n(&stats, "sent"), 100);
     assert_eq!(received, 100);
+    // Runs of queries of one length go out as one segmented send (UDP GSO):
+    // the sink still gets each query whole, as its own datagram.
+    let mut expected: Vec<String> = zone_queries(100, 3).into_iter().map(|q| q.name).collect();
+    names.sort();
+    expected.sort();
+    assert_eq!(names, expected);
     // 32 per sendmmsg call: 4 calls, not 100.
     let client = stats["stages"]
         .as_array()

@@ -83,6 +83,9 @@ pub struct UdpCli {
     bytes: u64,
     syscalls: u64,
     first_error: Option<String>,
+    /// Send runs of equal-length datagrams segmented by the kernel (UDP GSO);
+    /// turned off for good if the kernel refuses it.
+    gso: bool,
 }
 
 impl UdpCli {
@@ -124,6 +127,7 @@ impl UdpCli {
             bytes: 0,
             syscalls: 0,
             first_error: None,
+            gso: cfg!(target_os = "linux"),
         })
     }
 
@@ -133,7 +137,7 @@ impl UdpCli {
             if pending.lens.is_empty() {
                 continue;
             }
-            let outcome = send_all(socket, &pending.data, &pending.lens);
+            let outcome = send_all(socket, &pending.data, &pending.lens, &mut self.gso);
             self.sent += outcome.sent;
             self.bytes += outcome.bytes;
             self.syscalls += outcome.syscalls;
@@ -161,7 +165,7 @@ struct Sent {
 /// Sends the datagrams of `lens` (back to back in `data`) on `socket`. A
 /// datagram the kernel refuses twice (say, an ICMP error reported on it) is
 /// counted as failed and skipped.
-fn send_all(socket: &UdpSocket, data: &[u8], lens: &[usize]) -> Sent {
+fn send_all(socket: &UdpSocket, data: &[u8], lens: &[usize], gso: &mut bool) -> Sent {
     let mut out = Sent::default();
     let mut offsets = Vec::with_capacity(lens.len());
     let mut at = 0;
@@ -173,7 +177,7 @@ fn send_all(socket: &UdpSocket, data: &[u8], lens: &[usize]) -> Sent {
     let mut retried = false;
     while next < offsets.len() {
         out.syscalls += 1;
-        match send_some(socket, data, &offsets[next..]) {
+        match send_some(socket, data, &offsets[next..], *gso) {
             Ok(n) => {
                 for (_, len) in &offsets[next..next + n] {
                     out.bytes += *len as u64;
@@ -183,6 +187,7 @@ fn send_all(socket: &UdpSocket, data: &[u8], lens: &[usize]) -> Sent {
                 retried = false;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if *gso && gso_unsupported(&e) => *gso = false,
             Err(e) => {
                 if retried {
                     out.failed += 1;
@@ -198,27 +203,76 @@ fn send_all(socket: &UdpSocket, data: &[u8], lens: &[usize]) -> Sent {
     out
 }
 
-/// One `sendmmsg` with up to [`MAX_BATCH`] of the datagrams at `offsets`;
-/// how many the kernel took (at least one on success).
+/// `UDP_SEGMENT` (linux/udp.h): a cmsg giving the size of each datagram of a
+/// buffer the kernel cuts into several (UDP generic segmentation offload).
+#[cfg(target_os = "linux")]
+const UDP_SEGMENT: libc::c_int = 103;
+
+/// Most datagrams in one segmented send (the kernel's UDP_MAX_SEGMENTS).
+#[cfg(target_os = "linux")]
+const MAX_SEGMENTS: usize = 64;
+
+/// One `sendmmsg` with up to [`MAX_BATCH`] of the datagrams at `offsets`; how
+/// many datagrams the kernel took (at least one on success). With `gso`, each
+/// run of consecutive datagrams of one length (back to back in `data`) goes
+/// as one message the kernel segments (UDP GSO): the per-datagram work of the
+/// send path is then done once per run.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn send_some(socket: &UdpSocket, data: &[u8], offsets: &[(usize, usize)]) -> io::Result<usize> {
+fn send_some(
+    socket: &UdpSocket,
+    data: &[u8],
+    offsets: &[(usize, usize)],
+    gso: bool,
+) -> io::Result<usize> {
     use std::os::fd::AsRawFd;
-    let count = offsets.len().min(MAX_BATCH);
+    let available = offsets.len().min(MAX_BATCH);
     // SAFETY: iovec and mmsghdr are plain C structs for which all-zero bytes
     // are a valid value (null pointers, zero lengths).
     let mut iovecs: [libc::iovec; MAX_BATCH] = unsafe { std::mem::zeroed() };
     let mut messages: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
-    for (i, (start, len)) in offsets[..count].iter().enumerate() {
-        let datagram = &data[*start..*start + *len];
-        iovecs[i].iov_base = datagram.as_ptr() as *mut libc::c_void;
-        iovecs[i].iov_len = datagram.len();
-        messages[i].msg_hdr.msg_iov = &mut iovecs[i];
-        messages[i].msg_hdr.msg_iovlen = 1;
+    // One control buffer per message, 8-byte aligned, room for one u16 cmsg.
+    let mut controls = [[0u64; 4]; MAX_BATCH];
+    let mut runs = [0usize; MAX_BATCH];
+    let (mut count, mut i) = (0, 0);
+    while i < available {
+        let (start, len) = offsets[i];
+        let mut run = 1;
+        if gso && len > 0 {
+            while i + run < available
+                && run < MAX_SEGMENTS
+                && offsets[i + run].1 == len
+                && (run + 1) * len <= 65_000
+            {
+                run += 1;
+            }
+        }
+        iovecs[count].iov_base = data[start..].as_ptr() as *mut libc::c_void;
+        iovecs[count].iov_len = run * len;
+        messages[count].msg_hdr.msg_iov = &mut iovecs[count];
+        messages[count].msg_hdr.msg_iovlen = 1;
+        if run > 1 {
+            let control = &mut controls[count];
+            // SAFETY: `control` is 32 zeroed, 8-byte aligned bytes, more than
+            // CMSG_SPACE(2); CMSG_FIRSTHDR/CMSG_DATA point inside it.
+            unsafe {
+                let header = &mut messages[count].msg_hdr;
+                header.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+                header.msg_controllen = libc::CMSG_SPACE(2) as _;
+                let cmsg = libc::CMSG_FIRSTHDR(header);
+                (*cmsg).cmsg_level = libc::SOL_UDP;
+                (*cmsg).cmsg_type = UDP_SEGMENT;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(2) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut u16, len as u16);
+            }
+        }
+        runs[count] = run;
+        count += 1;
+        i += run;
     }
-    // SAFETY: `messages[..count]` point at `iovecs[..count]`, which point into
-    // `data`; all outlive the call, and the kernel only reads them (the socket
-    // is connected, so no address is given).
+    // SAFETY: `messages[..count]` point at `iovecs[..count]` (into `data`) and
+    // `controls[..count]`; all outlive the call, and the kernel only reads them
+    // (the socket is connected, so no address is given).
     let n = unsafe {
         libc::sendmmsg(
             socket.as_raw_fd(),
@@ -230,12 +284,27 @@ fn send_some(socket: &UdpSocket, data: &[u8], offsets: &[(usize, usize)]) -> io:
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((n as usize).max(1).min(count))
+    let messages_sent = (n as usize).max(1).min(count);
+    Ok(runs[..messages_sent].iter().sum())
+}
+
+/// Whether an error from a segmented send means this kernel (or socket) does
+/// not do UDP GSO, so sending should go on without it.
+fn gso_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
+    )
 }
 
 /// One `send` (platforms without `sendmmsg`).
 #[cfg(not(target_os = "linux"))]
-fn send_some(socket: &UdpSocket, data: &[u8], offsets: &[(usize, usize)]) -> io::Result<usize> {
+fn send_some(
+    socket: &UdpSocket,
+    data: &[u8],
+    offsets: &[(usize, usize)],
+    _gso: bool,
+) -> io::Result<usize> {
     let (start, len) = offsets[0];
     socket.send(&data[start..start + len]).map(|_| 1)
 }
