@@ -886,7 +886,8 @@ fn deliver(
 /// The receiver thread: reads answers, flushes writes, sweeps timeouts.
 fn receive_loop(core: &Core, mut poll: Poll) {
     let mut events = Events::with_capacity(256);
-    let mut scratch = vec![0u8; 65536];
+    // Room for RECV_BATCH datagrams of any size (UDP), or one large read (TCP).
+    let mut scratch = vec![0u8; RECV_BATCH * RECV_SLOT];
     let mut done = Vec::new();
     let mut retries = Vec::new();
     let tick = tick(core.plan.timeout);
@@ -943,6 +944,65 @@ fn receive_loop(core: &Core, mut poll: Poll) {
     }
 }
 
+/// Datagrams read by one `recvmmsg`.
+const RECV_BATCH: usize = 16;
+/// Room for one datagram: the largest a UDP socket can receive.
+const RECV_SLOT: usize = 65536;
+
+/// Reads up to [`RECV_BATCH`] datagrams waiting on `socket` with one
+/// `recvmmsg`, datagram `i` into `scratch[i * RECV_SLOT..]`, its length in
+/// `lens[i]`; how many were read (an error, `WouldBlock` included, if none).
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn recv_batch(
+    socket: &UdpSocket,
+    scratch: &mut [u8],
+    lens: &mut [usize; RECV_BATCH],
+) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let slots = (scratch.len() / RECV_SLOT).min(RECV_BATCH);
+    // SAFETY: iovec and mmsghdr are plain C structs for which all-zero bytes
+    // are a valid value (null pointers, zero lengths).
+    let mut iovecs: [libc::iovec; RECV_BATCH] = unsafe { std::mem::zeroed() };
+    let mut messages: [libc::mmsghdr; RECV_BATCH] = unsafe { std::mem::zeroed() };
+    for i in 0..slots {
+        iovecs[i].iov_base = scratch[i * RECV_SLOT..].as_mut_ptr() as *mut libc::c_void;
+        iovecs[i].iov_len = RECV_SLOT;
+        messages[i].msg_hdr.msg_iov = &mut iovecs[i];
+        messages[i].msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: each message points at its own RECV_SLOT bytes of `scratch`,
+    // which outlive the call; the socket is connected (no address wanted).
+    let n = unsafe {
+        libc::recvmmsg(
+            socket.as_raw_fd(),
+            messages.as_mut_ptr(),
+            slots as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    for i in 0..n {
+        lens[i] = (messages[i].msg_len as usize).min(RECV_SLOT);
+    }
+    Ok(n)
+}
+
+/// One `recv` (platforms without `recvmmsg`).
+#[cfg(not(target_os = "linux"))]
+fn recv_batch(
+    socket: &UdpSocket,
+    scratch: &mut [u8],
+    lens: &mut [usize; RECV_BATCH],
+) -> io::Result<usize> {
+    lens[0] = socket.recv(&mut scratch[..RECV_SLOT])?;
+    Ok(1)
+}
+
 /// Reads (and for streams, flushes) one link after an event.
 fn handle_event(
     core: &Core,
@@ -957,9 +1017,15 @@ fn handle_event(
         None => return,
         Some(Conn::Udp(socket)) => {
             let mut result = Ok(());
+            let mut lens = [0usize; RECV_BATCH];
             loop {
-                match socket.recv(scratch) {
-                    Ok(len) => deliver(core, state, transport, &scratch[..len], done, retries),
+                match recv_batch(&socket, scratch, &mut lens) {
+                    Ok(n) => {
+                        for (i, len) in lens[..n].iter().enumerate() {
+                            let slot = &scratch[i * RECV_SLOT..i * RECV_SLOT + len];
+                            deliver(core, state, transport, slot, done, retries);
+                        }
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     // ICMP port unreachable and friends: the queries will time out.
                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
