@@ -41,6 +41,29 @@ fn encrypted(cert: &TestCert) -> Vec<(&'static str, FaultServer)> {
     ]
 }
 
+/// Replays `capture` over `transport` to `address`, verifying the server's
+/// certificate for `dns.test` against `ca`'s CA, with `extra` flags.
+fn replay_verified(
+    capture: &std::path::Path,
+    transport: &str,
+    address: &str,
+    ca: &TestCert,
+    extra: &[&str],
+) -> (serde_json::Value, String) {
+    let ca_file = ca.ca_file().to_str().unwrap();
+    let base = [
+        "--server",
+        address,
+        "--transport",
+        transport,
+        "--ca-file",
+        ca_file,
+        "--tls-name",
+        "dns.test",
+    ];
+    replay(capture, &[&base[..], extra].concat())
+}
+
 fn server_arg(transport: &str, server: &FaultServer) -> String {
     match transport {
         "https" => format!("https://{}/dns-query", server.addr()),
@@ -56,19 +79,7 @@ fn a_certificate_for_another_name_fails_unless_insecure() {
     for (transport, server) in encrypted(&wrong) {
         let address = server_arg(transport, &server);
         let started = Instant::now();
-        let (stats, stderr) = replay(
-            &capture,
-            &[
-                "--server",
-                &address,
-                "--transport",
-                transport,
-                "--ca-file",
-                ca.ca_file().to_str().unwrap(),
-                "--tls-name",
-                "dns.test",
-            ],
-        );
+        let (stats, stderr) = replay_verified(&capture, transport, &address, &ca, &[]);
         assert!(started.elapsed() < Duration::from_secs(5), "{transport}");
         assert_eq!(n(&stats, "sent"), 20, "{transport}: {stats}");
         assert_eq!(n(&stats, "answered"), 0, "{transport}: {stats}");
@@ -107,21 +118,8 @@ fn drop_and_late_over_tls_and_https_are_counted_on_one_connection() {
     for (transport, server) in encrypted(&cert) {
         let address = server_arg(transport, &server);
         let started = Instant::now();
-        let (stats, stderr) = replay(
-            &capture,
-            &[
-                "--server",
-                &address,
-                "--transport",
-                transport,
-                "--ca-file",
-                cert.ca_file().to_str().unwrap(),
-                "--tls-name",
-                "dns.test",
-                "--timeout",
-                "600",
-            ],
-        );
+        let (stats, stderr) =
+            replay_verified(&capture, transport, &address, &cert, &["--timeout", "600"]);
         // The dropped ones wait out their timeout, no more.
         assert!(
             started.elapsed() < Duration::from_secs(4),
@@ -155,22 +153,12 @@ fn a_reset_over_tls_and_https_fails_its_query_and_the_next_reconnects() {
         let address = server_arg(transport, &server);
         let started = Instant::now();
         // One query outstanding at a time: each one loses its own connection.
-        let (stats, stderr) = replay(
+        let (stats, stderr) = replay_verified(
             &capture,
-            &[
-                "--server",
-                &address,
-                "--transport",
-                transport,
-                "--ca-file",
-                cert.ca_file().to_str().unwrap(),
-                "--tls-name",
-                "dns.test",
-                "--inflight",
-                "1",
-                "--timeout",
-                "3000",
-            ],
+            transport,
+            &address,
+            &cert,
+            &["--inflight", "1", "--timeout", "3000"],
         );
         assert!(
             started.elapsed() < Duration::from_secs(3),

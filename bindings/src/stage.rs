@@ -78,6 +78,16 @@ enum Kind {
     LuaModule { table: Table },
 }
 
+/// A stage's [`Kind`] with what building it needs, owned.
+enum Builder {
+    /// A registry module's constructors.
+    Native(Factory),
+    /// `filter.lua`'s function.
+    LuaFilter(Function),
+    /// A Lua module's table.
+    LuaModule(Table),
+}
+
 struct Node {
     name: String,
     kind: Kind,
@@ -177,34 +187,39 @@ impl Stage {
         }
     }
 
+    /// What building this stage starts from (cloned out of the node, so the
+    /// node is not borrowed while its neighbours are built).
+    fn builder(&self) -> Builder {
+        match &self.0.borrow().kind {
+            Kind::Native { entry, .. } => Builder::Native(entry.factory.clone()),
+            Kind::LuaFilter { func } => Builder::LuaFilter(func.clone()),
+            Kind::LuaModule { table } => Builder::LuaModule(table.clone()),
+        }
+    }
+
     /// Builds this stage (and what it pulls from) as a producer.
     fn producer(&self, lua: &Lua) -> mlua::Result<Box<dyn Producer>> {
         self.claim(lua)?;
         let name = self.name();
-        let kind = match &self.0.borrow().kind {
-            Kind::Native { entry, .. } => Ok(entry.factory.clone()),
-            Kind::LuaFilter { func } => Err(Ok(func.clone())),
-            Kind::LuaModule { table } => Err(Err(table.clone())),
-        };
-        match kind {
-            Ok(Factory::Input(make)) => {
+        match self.builder() {
+            Builder::Native(Factory::Input(make)) => {
                 make(&self.options().unwrap_or_default()).map_err(|e| located(lua, e))
             }
-            Ok(Factory::Filter { pull, .. }) => {
+            Builder::Native(Factory::Filter { pull, .. }) => {
                 let upstream = self.upstream(lua)?.producer(lua)?;
                 pull(&self.options().unwrap_or_default(), upstream).map_err(|e| located(lua, e))
             }
-            Ok(Factory::Output(_)) => Err(located(
+            Builder::Native(Factory::Output(_)) => Err(located(
                 lua,
                 format!("{name} is an output: it receives objects, nothing can pull from it"),
             )),
-            Ok(Factory::Split(_)) => Err(located(lua, split_in_lua(&name))),
-            Err(Ok(func)) => {
+            Builder::Native(Factory::Split(_)) => Err(located(lua, split_in_lua(&name))),
+            Builder::LuaFilter(func) => {
                 let upstream = self.upstream(lua)?.producer(lua)?;
                 let filter = LuaFilter::new(func, None).map_err(|e| located(lua, e))?;
                 Ok(Box::new(FilterStage::new(filter, upstream)))
             }
-            Err(Err(table)) => {
+            Builder::LuaModule(table) => {
                 let produce: Option<Function> = table.get("produce")?;
                 let Some(produce) = produce else {
                     return Err(located(
@@ -233,30 +248,25 @@ impl Stage {
     fn receiver(&self, lua: &Lua) -> mlua::Result<Box<dyn Receiver>> {
         self.claim(lua)?;
         let name = self.name();
-        let kind = match &self.0.borrow().kind {
-            Kind::Native { entry, .. } => Ok(entry.factory.clone()),
-            Kind::LuaFilter { func } => Err(Ok(func.clone())),
-            Kind::LuaModule { table } => Err(Err(table.clone())),
-        };
-        match kind {
-            Ok(Factory::Output(make)) => {
+        match self.builder() {
+            Builder::Native(Factory::Output(make)) => {
                 make(&self.options().unwrap_or_default()).map_err(|e| located(lua, e))
             }
-            Ok(Factory::Filter { push, .. }) => {
+            Builder::Native(Factory::Filter { push, .. }) => {
                 let downstream = self.downstream(lua)?.receiver(lua)?;
                 push(&self.options().unwrap_or_default(), downstream).map_err(|e| located(lua, e))
             }
-            Ok(Factory::Input(_)) => Err(located(
+            Builder::Native(Factory::Input(_)) => Err(located(
                 lua,
                 format!("{name} is an input: it produces objects, nothing can push to it"),
             )),
-            Ok(Factory::Split(_)) => Err(located(lua, split_in_lua(&name))),
-            Err(Ok(func)) => {
+            Builder::Native(Factory::Split(_)) => Err(located(lua, split_in_lua(&name))),
+            Builder::LuaFilter(func) => {
                 let downstream = self.downstream(lua)?.receiver(lua)?;
                 let filter = LuaFilter::new(func, None).map_err(|e| located(lua, e))?;
                 Ok(Box::new(FilterStage::new(filter, downstream)))
             }
-            Err(Err(table)) => {
+            Builder::LuaModule(table) => {
                 let receive: Option<Function> = table.get("receive")?;
                 let Some(receive) = receive else {
                     return Err(located(

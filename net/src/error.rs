@@ -59,6 +59,9 @@ pub enum NetError {
     /// Sending failed.
     #[error("send: {0}")]
     Send(io::Error),
+    /// The client's async runtime (its threads) could not be started.
+    #[error("cannot start the client runtime: {0}")]
+    Runtime(io::Error),
     /// A query that cannot be sent (too short to carry a DNS header, too long).
     #[error("bad query: {0}")]
     BadQuery(&'static str),
@@ -78,6 +81,7 @@ impl NetError {
             NetError::Closed(_) => "closed",
             NetError::Send(_) => "send",
             NetError::BadQuery(_) => "bad_query",
+            NetError::Runtime(_) => "runtime",
         }
     }
 

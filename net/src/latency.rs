@@ -44,12 +44,6 @@ impl Latency {
         let _ = self.histogram.record(micros);
     }
 
-    /// Adds every value of `other`.
-    pub fn merge(&mut self, other: &Latency) {
-        // Same bounds on both sides, so this cannot fail.
-        let _ = self.histogram.add(&other.histogram);
-    }
-
     /// How many latencies were recorded.
     pub fn count(&self) -> u64 {
         self.histogram.len()
@@ -102,9 +96,7 @@ mod tests {
         ] {
             assert!((got - want).abs() <= want * 0.002, "{got} vs {want}");
         }
-        let mut other = Latency::default();
-        other.record(Duration::from_secs(120));
-        latency.merge(&other);
+        latency.record(Duration::from_secs(120));
         assert_eq!(latency.count(), 1001);
         // Two minutes is clamped to the one-minute ceiling.
         let max = latency.percentiles().max;

@@ -93,8 +93,10 @@ impl Finished {
         Finished {
             index,
             status: outcome.status.clone(),
-            // Built from `&str`s and ASCII: valid UTF-8.
-            json: String::from_utf8_lossy(&json).into_owned(),
+            // Built from `&str`s and escaped ASCII: valid UTF-8, so the
+            // fallback (a lossy copy) never runs.
+            json: String::from_utf8(json)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         }
     }
 }
@@ -157,10 +159,7 @@ impl LookupEngine {
             .thread_name("dnsluice-lookup")
             .enable_all()
             .build()
-            .map_err(|e| NetError::Connect {
-                addr: "runtime".to_string(),
-                error: e,
-            })?;
+            .map_err(NetError::Runtime)?;
         let net = Arc::new(NetCounters::default());
         let setup = ClientSetup::new(
             config.transport,
@@ -295,11 +294,6 @@ impl LookupEngine {
         self.permits.add_permits(1);
     }
 
-    /// Names offered and not yet finished.
-    pub fn outstanding(&self) -> u64 {
-        self.outstanding
-    }
-
     /// No more input: workers stop once everything is resolved.
     pub fn close_input(&mut self) {
         if !self.closed {
@@ -332,12 +326,7 @@ impl LookupEngine {
     /// Tells the workers to stop and waits briefly for them.
     pub fn shutdown(mut self) {
         self.close_input();
-        let runtime = std::mem::replace(
-            &mut self.runtime,
-            tokio::runtime::Builder::new_current_thread()
-                .build()
-                .expect("an empty current-thread runtime builds"),
-        );
+        let LookupEngine { runtime, .. } = self;
         runtime.shutdown_timeout(Duration::from_millis(100));
     }
 }

@@ -104,7 +104,7 @@ impl LookupSummary {
         nameservers: impl Iterator<Item = (String, &'a NameserverStats)>,
         elapsed: Duration,
     ) -> LookupSummary {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let get = NetCounters::get;
         LookupSummary {
             names: get(&run.names),
             queries: get(&net.queries_sent),

@@ -44,13 +44,7 @@ pub fn udp_packet(src: SocketAddr, dst: SocketAddr, payload: &[u8], out: &mut Ve
             out.extend_from_slice(&d.octets());
             let header_sum = checksum(&[&out[..20]]);
             out[10..12].copy_from_slice(&header_sum.to_be_bytes());
-            let pseudo = [
-                &s.octets()[..],
-                &d.octets()[..],
-                &[0, 17],
-                &udp_len.to_be_bytes(),
-            ]
-            .concat();
+            let pseudo: [&[u8]; 4] = [&s.octets(), &d.octets(), &[0, 17], &udp_len.to_be_bytes()];
             push_udp(&pseudo, src.port(), dst.port(), payload, out);
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
@@ -59,13 +53,12 @@ pub fn udp_packet(src: SocketAddr, dst: SocketAddr, payload: &[u8], out: &mut Ve
             out.extend_from_slice(&[17, 64]); // next header UDP, hop limit
             out.extend_from_slice(&s.octets());
             out.extend_from_slice(&d.octets());
-            let pseudo = [
-                &s.octets()[..],
-                &d.octets()[..],
+            let pseudo: [&[u8]; 4] = [
+                &s.octets(),
+                &d.octets(),
                 &u32::from(udp_len).to_be_bytes(),
                 &[0, 0, 0, 17],
-            ]
-            .concat();
+            ];
             push_udp(&pseudo, src.port(), dst.port(), payload, out);
         }
         // Mixed families cannot happen: the client's family follows the server's.
@@ -73,14 +66,17 @@ pub fn udp_packet(src: SocketAddr, dst: SocketAddr, payload: &[u8], out: &mut Ve
     }
 }
 
-fn push_udp(pseudo: &[u8], sport: u16, dport: u16, payload: &[u8], out: &mut Vec<u8>) {
+/// Appends the UDP header and payload, its checksum over the pseudo-header
+/// `pseudo` (given in parts, so nothing is allocated) and the datagram.
+fn push_udp(pseudo: &[&[u8]], sport: u16, dport: u16, payload: &[u8], out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&sport.to_be_bytes());
     out.extend_from_slice(&dport.to_be_bytes());
     out.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(payload);
-    let sum = match checksum(&[pseudo, &out[start..]]) {
+    let parts = [pseudo[0], pseudo[1], pseudo[2], pseudo[3], &out[start..]];
+    let sum = match checksum(&parts) {
         0 => 0xffff, // zero means "no checksum" in UDP
         s => s,
     };

@@ -46,7 +46,6 @@ pub struct HttpsConnection {
     method: DohMethod,
     addr: String,
     closed: Arc<Mutex<Option<String>>>,
-    in_flight: Arc<std::sync::atomic::AtomicUsize>,
     driver: JoinHandle<()>,
     counters: Arc<NetCounters>,
 }
@@ -93,7 +92,6 @@ impl HttpsConnection {
             method: setup.doh_method,
             addr,
             closed,
-            in_flight: Arc::default(),
             driver,
             counters: setup.counters.clone(),
         })
@@ -105,11 +103,6 @@ impl HttpsConnection {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-    }
-
-    /// Requests in flight.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn http_error(&self, message: impl ToString) -> NetError {
@@ -124,7 +117,6 @@ impl HttpsConnection {
         if let Some(reason) = self.closed_reason() {
             return Err(NetError::Closed(reason));
         }
-        let _counted = InFlight::enter(&self.in_flight);
         self.request(query).await
     }
 
@@ -201,22 +193,5 @@ impl HttpsConnection {
                 message,
             }
         }
-    }
-}
-
-/// Counts a request in flight for as long as it lives (also when the request
-/// is cancelled by a timeout).
-struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl<'a> InFlight<'a> {
-    fn enter(counter: &'a std::sync::atomic::AtomicUsize) -> Self {
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        InFlight(counter)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -219,12 +219,4 @@ impl Connection {
             Connection::Https(https) => https.closed_reason(),
         }
     }
-
-    /// Queries sent on this connection and still waiting for an answer.
-    pub fn in_flight(&self) -> usize {
-        match self {
-            Connection::Multiplexed(mux) => mux.in_flight(),
-            Connection::Https(https) => https.in_flight(),
-        }
-    }
 }

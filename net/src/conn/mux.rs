@@ -181,11 +181,6 @@ impl Mux {
         self.shared.lock().closed.clone()
     }
 
-    /// Queries waiting for an answer.
-    pub fn in_flight(&self) -> usize {
-        self.shared.lock().waiting.len()
-    }
-
     /// Sends `query` and waits up to `timeout` for the answer.
     pub async fn exchange(&self, query: &[u8], timeout: Duration) -> Result<Vec<u8>, NetError> {
         let question = first_question(query).unwrap_or_default().to_vec();
