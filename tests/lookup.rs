@@ -481,7 +481,18 @@ fn sticky_keeps_connections_fifo_redials() {
     let sticky = run("sticky");
     let fifo = run("fifo");
     let random = run("random");
-    for s in [&sticky, &fifo, &random] {
+    // The PR's variant: wait 10 ms for home work before stealing.
+    let args = [
+        "A",
+        "--transport",
+        "tcp",
+        "--threads",
+        "12",
+        "--steal-wait",
+        "10",
+    ];
+    let waiting = lookup(&args, &input).1;
+    for s in [&sticky, &fifo, &random, &waiting] {
         assert_eq!(s["names"], 1200);
         assert_eq!(s["statuses"]["NOERROR"], 1200);
     }
@@ -492,12 +503,14 @@ fn sticky_keeps_connections_fifo_redials() {
         "fifo re-dials on a change of nameserver: {}",
         opened(&fifo)
     );
-    assert!(
-        opened(&sticky) * 10 <= opened(&fifo),
-        "sticky {} vs fifo {}",
-        opened(&sticky),
-        opened(&fifo)
-    );
+    for (what, s) in [("sticky", &sticky), ("sticky, steal-wait 10", &waiting)] {
+        assert!(
+            opened(s) * 10 <= opened(&fifo),
+            "{what} {} vs fifo {}",
+            opened(s),
+            opened(&fifo)
+        );
+    }
 }
 
 /// `configs/lookup.toml` (input.lines → lookup.dns → output.json) gives the
@@ -577,4 +590,65 @@ fn dead_connection_is_reopened() {
     let opened = stats["connections_opened"].as_u64().unwrap();
     assert!(opened >= 2, "{stats}");
     assert_eq!(server.connections_accepted(), opened);
+}
+
+/// `lookup.dns` from Lua: the same stage, built with `stage()`, in a push
+/// chain `input.lines → lookup.dns → output.json`.
+#[test]
+fn lookup_stage_from_lua() {
+    let servers = testkit::servers();
+    let dir = tempdir();
+    let names = dir.join("names.txt");
+    std::fs::write(
+        &names,
+        "n5.lookup.test\nn6.lookup.test\nmissing.lookup.test\n",
+    )
+    .unwrap();
+    let out = dir.join("records.jsonl");
+    let script = dir.join("lookup.lua");
+    std::fs::write(
+        &script,
+        format!(
+            r#"local d = require("dnsluice")
+local input = d.stage("input.lines", {{ path = arg[1] }})
+local lookup = d.stage("lookup.dns", {{ name_servers = {{ "{ns}" }}, transport = "tcp", threads = 2 }})
+local json = d.stage("output.json", {{ path = arg[2] }})
+input:receiver(lookup):receiver(json)
+input:run()
+"#,
+            ns = servers.knot
+        ),
+    )
+    .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+        .args([
+            "script",
+            script.to_str().unwrap(),
+            names.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let records: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let r = by_name(&records);
+    assert_eq!(records.len(), 3);
+    assert_eq!(
+        answers(r["n5.lookup.test"]),
+        [testkit::lookup_address(5).to_string()]
+    );
+    assert_eq!(
+        answers(r["n6.lookup.test"]),
+        [testkit::lookup_address(6).to_string()]
+    );
+    assert_eq!(r["missing.lookup.test"]["status"], "NXDOMAIN");
+    assert_eq!(r["n5.lookup.test"]["data"]["protocol"], "tcp");
 }
