@@ -155,9 +155,39 @@ fn record_at(
 /// bytes is then reported as [`DnsError::TruncatedCapture`].
 #[inline]
 pub fn scan(msg: &[u8], cut: bool) -> DnsInfo {
+    scan_inspect(msg, cut, &mut ())
+}
+
+/// Something that looks at each message summary [`scan_inspect`] makes
+/// (a counter, say). Implementations should be `#[inline(always)]`.
+pub trait Inspect {
+    /// Looks at one summary.
+    fn inspect(&mut self, info: &DnsInfo);
+}
+
+/// Looks at nothing.
+impl Inspect for () {
+    #[inline(always)]
+    fn inspect(&mut self, _info: &DnsInfo) {}
+}
+
+/// [`scan`], handing the summary to `inspector` before returning it.
+/// Inspecting it here, once on the common queries' path and once on the
+/// general one, lets the compiler read the fresh summary from registers;
+/// inspecting what `scan` returned read it back from memory just after it
+/// was written in pieces, which stalled on store forwarding.
+#[inline(always)]
+pub fn scan_inspect<I: Inspect + ?Sized>(msg: &[u8], cut: bool, inspector: &mut I) -> DnsInfo {
     match scan_query(msg) {
-        Some(info) => info,
-        None => scan_general(msg, cut),
+        Some(info) => {
+            inspector.inspect(&info);
+            info
+        }
+        None => {
+            let info = scan_general(msg, cut);
+            inspector.inspect(&info);
+            info
+        }
     }
 }
 

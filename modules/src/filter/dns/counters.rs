@@ -2,7 +2,7 @@
 
 use super::defrag::DefragCounters;
 use super::tcp::TcpCounters;
-use dnsluice_core::dns::{mnemonic, DnsError, DnsInfo};
+use dnsluice_core::dns::{mnemonic, DnsError, DnsInfo, Inspect};
 use dnsluice_core::wire::Transport;
 use dnsluice_core::{Flow, Origin, StageStats};
 use std::collections::HashMap;
@@ -55,9 +55,10 @@ impl Default for DnsCounters {
 }
 
 impl DnsCounters {
-    /// Counts one message.
-    #[inline]
-    pub fn count(&mut self, info: &DnsInfo, flow: &Flow, origin: &Origin) {
+    /// Counts one message's transport and origin (its summary is counted
+    /// by [`Inspect::inspect`], as `scan_inspect` makes it).
+    #[inline(always)]
+    pub fn count_flow(&mut self, flow: &Flow, origin: &Origin) {
         self.output += 1;
         self.messages += 1;
         match flow.transport {
@@ -69,6 +70,13 @@ impl DnsCounters {
             Origin::IpReassembled { .. } => self.ip_reassembled += 1,
             _ => {}
         }
+    }
+}
+
+impl Inspect for DnsCounters {
+    /// Counts one message's header, question, EDNS and error.
+    #[inline(always)]
+    fn inspect(&mut self, info: &DnsInfo) {
         // A message too short for a whole header still has its flags (tshark counts it too).
         if let Some(h) = info.header.or(info.partial_header) {
             if h.qr() {
@@ -90,7 +98,9 @@ impl DnsCounters {
             self.malformed[e.index()] += 1;
         }
     }
+}
 
+impl DnsCounters {
     /// Adds the counters to `stats`.
     pub fn report(&self, stats: &mut StageStats) {
         stats.output = self.output;

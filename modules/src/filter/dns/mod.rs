@@ -13,7 +13,7 @@ pub mod tcp;
 
 use counters::DnsCounters;
 use defrag::{DatagramKey, DefragLimits, Defragmenter};
-use dnsluice_core::dns::scan;
+use dnsluice_core::dns::scan_inspect;
 use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
 use dnsluice_core::wire::{be16, be32, parse_layers_into, Network, Transport};
 use dnsluice_core::{
@@ -198,8 +198,8 @@ fn message<'a>(
     flow: Flow,
     origin: Origin,
 ) -> Object<'a> {
-    let info = scan(bytes, cut);
-    counters.count(&info, &flow, &origin);
+    counters.count_flow(&flow, &origin);
+    let info = scan_inspect(bytes, cut, counters);
     Object::Dns(DnsMessage {
         packet,
         bytes,
