@@ -47,8 +47,8 @@ fn lookup(args: &[&str], input: &str) -> (Vec<Value>, Value) {
 fn tempdir() -> std::path::PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "dnsluice-lookup-{}-{}",
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "lookup-{}-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     ));

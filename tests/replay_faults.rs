@@ -264,3 +264,94 @@ fn a_server_that_is_not_there_is_an_error_per_query_and_no_hang() {
     assert_eq!(n(&stats, "connect_failures"), 1, "{stats}");
     assert!(stderr.contains("connect to 127.0.0.1"), "{stderr}");
 }
+
+/// `filter.dnscli` passes exactly one response per query to the next stage,
+/// pushed and pulled: the answer for `ok` and `late50`, a timeout error for
+/// the queries never answered (or answered with the wrong id, or too late).
+#[test]
+fn filter_dnscli_passes_one_response_per_query_on_both_drives() {
+    let server = udp_server();
+    let capture = capture_of(
+        &names(&[("ok", 10), ("drop", 5), ("wrongid", 5), ("late50", 5)]),
+        "chain-faults.pcap",
+    );
+    for drive in ["push", "pull"] {
+        let responses = temp(&format!("chain-{drive}.jsonl"));
+        let pipeline = temp(&format!("chain-{drive}.toml"));
+        std::fs::write(
+            &pipeline,
+            format!(
+                "drive = \"{drive}\"\n\
+                 [[stage]]\nmodule = \"input.fpcap\"\npath = \"{}\"\n\
+                 [[stage]]\nmodule = \"filter.dns\"\n\
+                 [[stage]]\nmodule = \"filter.dnscli\"\nserver = \"{server}\"\ntimeout_ms = 400\nclients = 2\n\
+                 [[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
+                capture.display(),
+                responses.display()
+            ),
+        )
+        .unwrap();
+        let started = Instant::now();
+        let out = dnsluice(&["run", pipeline.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{drive}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{drive}");
+        let text = std::fs::read_to_string(&responses).unwrap();
+        let mut by_label: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["type"], "response", "{drive}: {line}");
+            let name = v["query"]["dns"]["question"][0]["name"].as_str().unwrap();
+            let label = name.split('.').next().unwrap().to_string();
+            let entry = by_label.entry(label).or_default();
+            if v["answer"].is_null() {
+                assert_eq!(v["error"]["kind"], "timeout", "{drive}: {line}");
+                entry.1 += 1;
+            } else {
+                assert_eq!(v["answer"]["dns"]["id"], v["query"]["dns"]["id"], "{line}");
+                assert!(v.get("error").is_none(), "{drive}: {line}");
+                entry.0 += 1;
+            }
+        }
+        let expected: std::collections::BTreeMap<String, (usize, usize)> = [
+            ("drop", (0, 5)),
+            ("late50", (5, 0)),
+            ("ok", (10, 0)),
+            ("wrongid", (0, 5)),
+        ]
+        .into_iter()
+        .map(|(l, c)| (l.to_string(), c))
+        .collect();
+        assert_eq!(
+            by_label, expected,
+            "{drive}: (answered, timeouts) per label"
+        );
+        // The stage counts what it passed on, and the output got all of it.
+        assert!(
+            stderr.contains("filter.dnscli    in         25  out         25"),
+            "{drive}: {stderr}"
+        );
+    }
+}
+
+/// `filter.dnscli` writes its responses to the next stage only: the
+/// `responses` option of `output.dnscli` is refused with the reason.
+#[test]
+fn filter_dnscli_refuses_a_responses_file() {
+    let pipeline = temp("chain-responses.toml");
+    std::fs::write(
+        &pipeline,
+        "[[stage]]\nmodule = \"input.fpcap\"\npath = \"x.pcap\"\n\
+         [[stage]]\nmodule = \"filter.dnscli\"\nserver = \"127.0.0.1:53\"\nresponses = \"r.jsonl\"\n\
+         [[stage]]\nmodule = \"output.null\"\n",
+    )
+    .unwrap();
+    let out = dnsluice(&["run", pipeline.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("chain-responses.toml:7: key `responses`"),
+        "names the file, line and key: {stderr}"
+    );
+    assert!(stderr.contains("put an output stage after"), "{stderr}");
+}

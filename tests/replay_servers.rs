@@ -123,16 +123,21 @@ fn responses_carry_the_answers_the_zone_holds() {
         ],
     );
     check_all_answered(&stats, "tcp");
-    let text = std::fs::read_to_string(&responses).unwrap();
+    check_response_lines(&std::fs::read_to_string(&responses).unwrap(), "tcp");
+}
+
+/// One JSON response line per query, each with the answer the zone holds
+/// (the generator's address for `n<i>`, NXDOMAIN for the missing names).
+fn check_response_lines(text: &str, transport: &str) {
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), QUERIES);
+    assert_eq!(lines.len(), QUERIES, "{transport}");
     let mut seen = 0;
     for line in &lines {
         assert_eq!(line["type"], "response");
-        assert_eq!(line["transport"], "tcp");
+        assert_eq!(line["transport"], transport);
         let question = line["query"]["dns"]["question"][0]["name"]
             .as_str()
             .unwrap();
@@ -153,7 +158,69 @@ fn responses_carry_the_answers_the_zone_holds() {
         }
         assert!(line["latency_ms"].as_f64().unwrap() > 0.0);
     }
-    assert_eq!(seen, QUERIES * 4 / 5);
+    assert_eq!(seen, QUERIES * 4 / 5, "{transport}");
+}
+
+/// `filter.dnscli` in a chain, pushed and pulled, over UDP to knot and over
+/// DoH to dnsdist: the next stage (`output.json`) gets every response with
+/// the zone's answer.
+#[test]
+fn filter_dnscli_hands_the_zone_answers_to_the_next_stage() {
+    let s = servers();
+    let capture = capture("chain.pcap");
+    let cases = [
+        ("udp", s["KNOT"].clone(), String::new()),
+        (
+            "https",
+            s["DOH"].clone(),
+            format!(
+                "ca_file = \"{}\"\ntls_name = \"{}\"\n",
+                s["CA_FILE"], s["TLS_NAME"]
+            ),
+        ),
+    ];
+    for (transport, server, tls) in cases {
+        for drive in ["push", "pull"] {
+            let responses = temp(&format!("chain-{transport}-{drive}.jsonl"));
+            let pipeline = temp(&format!("chain-{transport}-{drive}.toml"));
+            std::fs::write(
+                &pipeline,
+                format!(
+                    "drive = \"{drive}\"\n\
+                     [[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n\
+                     [[stage]]\nmodule = \"filter.dns\"\n\
+                     [[stage]]\nmodule = \"filter.dnscli\"\nserver = \"{server}\"\n\
+                     transport = \"{transport}\"\nclients = 4\n{tls}\
+                     [[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
+                    capture.display(),
+                    responses.display()
+                ),
+            )
+            .unwrap();
+            let out = dnsluice(&["run", pipeline.to_str().unwrap()]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{transport} {drive}: {stderr}");
+            check_response_lines(&std::fs::read_to_string(&responses).unwrap(), transport);
+        }
+    }
+    // The shipped example pipeline, pointed at knot.
+    let responses = temp("chain-config.jsonl");
+    let out = dnsluice(&[
+        "run",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/configs/replay-chain.toml"),
+        "--set",
+        &format!("0.path={}", capture.display()),
+        "--set",
+        &format!("3.server={}", s["KNOT"]),
+        "--set",
+        &format!("4.path={}", responses.display()),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_response_lines(&std::fs::read_to_string(&responses).unwrap(), "udp");
 }
 
 #[test]

@@ -18,6 +18,7 @@
 //! | `output.json` | output | [`output::json`] |
 //! | `output.pcap` | output | [`output::pcap`] |
 //! | `output.dnscli` | output | [`output::dnscli`] |
+//! | `filter.dnscli` | filter | [`output::dnscli::chain`] |
 //! | `output.udpcli` | output | [`output::udpcli`] |
 //!
 //! [`registry`] returns a registry holding all of them.
@@ -47,6 +48,7 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(output::json::entry())
         .add(output::pcap::entry())
         .add(output::dnscli::entry())
+        .add(output::dnscli::chain::entry())
         .add(filter::split::entry())
         .add(output::udpcli::entry());
     #[cfg(feature = "libpcap")]

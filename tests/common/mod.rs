@@ -54,11 +54,14 @@ pub fn truth_rows(table: &Value) -> Vec<serde_json::Map<String, Value>> {
         .collect()
 }
 
-/// A fresh path in the temp dir for this test process.
+/// A fresh path for this test process, under the target directory (cargo's
+/// `CARGO_TARGET_TMPDIR`, removed by `cargo clean`), so tests leave nothing in /tmp.
 pub fn temp_path(name: &str) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("dnsluice-test-{}-{n}-{name}", std::process::id()))
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!("{}-{n}-{name}", std::process::id()))
 }
 
 /// The dnsluice binary built for these tests.

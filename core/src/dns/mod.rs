@@ -20,8 +20,8 @@ mod scan;
 mod tests;
 
 pub use scan::{
-    questions, records, scan, scan_inspect, DnsInfo, Inspect, Edns, Question, Record, Records, Section,
-    TYPE_OPT,
+    questions, records, scan, scan_inspect, DnsInfo, Edns, Inspect, Question, Record, Records,
+    Section, TYPE_OPT,
 };
 
 /// The fixed 12-byte DNS header.

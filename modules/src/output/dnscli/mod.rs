@@ -17,10 +17,16 @@
 //! with the latency) is written there as a JSON line ([`Object::Response`]),
 //! and [`DnsCli::with_responses`] hands them to any receiver.
 //!
+//! `filter.dnscli` is the same client in the middle of a chain ([`chain`]):
+//! queries come in, and the responses go on to the next stage as
+//! [`Object::Response`]s, pushed (`input → … → filter.dnscli → output.json`)
+//! or pulled (the next stage asks for the next response).
+//!
 //! Counters (see [`tally::keys`]): `sent`, `answered`, `timeouts`, `errors`,
 //! `connections_opened`, `tls_handshakes`, `rcode.*`, `latency_us.*`; every
 //! query sent ends in exactly one of answered, timeouts and errors.
 
+pub mod chain;
 mod direct;
 mod engine;
 pub mod tally;
@@ -207,6 +213,13 @@ pub struct DnsCli {
     server_name: String,
     inflight: usize,
     skipped: u64,
+    /// The responses receiver is the next stage of a chain (`filter.dnscli`):
+    /// its counters follow this stage's.
+    responses_in_chain: bool,
+    /// Responses handed to the responses receiver.
+    handed_on: u64,
+    /// The module name the counters go under.
+    module: &'static str,
 }
 
 impl DnsCli {
@@ -306,6 +319,9 @@ impl DnsCli {
                 server_name: endpoint.resolver_name(),
                 inflight: options.inflight as usize,
                 skipped: 0,
+                responses_in_chain: false,
+                handed_on: 0,
+                module: MODULE,
             });
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -339,8 +355,11 @@ impl DnsCli {
             server_name,
             inflight: options.inflight as usize,
             skipped: 0,
+            responses_in_chain: false,
+            handed_on: 0,
+            module: MODULE,
         };
-        cli.start(options.inflight as usize, responses);
+        cli.start(options.inflight as usize, false, responses);
         Ok(cli)
     }
 
@@ -354,22 +373,61 @@ impl DnsCli {
         }
         let inflight = self.inflight;
         self.stop_dispatcher();
-        self.start(inflight, Some(receiver));
+        self.start(inflight, false, Some(receiver));
         self
     }
 
-    fn start(&mut self, inflight: usize, responses: Option<Box<dyn Receiver>>) {
+    /// [`DnsCli::with_responses`] for the next stage of a chain: its counters
+    /// are reported after this stage's.
+    pub fn into_filter(self, next: Box<dyn Receiver>) -> Self {
+        let mut cli = self.with_responses(next);
+        cli.responses_in_chain = true;
+        cli.module = chain::MODULE;
+        cli
+    }
+
+    /// Keeps every query's outcome for [`DnsCli::take_ready`] (the pull form).
+    /// Call before the first query.
+    pub(crate) fn keep_outcomes(mut self) -> Self {
+        self.module = chain::MODULE;
+        if let Some(direct) = &self.direct {
+            direct.keep_outcomes();
+            return self;
+        }
+        let inflight = self.inflight;
+        self.stop_dispatcher();
+        self.start(inflight, true, None);
+        self
+    }
+
+    /// Moves the outcomes that are ready to `into` (after
+    /// [`DnsCli::keep_outcomes`]; without it there are none).
+    pub(crate) fn take_ready(&mut self, into: &mut std::collections::VecDeque<Outcome>) {
+        if let Some(direct) = &self.direct {
+            direct.take_outcomes(&mut self.direct_outcomes);
+            into.extend(self.direct_outcomes.drain(..));
+            return;
+        }
+        if let Some(outcomes) = &mut self.outcomes {
+            while let Ok(outcome) = outcomes.try_recv() {
+                into.push_back(outcome);
+            }
+        }
+    }
+
+    /// Starts the HTTPS dispatcher. With `keep` or `responses`, outcomes are
+    /// kept for [`DnsCli::take_ready`] or handed to `responses`.
+    fn start(&mut self, inflight: usize, keep: bool, responses: Option<Box<dyn Receiver>>) {
         let Some(runtime) = &self.runtime else { return };
         let (jobs_tx, jobs_rx) = mpsc::channel(QUEUE);
         // Between two drains (one per query received) at most `inflight` running
         // queries and the `QUEUE` waiting ones (+1) can finish: with this room
         // a query task never waits to hand over its outcome.
-        let (outcomes_tx, outcomes_rx) = match responses {
-            Some(_) => {
-                let (tx, rx) = mpsc::channel(inflight + QUEUE + 2);
-                (Some(tx), Some(rx))
-            }
-            None => (None, None),
+        let (outcomes_tx, outcomes_rx) = if keep || responses.is_some() {
+            let (tx, rx) = mpsc::channel(inflight + QUEUE + 2);
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
         };
         self.dispatcher = Some(runtime.spawn(engine::dispatch(
             self.shared.clone(),
@@ -397,29 +455,40 @@ impl DnsCli {
             };
             direct.take_outcomes(&mut self.direct_outcomes);
             for outcome in self.direct_outcomes.drain(..) {
+                self.handed_on += 1;
                 hand_on(&outcome, &self.server_name, receiver.as_mut())?;
             }
             return Ok(());
         }
-        let Some(outcomes) = &mut self.outcomes else {
+        // Without a receiver the outcomes stay queued for `take_ready`.
+        let (Some(outcomes), Some(receiver)) = (&mut self.outcomes, &mut self.responses) else {
             return Ok(());
         };
         while let Ok(outcome) = outcomes.try_recv() {
-            if let Some(receiver) = &mut self.responses {
-                hand_on(&outcome, &self.server_name, receiver.as_mut())?;
-            }
+            self.handed_on += 1;
+            hand_on(&outcome, &self.server_name, receiver.as_mut())?;
         }
         Ok(())
+    }
+
+    /// The server as responses name it.
+    pub(crate) fn server_name(&self) -> &str {
+        &self.server_name
     }
 }
 
 /// Passes `outcome` to `receiver` as an [`Object::Response`].
 fn hand_on(outcome: &Outcome, server: &str, receiver: &mut dyn Receiver) -> Result<(), StageError> {
+    receiver.receive(&mut response_of(outcome, server))
+}
+
+/// `outcome` as an [`Object::Response`] from `server`.
+fn response_of<'a>(outcome: &'a Outcome, server: &'a str) -> Object<'a> {
     let (answer, error_kind, error) = match &outcome.result {
         Ok(answer) => (Some(answer.as_slice()), None, ""),
         Err((kind, text)) => (None, Some(*kind), text.as_str()),
     };
-    let mut obj = Object::Response(Response {
+    Object::Response(Response {
         query: &outcome.query,
         answer,
         error_kind,
@@ -429,8 +498,7 @@ fn hand_on(outcome: &Outcome, server: &str, receiver: &mut dyn Receiver) -> Resu
         client: outcome.client,
         server,
         transport: outcome.transport.as_str(),
-    });
-    receiver.receive(&mut obj)
+    })
 }
 
 impl Receiver for DnsCli {
@@ -477,10 +545,18 @@ impl Receiver for DnsCli {
             Some(direct) => direct.tally(),
             None => self.shared.tally().clone(),
         };
-        let mut stats = tally.stats(MODULE, &self.shared.counters);
+        let mut stats = tally.stats(self.module, &self.shared.counters);
         stats.add_counter(tally::keys::SKIPPED, self.skipped);
         stats.input += self.skipped;
+        if self.responses_in_chain {
+            stats.output = self.handed_on;
+        }
         out.push(stats);
+        if self.responses_in_chain {
+            if let Some(next) = &self.responses {
+                next.stats(out);
+            }
+        }
     }
 }
 

@@ -1,0 +1,125 @@
+//! `filter.dnscli`: the DNS client of `output.dnscli` in the middle of a
+//! chain. It takes queries and passes on one [`Object::Response`] per query
+//! (the query, the answer or the error, the latency), so the stages after it
+//! can select, print or write responses:
+//!
+//! ```toml
+//! [[stage]]
+//! module = "filter.dnscli"
+//! server = "127.0.0.1:53"
+//!
+//! [[stage]]
+//! module = "output.json"
+//! ```
+//!
+//! Pushed, each response goes on as soon as the next query comes in, and the
+//! rest when the input ends. Pulled ([`ResponseProducer`]), each call asks
+//! the upstream for queries, sending them, until a response is ready; at the
+//! end of the input it waits for the last answers (or their timeouts).
+//! Either way every query the client sends gives exactly one response.
+
+use super::engine::Outcome;
+use super::{response_of, DnsCli, DnsCliOptions, OPTIONS};
+use dnsluice_core::registry::{Factory, ModuleEntry, StageOptions};
+use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// The module's name.
+pub const MODULE: &str = "filter.dnscli";
+
+/// The pull form: pulls queries from its upstream, sends them, and hands out
+/// the responses.
+pub struct ResponseProducer {
+    upstream: Box<dyn Producer>,
+    cli: DnsCli,
+    /// Responses ready to hand out, oldest first.
+    ready: VecDeque<Outcome>,
+    /// The response handed out last (the object borrows it until the next call).
+    current: Option<Outcome>,
+    /// Responses handed out.
+    output: u64,
+    /// The upstream has ended and every answer is in.
+    done: bool,
+}
+
+impl ResponseProducer {
+    /// A client with `options` that pulls its queries from `upstream`.
+    pub fn new(options: &DnsCliOptions, upstream: Box<dyn Producer>) -> Result<Self, StageError> {
+        Ok(ResponseProducer {
+            upstream,
+            cli: DnsCli::new(options)?.keep_outcomes(),
+            ready: VecDeque::new(),
+            current: None,
+            output: 0,
+            done: false,
+        })
+    }
+}
+
+impl Producer for ResponseProducer {
+    fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
+        loop {
+            if let Some(next) = self.ready.pop_front() {
+                self.output += 1;
+                let current = self.current.insert(next);
+                return Ok(Some(response_of(current, self.cli.server_name())));
+            }
+            if self.done {
+                self.current = None;
+                return Ok(None);
+            }
+            match self.upstream.produce()? {
+                Some(mut query) => self.cli.receive(&mut query)?,
+                None => {
+                    // Waits for every answer (or its timeout), then stops.
+                    self.cli.finish()?;
+                    self.done = true;
+                }
+            }
+            self.cli.take_ready(&mut self.ready);
+        }
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        self.upstream.stats(out);
+        let start = out.len();
+        self.cli.stats(out);
+        if let Some(own) = out.get_mut(start) {
+            own.output = self.output;
+        }
+    }
+}
+
+/// The options, which are `output.dnscli`'s but for `responses`: the
+/// responses go to the next stage.
+fn options(opts: &StageOptions) -> Result<DnsCliOptions, StageError> {
+    let o: DnsCliOptions = opts.parse()?;
+    if o.responses.is_some() {
+        return Err(StageError::option(
+            MODULE,
+            Some("responses"),
+            "each response goes on to the next stage; to write them, put an output stage after this one (output.json, output.pcap)",
+        ));
+    }
+    Ok(o)
+}
+
+/// The registry entry.
+pub fn entry() -> ModuleEntry {
+    ModuleEntry {
+        name: MODULE,
+        summary: "DNS client in a chain: replay queries over udp, tcp, tls or https and pass on each response (query, answer or error, latency)",
+        options: OPTIONS,
+        factory: Factory::Filter {
+            push: Arc::new(|opts: &StageOptions, next: Box<dyn Receiver>| {
+                let o = options(opts)?;
+                Ok(Box::new(DnsCli::new(&o)?.into_filter(next)) as Box<dyn Receiver>)
+            }),
+            pull: Arc::new(|opts: &StageOptions, upstream: Box<dyn Producer>| {
+                let o = options(opts)?;
+                Ok(Box::new(ResponseProducer::new(&o, upstream)?) as Box<dyn Producer>)
+            }),
+        },
+    }
+}
