@@ -127,6 +127,11 @@ pub fn pipeline_text(args: &ReplayArgs) -> String {
         ("inflight", args.inflight.to_string()),
         ("timeout_ms", args.timeout.to_string()),
     ];
+    if !paced && args.transport != "https" {
+        // As fast as possible, queries go out 16 at a time (one sendmmsg,
+        // one write, one TLS record).
+        options.push(("send_batch", "16".to_string()));
+    }
     if let Some(ca) = &args.tls.ca_file {
         options.push(("ca_file", quoted(&ca.display().to_string())));
     }

@@ -355,3 +355,56 @@ fn filter_dnscli_refuses_a_responses_file() {
     );
     assert!(stderr.contains("put an output stage after"), "{stderr}");
 }
+
+/// As fast as possible, `dnsluice replay` holds queries to send 16 at a time
+/// (`send_batch`). Held queries still go out when there are fewer than 16
+/// left at the end, and when the window (`--inflight`) fills before 16 are
+/// held: every query is answered, none times out, over UDP and TCP.
+#[test]
+fn held_queries_go_out_at_the_end_and_when_the_window_fills() {
+    let servers = [("udp", udp_server()), ("tcp", tcp_server())];
+    for (transport, server) in &servers {
+        for (count, inflight) in [(5, "100"), (40, "4")] {
+            let capture = capture_of(
+                &names(&[("ok", count)]),
+                &format!("held-{transport}-{count}.pcap"),
+            );
+            let started = Instant::now();
+            let (stats, _) = replay(
+                &capture,
+                &[
+                    "--server",
+                    server,
+                    "--transport",
+                    transport,
+                    "--inflight",
+                    inflight,
+                    "--timeout",
+                    "3000",
+                ],
+            );
+            let what = format!("{transport}, {count} queries, inflight {inflight}");
+            assert_eq!(n(&stats, "sent"), count as u64, "{what}: {stats}");
+            assert_eq!(n(&stats, "answered"), count as u64, "{what}: {stats}");
+            assert_eq!(n(&stats, "timeouts"), 0, "{what}: {stats}");
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{what}: held queries waited for a timeout ({:?})",
+                started.elapsed()
+            );
+        }
+        // Held only as fast as possible: a paced query goes when it comes.
+        let capture = capture_of(&names(&[("ok", 1)]), "held-pipeline.pcap");
+        let print = |extra: &[&str]| {
+            let mut args = vec!["replay", capture.to_str().unwrap(), "--server", server];
+            args.extend_from_slice(&["--transport", transport, "--print-pipeline"]);
+            args.extend_from_slice(extra);
+            String::from_utf8(dnsluice(&args).stdout).unwrap()
+        };
+        assert!(print(&[]).contains("send_batch = 16"), "{transport}");
+        assert!(
+            !print(&["--rate", "100"]).contains("send_batch"),
+            "{transport}"
+        );
+    }
+}

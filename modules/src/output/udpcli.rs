@@ -212,6 +212,25 @@ const UDP_SEGMENT: libc::c_int = 103;
 #[cfg(target_os = "linux")]
 const MAX_SEGMENTS: usize = 64;
 
+/// A connected UDP socket, std's or mio's: what [`send_some`] sends on.
+pub(crate) trait ConnectedUdp: std::os::fd::AsRawFd {
+    /// Sends one datagram to the connected peer (where there is no `sendmmsg`).
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
+    fn send_one(&self, datagram: &[u8]) -> io::Result<usize>;
+}
+
+impl ConnectedUdp for UdpSocket {
+    fn send_one(&self, datagram: &[u8]) -> io::Result<usize> {
+        self.send(datagram)
+    }
+}
+
+impl ConnectedUdp for mio::net::UdpSocket {
+    fn send_one(&self, datagram: &[u8]) -> io::Result<usize> {
+        self.send(datagram)
+    }
+}
+
 /// One `sendmmsg` with up to [`MAX_BATCH`] of the datagrams at `offsets`; how
 /// many datagrams the kernel took (at least one on success). With `gso`, each
 /// run of consecutive datagrams of one length (back to back in `data`) goes
@@ -219,13 +238,12 @@ const MAX_SEGMENTS: usize = 64;
 /// send path is then done once per run.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn send_some(
-    socket: &UdpSocket,
+pub(crate) fn send_some(
+    socket: &impl ConnectedUdp,
     data: &[u8],
     offsets: &[(usize, usize)],
     gso: bool,
 ) -> io::Result<usize> {
-    use std::os::fd::AsRawFd;
     let available = offsets.len().min(MAX_BATCH);
     // SAFETY: iovec and mmsghdr are plain C structs for which all-zero bytes
     // are a valid value (null pointers, zero lengths).
@@ -290,7 +308,7 @@ fn send_some(
 
 /// Whether an error from a segmented send means this kernel (or socket) does
 /// not do UDP GSO, so sending should go on without it.
-fn gso_unsupported(e: &io::Error) -> bool {
+pub(crate) fn gso_unsupported(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
@@ -299,14 +317,14 @@ fn gso_unsupported(e: &io::Error) -> bool {
 
 /// One `send` (platforms without `sendmmsg`).
 #[cfg(not(target_os = "linux"))]
-fn send_some(
-    socket: &UdpSocket,
+pub(crate) fn send_some(
+    socket: &impl ConnectedUdp,
     data: &[u8],
     offsets: &[(usize, usize)],
     _gso: bool,
 ) -> io::Result<usize> {
     let (start, len) = offsets[0];
-    socket.send(&data[start..start + len]).map(|_| 1)
+    socket.send_one(&data[start..start + len]).map(|_| 1)
 }
 
 impl Receiver for UdpCli {

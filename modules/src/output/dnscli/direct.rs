@@ -19,6 +19,7 @@
 
 use super::engine::Outcome;
 use super::tally::Tally;
+use crate::output::udpcli::{gso_unsupported, send_some};
 use dnsluice_net::ids::QueryIds;
 use dnsluice_net::query::same_question;
 use dnsluice_net::{tls, Endpoint, NetCounters, NetError, TlsOptions, Transport};
@@ -86,6 +87,11 @@ pub struct Plan {
     /// Queue every outcome for [`Direct::take_outcomes`] (see also
     /// [`Direct::keep_outcomes`]).
     pub keep_outcomes: bool,
+    /// Queries a client holds before it sends them together (UDP: one
+    /// `sendmmsg`, equal lengths as one GSO message; TCP: one write; TLS:
+    /// one record); 1 sends each at once. Held queries also go out when the
+    /// window fills and at the end.
+    pub send_batch: usize,
 }
 
 /// A query on the wire, waiting for its answer.
@@ -113,6 +119,8 @@ struct StreamConn {
     tls: Option<ClientConnection>,
     /// Bytes for the socket not yet written (plain TCP; rustls keeps its own).
     out: Vec<u8>,
+    /// TLS: framed queries held to go out together as one record.
+    held: Vec<u8>,
     /// Received bytes (plaintext), from the start of an incomplete frame.
     inbuf: Vec<u8>,
 }
@@ -127,6 +135,16 @@ struct LinkState {
     deadlines: VecDeque<(Instant, u16, u64)>,
     ids: QueryIds,
     seq: u64,
+    /// Queries written but held, not sent yet (see [`Plan::send_batch`]);
+    /// they are in `waiting`.
+    held: usize,
+    /// UDP datagrams held (with their wire ids), back to back, and their
+    /// (offset, length).
+    outbox: Vec<u8>,
+    outbox_offsets: Vec<(usize, usize)>,
+    /// Send runs of equal-length datagrams as one segmented message (UDP
+    /// GSO), until the kernel says it cannot.
+    gso: bool,
 }
 
 impl LinkState {
@@ -138,7 +156,37 @@ impl LinkState {
             deadlines: VecDeque::new(),
             ids: QueryIds::default(),
             seq: 0,
+            held: 0,
+            outbox: Vec::new(),
+            outbox_offsets: Vec::new(),
+            gso: true,
         }
+    }
+
+    /// Adds `query`, with wire id `id`, to the datagrams to send.
+    fn hold_datagram(&mut self, id: u16, query: &[u8]) {
+        let at = self.outbox.len();
+        self.outbox.extend_from_slice(query);
+        self.outbox[at..at + 2].copy_from_slice(&id.to_be_bytes());
+        self.outbox_offsets.push((at, query.len()));
+    }
+
+    /// Sends the held queries.
+    fn send_held(&mut self) -> io::Result<()> {
+        if self.held == 0 {
+            return Ok(());
+        }
+        self.held = 0;
+        let result = match &mut self.conn {
+            Some(Conn::Udp(socket)) => {
+                send_datagrams(socket, &self.outbox, &self.outbox_offsets, &mut self.gso)
+            }
+            Some(Conn::Stream(stream)) => stream.send_held(),
+            None => Ok(()),
+        };
+        self.outbox.clear();
+        self.outbox_offsets.clear();
+        result
     }
 
     /// A wire id unique among the queries in flight, unpredictable.
@@ -315,6 +363,7 @@ impl Direct {
     /// the receiver thread.
     pub fn finish(&mut self) {
         let core = &*self.core;
+        core.send_all_held();
         loop {
             core.run_retries();
             let guard = lock(&core.window);
@@ -385,6 +434,8 @@ impl Core {
         if self.inflight.load(Ordering::SeqCst) < self.plan.inflight {
             return;
         }
+        // The held queries go out before we wait for their answers.
+        self.send_all_held();
         let low = self.low_water();
         loop {
             self.run_retries();
@@ -467,9 +518,17 @@ impl Core {
             self.inflight.fetch_add(1, Ordering::SeqCst);
         }
         let seq = pending.seq;
-        let written = match state.conn.as_mut() {
+        let batch = self.plan.send_batch;
+        // A retry goes at once: its query has waited already.
+        let hold = batch > 1 && !retry;
+        let st = &mut *state;
+        let written = match st.conn.as_mut() {
+            Some(Conn::Udp(_)) if hold => {
+                st.hold_datagram(id, &pending.query);
+                Ok(())
+            }
             Some(Conn::Udp(socket)) => send_datagram(socket, id, &pending.query),
-            Some(Conn::Stream(stream)) => stream.write_query(id, &pending.query),
+            Some(Conn::Stream(stream)) => stream.write_query(id, &pending.query, hold),
             None => Err(io::Error::new(io::ErrorKind::NotConnected, "not connected")),
         };
         match written {
@@ -477,20 +536,51 @@ impl Core {
                 NetCounters::bump(&self.counters.queries_sent);
                 state.waiting.insert(id, pending);
                 state.deadlines.push_back((deadline, id, seq));
+                state.held += usize::from(hold);
+                if state.held >= batch {
+                    if let Err(e) = state.send_held() {
+                        self.fail_link(link, state, e, None);
+                    }
+                }
             }
-            Err(e) => {
-                let reason = format!("write failed: {e}");
-                let mut failed = close_link(&mut state, link.transport, &reason);
-                drop(state);
-                failed.push(Done {
-                    pending,
-                    result: Err(("send", NetError::Send(e).to_string())),
-                    rcode_answer: None,
-                    transport: link.transport,
-                });
-                let n = failed.len();
-                self.finish_all(failed);
-                self.release(n);
+            Err(e) => self.fail_link(link, state, e, Some(pending)),
+        }
+    }
+
+    /// A write on `link` failed with `e`: closes it, failing what waits on
+    /// it (and `pending`, the query that was being written, if any).
+    fn fail_link(
+        &self,
+        link: &Link,
+        mut state: MutexGuard<'_, LinkState>,
+        e: io::Error,
+        pending: Option<Pending>,
+    ) {
+        let reason = format!("write failed: {e}");
+        let mut failed = close_link(&mut state, link.transport, &reason);
+        drop(state);
+        if let Some(pending) = pending {
+            failed.push(Done {
+                pending,
+                result: Err(("send", NetError::Send(e).to_string())),
+                rcode_answer: None,
+                transport: link.transport,
+            });
+        }
+        let n = failed.len();
+        self.finish_all(failed);
+        self.release(n);
+    }
+
+    /// Sends every link's held datagrams (before waiting, and at the end).
+    fn send_all_held(&self) {
+        if self.plan.send_batch <= 1 {
+            return;
+        }
+        for link in &self.links {
+            let mut state = lock(&link.state);
+            if let Err(e) = state.send_held() {
+                self.fail_link(link, state, e, None);
             }
         }
     }
@@ -575,6 +665,7 @@ impl Core {
                     tcp,
                     tls,
                     out: Vec::new(),
+                    held: Vec::new(),
                     inbuf: Vec::new(),
                 })))
             }
@@ -692,6 +783,30 @@ fn send_datagram(socket: &UdpSocket, id: u16, query: &[u8]) -> io::Result<()> {
     }
 }
 
+/// Sends the datagrams at `offsets` in `data` (each with its wire id
+/// already in place) with as few `sendmmsg` calls as the kernel allows,
+/// runs of equal length as one GSO message while `gso` holds.
+fn send_datagrams(
+    socket: &UdpSocket,
+    data: &[u8],
+    offsets: &[(usize, usize)],
+    gso: &mut bool,
+) -> io::Result<()> {
+    let mut next = 0;
+    while next < offsets.len() {
+        match send_some(socket, data, &offsets[next..], *gso) {
+            Ok(n) => next += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_writable(socket)?,
+            Err(e) if *gso && gso_unsupported(&e) => *gso = false,
+            // An ICMP error from an earlier datagram: these can still go.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Waits up to a second for `socket` to take more data.
 fn wait_writable(socket: &impl std::os::fd::AsRawFd) -> io::Result<()> {
     let mut fd = libc::pollfd {
@@ -719,25 +834,36 @@ fn wait_writable(socket: &impl std::os::fd::AsRawFd) -> io::Result<()> {
 }
 
 impl StreamConn {
-    /// Queues one framed query with wire id `id` and writes what the socket takes.
-    fn write_query(&mut self, id: u16, query: &[u8]) -> io::Result<()> {
+    /// Queues one framed query with wire id `id` and, unless `hold`, writes
+    /// what the socket takes (held queries go with the next write or
+    /// [`StreamConn::send_held`]).
+    fn write_query(&mut self, id: u16, query: &[u8], hold: bool) -> io::Result<()> {
         let len = u16::try_from(query.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "query over 65535 bytes"))?;
         let mut head = [0u8; 4];
         head[..2].copy_from_slice(&len.to_be_bytes());
         head[2..].copy_from_slice(&id.to_be_bytes());
-        match &mut self.tls {
-            Some(tls) => {
-                // One write, one TLS record.
-                self.out.clear();
-                self.out.extend_from_slice(&head);
-                self.out.extend_from_slice(&query[2..]);
-                tls.writer().write_all(&self.out)?;
-                self.out.clear();
-            }
-            None => {
-                self.out.extend_from_slice(&head);
-                self.out.extend_from_slice(&query[2..]);
+        // TLS: into the held plaintext, written as one record; TCP: into the
+        // bytes for the socket.
+        let queue = if self.tls.is_some() {
+            &mut self.held
+        } else {
+            &mut self.out
+        };
+        queue.extend_from_slice(&head);
+        queue.extend_from_slice(&query[2..]);
+        if hold {
+            return Ok(());
+        }
+        self.send_held()
+    }
+
+    /// Writes the held queries (TLS: as one record) and what else is queued.
+    fn send_held(&mut self) -> io::Result<()> {
+        if let Some(tls) = &mut self.tls {
+            if !self.held.is_empty() {
+                tls.writer().write_all(&self.held)?;
+                self.held.clear();
             }
         }
         self.flush()
@@ -825,6 +951,9 @@ impl StreamConn {
 fn close_link(state: &mut LinkState, transport: Transport, reason: &str) -> Vec<Done> {
     state.conn = None;
     state.deadlines.clear();
+    state.held = 0;
+    state.outbox.clear();
+    state.outbox_offsets.clear();
     let message = NetError::Closed(reason.to_string()).to_string();
     state
         .waiting

@@ -91,6 +91,11 @@ pub struct DnsCliOptions {
     /// Write every query's outcome as a JSON line here (`-` for stdout).
     #[serde(default)]
     pub responses: Option<PathBuf>,
+    /// Queries a client holds to send them together (UDP: one `sendmmsg`;
+    /// TCP: one write; TLS: one record), for replays as fast as possible.
+    /// 1 sends each query as it comes. HTTPS ignores it.
+    #[serde(default = "one")]
+    pub send_batch: u32,
 }
 
 fn default_transport() -> String {
@@ -190,6 +195,12 @@ const OPTIONS: &[OptionDoc] = &[
         help: "tokio worker threads for https (udp, tcp and tls use one sending and one receiving thread)",
     },
     OptionDoc {
+        name: "send_batch",
+        kind: "integer",
+        default: "1",
+        help: "queries each client holds to send together (udp: one sendmmsg; tcp: one write; tls: one record; they also go when the window fills and at the end); for replays as fast as possible, keep 1 when pacing",
+    },
+    OptionDoc {
         name: "responses",
         kind: "string",
         default: "(none)",
@@ -244,6 +255,9 @@ impl DnsCli {
         if options.threads == 0 || options.threads > 256 {
             return Err(bad("threads", "must be 1..=256".into()));
         }
+        if options.send_batch == 0 || options.send_batch > 1024 {
+            return Err(bad("send_batch", "must be 1..=1024".into()));
+        }
         if options.timeout_ms == 0 {
             return Err(bad("timeout_ms", "must be at least 1".into()));
         }
@@ -295,6 +309,7 @@ impl DnsCli {
                 clients: options.clients,
                 inflight: options.inflight as usize,
                 keep_outcomes: responses.is_some(),
+                send_batch: options.send_batch as usize,
             };
             let engine = direct::Direct::start(plan, counters.clone())
                 .map_err(|e| StageError::config(MODULE, e.to_string()))?;
