@@ -175,73 +175,15 @@ impl DnsFilter {
     fn dns_port(&self, sport: u16, dport: u16) -> bool {
         on_port(&self.ports, sport, dport)
     }
-}
 
-/// Is either port one of `ports`?
-#[inline]
-fn on_port(ports: &[u16], sport: u16, dport: u16) -> bool {
-    match ports {
-        [one] => *one == sport || *one == dport,
-        many => many.iter().any(|p| *p == sport || *p == dport),
-    }
-}
-
-/// Checks one message and counts it. `cut`: the capture ended inside it.
-/// Always inlined: the message is then built where the caller puts it (in
-/// place of the packet, on the pull side) instead of being copied there.
-#[inline(always)]
-fn message<'a>(
-    counters: &mut DnsCounters,
-    packet: PacketRef<'a>,
-    bytes: &'a [u8],
-    cut: bool,
-    flow: Flow,
-    origin: Origin,
-) -> Object<'a> {
-    counters.count_flow(&flow, &origin);
-    let info = scan_inspect(bytes, cut, counters);
-    Object::Dns(DnsMessage {
-        packet,
-        bytes,
-        info,
-        flow,
-        origin,
-    })
-}
-
-/// Checks one message, counts it and hands it on.
-fn emit(
-    counters: &mut DnsCounters,
-    out: &mut dyn Receiver,
-    packet: &Packet<'_>,
-    bytes: &[u8],
-    cut: bool,
-    flow: Flow,
-    origin: Origin,
-) -> Result<(), StageError> {
-    let packet = PacketRef::Borrowed(packet);
-    out.receive(&mut message(counters, packet, bytes, cut, flow, origin))
-}
-
-/// The DNS payload and flow of a UDP datagram on a DNS port, or `None`
-/// (another transport or port, or an empty payload).
-#[inline]
-fn udp_dns<'a>(ports: &[u16], packet: &Packet<'a>) -> Option<(&'a [u8], Flow)> {
-    let l = &packet.layers;
-    if l.transport != Transport::Udp || !on_port(ports, l.sport, l.dport) {
-        return None;
-    }
-    let bytes = packet.payload();
-    let flow = Flow {
-        sport: l.sport,
-        dport: l.dport,
-        transport: Transport::Udp,
-    };
-    (!bytes.is_empty()).then_some((bytes, flow))
-}
-
-impl Filter for DnsFilter {
-    fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+    /// [`Filter::process`] for everything but the common UDP case: TCP,
+    /// fragments, unparsed layers, other packets.
+    #[inline(never)]
+    fn process_other(
+        &mut self,
+        obj: &mut Object<'_>,
+        out: &mut dyn Receiver,
+    ) -> Result<(), StageError> {
         let Object::Packet(original) = obj else {
             // Already a DNS message (or another kind): not ours to parse again.
             return out.receive(obj);
@@ -378,6 +320,95 @@ impl Filter for DnsFilter {
             },
             _ => self.not_dns(obj, out),
         }
+    }
+}
+
+/// Is either port one of `ports`?
+#[inline]
+fn on_port(ports: &[u16], sport: u16, dport: u16) -> bool {
+    match ports {
+        [one] => *one == sport || *one == dport,
+        many => many.iter().any(|p| *p == sport || *p == dport),
+    }
+}
+
+/// Checks one message and counts it. `cut`: the capture ended inside it.
+/// Always inlined: the message is then built where the caller puts it (in
+/// place of the packet, on the pull side) instead of being copied there.
+#[inline(always)]
+fn message<'a>(
+    counters: &mut DnsCounters,
+    packet: PacketRef<'a>,
+    bytes: &'a [u8],
+    cut: bool,
+    flow: Flow,
+    origin: Origin,
+) -> Object<'a> {
+    counters.count_flow(&flow, &origin);
+    let info = scan_inspect(bytes, cut, counters);
+    Object::Dns(DnsMessage {
+        packet,
+        bytes,
+        info,
+        flow,
+        origin,
+    })
+}
+
+/// Checks one message, counts it and hands it on.
+fn emit(
+    counters: &mut DnsCounters,
+    out: &mut dyn Receiver,
+    packet: &Packet<'_>,
+    bytes: &[u8],
+    cut: bool,
+    flow: Flow,
+    origin: Origin,
+) -> Result<(), StageError> {
+    let packet = PacketRef::Borrowed(packet);
+    out.receive(&mut message(counters, packet, bytes, cut, flow, origin))
+}
+
+/// The DNS payload and flow of a UDP datagram on a DNS port, or `None`
+/// (another transport or port, or an empty payload).
+#[inline]
+fn udp_dns<'a>(ports: &[u16], packet: &Packet<'a>) -> Option<(&'a [u8], Flow)> {
+    let l = &packet.layers;
+    if l.transport != Transport::Udp || !on_port(ports, l.sport, l.dport) {
+        return None;
+    }
+    let bytes = packet.payload();
+    let flow = Flow {
+        sport: l.sport,
+        dport: l.dport,
+        transport: Transport::Udp,
+    };
+    (!bytes.is_empty()).then_some((bytes, flow))
+}
+
+impl Filter for DnsFilter {
+    /// The common case, a UDP datagram on a DNS port whose layers are
+    /// parsed, is handled here; everything else in [`DnsFilter::process_other`],
+    /// out of line, so this path stays small.
+    #[inline]
+    fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+        if let Object::Packet(packet) = obj {
+            if packet.layers.network != Network::Unparsed {
+                if let Some((bytes, flow)) = udp_dns(&self.ports, packet) {
+                    let cut = packet.layers.truncated;
+                    return emit(
+                        &mut self.counters,
+                        out,
+                        packet,
+                        bytes,
+                        cut,
+                        flow,
+                        Origin::Datagram,
+                    );
+                }
+            }
+        }
+        self.process_other(obj, out)
     }
 
     /// A UDP datagram with a DNS payload becomes its message in place (the
