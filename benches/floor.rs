@@ -13,25 +13,8 @@
 use dnsluice::core::dns::scan;
 use dnsluice::core::wire::{parse_layers_into, Layers, Transport};
 use dnsluice::core::LinkType;
+use dnsluice::modules::input::mmpcap::{prefetch, READ_AHEAD};
 use std::time::Instant;
-
-/// Bytes ahead of the current record that are prefetched (as `input.mmpcap` does).
-const READ_AHEAD: usize = 4096;
-
-/// Asks the CPU to bring the cache line at the start of `bytes` in (a hint).
-#[inline(always)]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and has no effect on memory; SSE is
-    // part of the x86_64 baseline.
-    #[allow(unsafe_code)]
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
 
 fn main() {
     let Some(path) = std::env::args().skip(1).find(|a| !a.starts_with("--")) else {

@@ -276,27 +276,13 @@ fn filter_dnscli_passes_one_response_per_query_on_both_drives() {
         "chain-faults.pcap",
     );
     for drive in ["push", "pull"] {
-        let responses = temp(&format!("chain-{drive}.jsonl"));
-        let pipeline = temp(&format!("chain-{drive}.toml"));
-        std::fs::write(
-            &pipeline,
-            format!(
-                "drive = \"{drive}\"\n\
-                 [[stage]]\nmodule = \"input.fpcap\"\npath = \"{}\"\n\
-                 [[stage]]\nmodule = \"filter.dns\"\n\
-                 [[stage]]\nmodule = \"filter.dnscli\"\nserver = \"{server}\"\ntimeout_ms = 400\nclients = 2\n\
-                 [[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
-                capture.display(),
-                responses.display()
-            ),
-        )
-        .unwrap();
         let started = Instant::now();
-        let out = dnsluice(&["run", pipeline.to_str().unwrap()]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{drive}: {stderr}");
+        let (text, stderr) = run_dnscli_chain(
+            &capture,
+            drive,
+            &format!("server = \"{server}\"\ntimeout_ms = 400\nclients = 2"),
+        );
         assert!(started.elapsed() < Duration::from_secs(5), "{drive}");
-        let text = std::fs::read_to_string(&responses).unwrap();
         let mut by_label: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
         for line in text.lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();

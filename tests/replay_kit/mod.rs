@@ -163,3 +163,29 @@ pub fn n(stats: &Value, key: &str) -> u64 {
         .as_u64()
         .unwrap_or_else(|| panic!("`{key}`: {stats}"))
 }
+
+/// Runs `capture → filter.dns → filter.dnscli → output.json` with `drive`
+/// (`push` or `pull`) and the `filter.dnscli` options `dnscli` (TOML lines),
+/// checks it succeeded, and returns the responses written and stderr.
+pub fn run_dnscli_chain(capture: &Path, drive: &str, dnscli: &str) -> (String, String) {
+    let name = capture.file_stem().unwrap().to_string_lossy().to_string();
+    let responses = temp(&format!("{name}-{drive}.jsonl"));
+    let pipeline = temp(&format!("{name}-{drive}.toml"));
+    std::fs::write(
+        &pipeline,
+        format!(
+            "drive = \"{drive}\"\n\
+             [[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n\
+             [[stage]]\nmodule = \"filter.dns\"\n\
+             [[stage]]\nmodule = \"filter.dnscli\"\n{dnscli}\n\
+             [[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
+            capture.display(),
+            responses.display()
+        ),
+    )
+    .unwrap();
+    let out = dnsluice(&["run", pipeline.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{drive}: {stderr}");
+    (std::fs::read_to_string(&responses).unwrap(), stderr)
+}

@@ -40,7 +40,7 @@ pub fn entry() -> ModuleEntry {
 }
 
 /// How far ahead of the current record the map is prefetched, in bytes.
-const READ_AHEAD: usize = 4096;
+pub const READ_AHEAD: usize = 4096;
 /// The map's pages are set up (`MADV_POPULATE_READ`) this many bytes at a time,
 /// ahead of the walk: one call per chunk instead of a page fault per 64 KiB.
 const POPULATE_CHUNK: usize = 8 << 20;
@@ -93,9 +93,11 @@ impl RecordSource for MappedFile {
     }
 }
 
-/// Asks the CPU to bring the cache line at the start of `bytes` in (a hint).
+/// Asks the CPU to bring the cache line at the start of `bytes` in (a hint;
+/// nothing on targets other than x86_64). Public for `benches/floor.rs`,
+/// which walks a map the same way.
 #[inline(always)]
-fn prefetch(bytes: &[u8]) {
+pub fn prefetch(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint that never faults and has no effect on
     // memory; the pointer comes from a live slice anyway. SSE is part of the
