@@ -10,6 +10,12 @@ use testkit::{FaultKind, FaultServer, TestCert};
 
 /// Runs `dnsluice lookup ARGS` with `input` on stdin; the records and the stats.
 fn lookup(args: &[&str], input: &str) -> (Vec<Value>, Value) {
+    lookup_fed(args, &[input], Duration::ZERO)
+}
+
+/// [`lookup`] with the input written in `chunks`, `pause` apart (the
+/// workers are idle between them).
+fn lookup_fed(args: &[&str], chunks: &[&str], pause: Duration) -> (Vec<Value>, Value) {
     let dir = tempdir();
     let stats = dir.join("stats.json");
     let mut child = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
@@ -23,12 +29,15 @@ fn lookup(args: &[&str], input: &str) -> (Vec<Value>, Value) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("dnsluice runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for (i, chunk) in chunks.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(pause);
+        }
+        stdin.write_all(chunk.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+    drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -137,7 +146,7 @@ fn every_transport_answers_every_name() {
     }
 }
 
-/// The answers of each supported type equal what `kdig +short` gets from knot.
+/// The answers of each supported type (ANY included) equal what `kdig +short` gets from knot.
 #[test]
 fn answers_equal_kdig() {
     let servers = testkit::servers();
@@ -157,6 +166,10 @@ fn answers_equal_kdig() {
         ("1.0.0.10.in-addr.arpa", "PTR"),
         ("https.lookup.test", "HTTPS"),
         ("svc.lookup.test", "HTTPS"),
+        // ANY: knot answers with one RRset (RFC 8482); ours must show the same.
+        ("mx.lookup.test", "ANY"),
+        ("dual.lookup.test", "ANY"),
+        ("lookup.test", "ANY"),
     ];
     for (name, qtype) in cases {
         let dig = Command::new("kdig")
@@ -651,4 +664,121 @@ input:run()
     );
     assert_eq!(r["missing.lookup.test"]["status"], "NXDOMAIN");
     assert_eq!(r["n5.lookup.test"]["data"]["protocol"], "tcp");
+}
+
+/// A server that closes each connection after answering: the worker opens a
+/// new one for its next name without spending a retry on it (`--retries 0`),
+/// over TCP and TLS. Fed one name every 100 ms, the close is seen while the
+/// connection is idle (a server's idle timeout); fed all at once, the next
+/// query may be written before the close arrives, and is sent again at once
+/// on a new connection (`stale_redials`). Either way every name is answered,
+/// each on its own connection.
+#[test]
+fn a_connection_the_server_closed_is_reopened_on_next_use() {
+    let cert = TestCert::generate("dns.test");
+    let names: Vec<String> = (0..10).map(|i| format!("okclose.f{i}\n")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let all_at_once = names.concat();
+    for (transport, kind) in [
+        ("tcp", FaultKind::Tcp),
+        ("tls", FaultKind::Tls { cert: cert.clone() }),
+    ] {
+        for (feeding, chunks, pause) in [
+            ("idle", names.clone(), Duration::from_millis(100)),
+            ("at once", vec![all_at_once.as_str()], Duration::ZERO),
+        ] {
+            let what = format!("{transport}, {feeding}");
+            let server = FaultServer::start(kind.clone());
+            let ns = server.addr().to_string();
+            let started = Instant::now();
+            let (records, stats) = lookup_fed(
+                &[
+                    "A",
+                    "--transport",
+                    transport,
+                    "--name-servers",
+                    &ns,
+                    "--ca-file",
+                    cert.ca_file().to_str().unwrap(),
+                    "--tls-name",
+                    "dns.test",
+                    "--threads",
+                    "1",
+                    "--inflight",
+                    "1",
+                    "--retries",
+                    "0",
+                    "--timeout",
+                    "2000",
+                ],
+                &chunks,
+                pause,
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "{what}: {:?}",
+                started.elapsed()
+            );
+            assert_eq!(records.len(), 10, "{what}");
+            for record in &records {
+                assert_eq!(record["status"], "NOERROR", "{what}: {record}");
+                assert_eq!(record["attempts"], 1, "{what}: {record}");
+                assert_eq!(answers(record), ["192.0.2.1"], "{what}: {record}");
+            }
+            assert_eq!(stats["timeouts"], 0, "{what}: {stats}");
+            assert_eq!(stats["retries"], 0, "{what}: {stats}");
+            assert_eq!(server.connections_accepted(), 10, "{what}: {stats}");
+        }
+    }
+}
+
+/// A nameserver that keeps failing is set aside: of two configured
+/// nameservers, one refuses every connection; after a few failures in a row
+/// the unpinned names all go to the other, so all but those few succeed
+/// (plain round-robin would fail every second name).
+#[test]
+fn a_failing_nameserver_is_set_aside_for_the_healthy_one() {
+    let good = FaultServer::start(FaultKind::Tcp);
+    // A port that refuses connections: bound for a moment, then closed.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let input: String = (0..60).map(|i| format!("ok.d{i}\n")).collect();
+    let (records, stats) = lookup(
+        &[
+            "A",
+            "--transport",
+            "tcp",
+            "--name-servers",
+            &format!("{dead},{}", good.addr()),
+            "--threads",
+            "1",
+            "--inflight",
+            "1",
+            "--retries",
+            "0",
+        ],
+        &input,
+    );
+    assert_eq!(records.len(), 60);
+    let failed: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["status"] != "NOERROR")
+        .collect();
+    assert!(
+        !failed.is_empty() && failed.len() <= 3,
+        "{} failed: {failed:?}",
+        failed.len()
+    );
+    for record in &failed {
+        assert_eq!(record["nameserver"], dead.as_str(), "{record}");
+    }
+    assert_eq!(
+        stats["statuses"]["NOERROR"],
+        60 - failed.len() as u64,
+        "{stats}"
+    );
+    assert_eq!(good.queries_received(), 60 - failed.len() as u64);
 }

@@ -70,6 +70,10 @@ pub enum Behaviour {
     /// UDP, TC=1 and no answer when that exceeds 512 bytes or the query's
     /// EDNS size.
     Big,
+    /// `okclose`: over TCP and TLS the `ok` answer, then the server closes
+    /// the connection, which the client then holds idle and closed (as after
+    /// a server's idle timeout); over UDP and HTTPS like `ok`.
+    OkThenClose,
 }
 
 impl Behaviour {
@@ -85,6 +89,7 @@ impl Behaviour {
             "reset" => Behaviour::Reset,
             "garbage" => Behaviour::Garbage,
             "big" => Behaviour::Big,
+            "okclose" => Behaviour::OkThenClose,
             _ => match label.strip_prefix("late").and_then(|ms| ms.parse().ok()) {
                 Some(ms) => Behaviour::Late(ms),
                 None => Behaviour::Refused,
@@ -113,6 +118,7 @@ enum Action {
     SendAfter(Duration, Vec<u8>),
     Nothing,
     Close,
+    SendThenClose(Vec<u8>),
 }
 
 fn decide(msg: &[u8], transport: Transport) -> Action {
@@ -139,6 +145,10 @@ fn decide(msg: &[u8], transport: Transport) -> Action {
         )),
         Behaviour::Truncated if transport == Transport::Udp => Action::Send(truncated(&query)),
         Behaviour::Truncated => Action::Send(answer(wire::NOERROR, &[OK_ADDR])),
+        Behaviour::OkThenClose if transport == Transport::Stream => {
+            Action::SendThenClose(answer(wire::NOERROR, &[OK_ADDR]))
+        }
+        Behaviour::OkThenClose => Action::Send(answer(wire::NOERROR, &[OK_ADDR])),
         Behaviour::Reset if transport == Transport::Udp => Action::Nothing,
         Behaviour::Reset => Action::Close,
         Behaviour::Garbage => {
@@ -318,7 +328,8 @@ async fn serve_udp(socket: UdpSocket, counters: Arc<Counters>) {
         };
         bump(&counters.queries);
         match decide(&buf[..n], Transport::Udp) {
-            Action::Send(msg) => {
+            // A datagram has no connection to close.
+            Action::Send(msg) | Action::SendThenClose(msg) => {
                 let _ = socket.send_to(&msg, peer).await;
             }
             Action::SendAfter(delay, msg) => {
@@ -406,6 +417,13 @@ where
                 write_task.abort();
                 return;
             }
+            Action::SendThenClose(msg) => {
+                // The answer goes out, then the writer shuts the connection.
+                let _ = tx.send(msg);
+                drop(tx);
+                let _ = write_task.await;
+                return;
+            }
         }
     }
     // The client is done sending: answers still due (late ones) go out, then
@@ -444,7 +462,10 @@ async fn serve_doh_request(
     };
     bump(&counters.queries);
     match decide(&query, Transport::Https) {
-        Action::Send(msg) => send_http(&mut respond, http::StatusCode::OK, msg),
+        // One stream of the HTTP/2 connection: the connection stays.
+        Action::Send(msg) | Action::SendThenClose(msg) => {
+            send_http(&mut respond, http::StatusCode::OK, msg)
+        }
         Action::SendAfter(delay, msg) => {
             tokio::time::sleep(delay).await;
             send_http(&mut respond, http::StatusCode::OK, msg);

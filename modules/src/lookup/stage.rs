@@ -249,6 +249,7 @@ impl StageCore {
                 ("tls_handshakes", summary.tls_handshakes),
                 ("connections_reused", summary.connections_reused),
                 ("retries", summary.retries),
+                ("stale_redials", summary.stale_redials),
                 ("timeouts", summary.timeouts),
                 ("steals", summary.steals),
             ] {

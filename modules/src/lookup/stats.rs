@@ -29,6 +29,9 @@ pub struct RunCounters {
     pub connections_reused: AtomicU64,
     /// Queries sent again after a timeout or a failure.
     pub retries: AtomicU64,
+    /// Queries sent again at once, on a new connection, because the server
+    /// had closed their kept one (not counted as retries or attempts).
+    pub stale_redials: AtomicU64,
     /// Queries that got no answer in time.
     pub timeouts: AtomicU64,
     /// Jobs a worker took from outside its home queue.
@@ -78,6 +81,8 @@ pub struct LookupSummary {
     pub connections_reused: u64,
     /// Retries.
     pub retries: u64,
+    /// Queries resent at once because the server had closed their kept connection.
+    pub stale_redials: u64,
     /// Timeouts.
     pub timeouts: u64,
     /// Steals.
@@ -112,6 +117,7 @@ impl LookupSummary {
             tls_handshakes: get(&net.tls_handshakes),
             connections_reused: get(&run.connections_reused),
             retries: get(&run.retries),
+            stale_redials: get(&run.stale_redials),
             timeouts: get(&run.timeouts),
             steals: get(&run.steals),
             connect_failures: get(&net.connect_failures),
@@ -148,6 +154,7 @@ impl LookupSummary {
             ("tls_handshakes", self.tls_handshakes),
             ("connections_reused", self.connections_reused),
             ("retries", self.retries),
+            ("stale_redials", self.stale_redials),
             ("timeouts", self.timeouts),
             ("steals", self.steals),
             ("connect_failures", self.connect_failures),
@@ -192,10 +199,11 @@ impl LookupSummary {
         );
         let _ = writeln!(
             s,
-            "  connections: {} opened, {} TLS handshakes, {} queries on reused connections, {} failed connects, {} steals",
+            "  connections: {} opened, {} TLS handshakes, {} queries on reused connections, {} resent after the server closed one, {} failed connects, {} steals",
             self.connections_opened,
             self.tls_handshakes,
             self.connections_reused,
+            self.stale_redials,
             self.connect_failures,
             self.steals
         );

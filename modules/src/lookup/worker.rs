@@ -195,9 +195,17 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
         name: &job.name,
         sent: false,
     };
-    let ns = shared.board.by_id(ns_id);
-    let started = Instant::now();
     let pinned = job.pinned.is_some();
+    let mut ns = shared.board.by_id(ns_id);
+    // An unpinned name was queued for its nameserver when it was read, up to
+    // a few hundred names ago; if that nameserver has failed since and is set
+    // aside, the name goes to a healthy one instead.
+    if !pinned && ns.is_cooling() {
+        if let Some(healthy) = shared.board.choose() {
+            ns = healthy;
+        }
+    }
+    let started = Instant::now();
     let mut outcome = match shared.config.qtype {
         LookupType::Single(qtype) => {
             let mut outcome = Outcome::default();
@@ -278,7 +286,8 @@ async fn ask(
     dnsluice_net::query::build(0, name, qtype, &config.query, &mut query)
         .map_err(|_| NetError::BadQuery("the name cannot be encoded"))?;
     // A nameserver that keeps failing gets one try for pinned names (an
-    // unpinned name was already steered away from it).
+    // unpinned name was steered away from it, when it was read and again
+    // when its job started).
     let tries = if ns.is_cooling() && pinned {
         1
     } else {
@@ -312,7 +321,10 @@ async fn ask(
     Err(last)
 }
 
-/// One exchange on a kept (or new) connection, with the counters.
+/// One exchange on a kept (or new) connection, with the counters. A query
+/// that finds its kept connection closed by the server (closed or reset, or
+/// the write failed: the server timed the idle connection out just before)
+/// is sent again once on a new connection, without counting as an attempt.
 async fn exchange_once(
     shared: &Shared,
     connections: &Connections,
@@ -320,14 +332,35 @@ async fn exchange_once(
     transport: Transport,
     query: &[u8],
 ) -> Result<Vec<u8>, NetError> {
+    match exchange_on_kept(shared, connections, ns, transport, query).await {
+        Err((NetError::Closed(_) | NetError::Send(_), true)) => {
+            shared.run.stale_redials.fetch_add(1, Ordering::Relaxed);
+            exchange_on_kept(shared, connections, ns, transport, query)
+                .await
+                .map_err(|(error, _)| error)
+        }
+        result => result.map_err(|(error, _)| error),
+    }
+}
+
+/// [`exchange_once`] without the second chance: the error comes with
+/// whether the connection had been used before (kept, not new).
+async fn exchange_on_kept(
+    shared: &Shared,
+    connections: &Connections,
+    ns: &Nameserver,
+    transport: Transport,
+    query: &[u8],
+) -> Result<Vec<u8>, (NetError, bool)> {
     let slot = match connections.get(shared, ns, transport).await {
         Ok(slot) => slot,
         Err(error) => {
             ns.record_health(false);
-            return Err(error);
+            return Err((error, false));
         }
     };
-    if slot.uses.fetch_add(1, Ordering::Relaxed) > 0 {
+    let reused = slot.uses.fetch_add(1, Ordering::Relaxed) > 0;
+    if reused {
         shared
             .run
             .connections_reused
@@ -354,7 +387,9 @@ async fn exchange_once(
             }
         }
     }
-    result.map(|exchange| exchange.response)
+    result
+        .map(|exchange| exchange.response)
+        .map_err(|error| (error, reused))
 }
 
 /// `ALOOKUP`: A and AAAA for `name`, following CNAME chains: within each
