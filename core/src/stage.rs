@@ -182,12 +182,12 @@ pub trait Filter {
 
     /// The pull side's fast path: when all that processing `obj` would do
     /// is turn it into one object (a UDP datagram holding one DNS message),
-    /// does that in place (counting it as [`Filter::process`] would) and
-    /// returns true; [`FilterStage`] then hands the object on as its upstream
-    /// lent it, without copying. Returns false, leaving `obj` as it was, to
-    /// have [`Filter::process`] handle it (the default).
-    fn process_in_place(&mut self, _obj: &mut Object<'_>) -> bool {
-        false
+    /// returns that object (counting it as [`Filter::process`] would; it
+    /// borrows what `obj` borrows). [`FilterStage`] hands it on as its own
+    /// result, built where the caller wants it: no queue, no copy. Returns
+    /// `None` to have [`Filter::process`] handle `obj` (the default).
+    fn process_one<'a>(&mut self, _obj: &Object<'a>) -> Option<Object<'a>> {
+        None
     }
 
     /// Called after the last object: hand on or report what is still held.
@@ -203,8 +203,8 @@ pub trait Filter {
 /// A [`Filter`] joined to its neighbour: a [`Receiver`] when `N` is the
 /// downstream receiver, a [`Producer`] when `N` is the upstream producer.
 ///
-/// On the pull side an object the filter turns into its one output in place
-/// ([`Filter::process_in_place`]) is handed on as the upstream lent it; what
+/// On the pull side the one output the filter makes of an object
+/// ([`Filter::process_one`]) is returned as it is made; what
 /// [`Filter::process`] produces is copied into a queue of reused
 /// [`crate::OwnedObject`]s and handed out one per call. The push side hands
 /// everything on directly, without copying.
@@ -300,8 +300,11 @@ impl<F: Filter, P: Producer> Producer for FilterStage<F, P> {
             match &mut next {
                 Ok(Some(obj)) => {
                     self.count += 1;
-                    if self.filter.process_in_place(obj) {
-                        return next;
+                    // Built straight into the return value: returning
+                    // `next` after changing it in place copied the whole
+                    // object (a `memcpy` call, 19 % of a pulled dns chain).
+                    if let Some(one) = self.filter.process_one(obj) {
+                        return Ok(Some(one));
                     }
                     let mut collector = Collector {
                         queue: &mut self.queue,

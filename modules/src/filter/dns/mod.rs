@@ -411,24 +411,28 @@ impl Filter for DnsFilter {
         self.process_other(obj, out)
     }
 
-    /// A UDP datagram with a DNS payload becomes its message in place (the
-    /// message holds a copy of the packet's metadata, its bytes stay where
-    /// the upstream has them); everything else goes through `process`.
-    fn process_in_place(&mut self, obj: &mut Object<'_>) -> bool {
+    /// A UDP datagram with a DNS payload gives its message (which holds a
+    /// copy of the packet's metadata; its bytes stay where the upstream has
+    /// them); everything else goes through `process`.
+    fn process_one<'a>(&mut self, obj: &Object<'a>) -> Option<Object<'a>> {
         let Object::Packet(packet) = obj else {
-            return false;
+            return None;
         };
         // Unparsed layers: `process` parses them (into a copy).
         if packet.layers.network == Network::Unparsed {
-            return false;
+            return None;
         }
-        let Some((bytes, flow)) = udp_dns(&self.ports, packet) else {
-            return false;
-        };
+        let (bytes, flow) = udp_dns(&self.ports, packet)?;
         let cut = packet.layers.truncated;
         let held = PacketRef::Held(*packet);
-        *obj = message(&mut self.counters, held, bytes, cut, flow, Origin::Datagram);
-        true
+        Some(message(
+            &mut self.counters,
+            held,
+            bytes,
+            cut,
+            flow,
+            Origin::Datagram,
+        ))
     }
 
     fn flush(&mut self, _out: &mut dyn Receiver) -> Result<(), StageError> {
