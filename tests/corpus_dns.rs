@@ -488,3 +488,35 @@ fn pull_driven_dns_chain_counts_what_push_counts() {
         assert_eq!(push[2]["out"], truth["counts"]["dns_messages"], "{file}");
     }
 }
+
+/// A second `filter.dns` passes the messages of the first on as they are and
+/// counts them as its output, pushed and pulled; `out` of the first, `in`
+/// and `out` of the second, and the truth's message count all agree.
+#[test]
+fn a_second_dns_filter_passes_messages_on_and_counts_them() {
+    let capture = common::corpus_dir().join("misc_l2l3.pcap");
+    let truth: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::corpus_dir().join("misc_l2l3.pcap.truth.json")).unwrap(),
+    )
+    .unwrap();
+    let messages = truth["counts"]["dns_messages"].as_u64().unwrap();
+    for drive in ["push", "pull"] {
+        let stats = temp_path("stats.json");
+        let text = format!(
+            "drive = \"{drive}\"\n[[stage]]\nmodule = \"input.fpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.null\"\n",
+            capture.display()
+        );
+        let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let stages = &stats["stages"];
+        assert_eq!(stages[1]["out"], messages, "{drive}: {stages}");
+        assert_eq!(stages[2]["in"], messages, "{drive}: {stages}");
+        assert_eq!(stages[2]["out"], messages, "{drive}: {stages}");
+        assert_eq!(stages[3]["in"], messages, "{drive}: {stages}");
+    }
+}

@@ -10,17 +10,20 @@ use std::collections::HashMap;
 /// How many qtypes and rcodes the summary lists.
 const TOP: usize = 10;
 
-/// Counts per message, cheap enough for the hot path (arrays for common values).
+/// Counts per message, cheap enough for the hot path: a message costs one
+/// increment for where it came from, one for its QR bit and opcode, one for
+/// its qtype (and one for its rcode, if a response); the totals the summary
+/// shows are added up at the end.
 #[derive(Debug)]
 pub struct DnsCounters {
-    pub output: u64,
-    pub messages: u64,
-    pub queries: u64,
-    pub responses: u64,
-    pub udp: u64,
-    pub tcp: u64,
-    pub tcp_reassembled: u64,
-    pub ip_reassembled: u64,
+    /// Objects passed on that are not messages found here: packets kept with
+    /// `keep_non_dns`, objects that were messages already.
+    pub passed_on: u64,
+    /// Messages by origin: [`ORIGIN_UDP`], [`ORIGIN_UDP_DEFRAG`],
+    /// [`ORIGIN_TCP`], [`ORIGIN_TCP_REASSEMBLED`].
+    by_origin: [u64; 4],
+    /// Messages with a header (whole or partial), by `(qr << 4) | opcode`.
+    by_qr_opcode: [u64; 32],
     pub with_edns: u64,
     pub non_dns: u64,
     pub empty_udp: u64,
@@ -28,20 +31,23 @@ pub struct DnsCounters {
     qtypes: [u64; 256],
     other_qtypes: HashMap<u16, u64>,
     rcodes: [u64; 4096],
-    opcodes: [u64; 16],
 }
+
+/// A UDP datagram.
+const ORIGIN_UDP: usize = 0;
+/// A UDP datagram reassembled from IP fragments.
+const ORIGIN_UDP_DEFRAG: usize = 1;
+/// One TCP segment.
+const ORIGIN_TCP: usize = 2;
+/// A message over several TCP segments.
+const ORIGIN_TCP_REASSEMBLED: usize = 3;
 
 impl Default for DnsCounters {
     fn default() -> Self {
         DnsCounters {
-            output: 0,
-            messages: 0,
-            queries: 0,
-            responses: 0,
-            udp: 0,
-            tcp: 0,
-            tcp_reassembled: 0,
-            ip_reassembled: 0,
+            passed_on: 0,
+            by_origin: [0; 4],
+            by_qr_opcode: [0; 32],
             with_edns: 0,
             non_dns: 0,
             empty_udp: 0,
@@ -49,7 +55,6 @@ impl Default for DnsCounters {
             qtypes: [0; 256],
             other_qtypes: HashMap::new(),
             rcodes: [0; 4096],
-            opcodes: [0; 16],
         }
     }
 }
@@ -59,17 +64,13 @@ impl DnsCounters {
     /// by [`Inspect::inspect`], as `scan_inspect` makes it).
     #[inline(always)]
     pub fn count_flow(&mut self, flow: &Flow, origin: &Origin) {
-        self.output += 1;
-        self.messages += 1;
-        match flow.transport {
-            Transport::Tcp => self.tcp += 1,
-            _ => self.udp += 1,
-        }
-        match origin {
-            Origin::TcpReassembled { .. } => self.tcp_reassembled += 1,
-            Origin::IpReassembled { .. } => self.ip_reassembled += 1,
-            _ => {}
-        }
+        let index = match (flow.transport, origin) {
+            (Transport::Tcp, Origin::TcpReassembled { .. }) => ORIGIN_TCP_REASSEMBLED,
+            (Transport::Tcp, _) => ORIGIN_TCP,
+            (_, Origin::IpReassembled { .. }) => ORIGIN_UDP_DEFRAG,
+            _ => ORIGIN_UDP,
+        };
+        self.by_origin[index] += 1;
     }
 }
 
@@ -80,12 +81,9 @@ impl Inspect for DnsCounters {
         // A message too short for a whole header still has its flags (tshark counts it too).
         if let Some(h) = info.header.or(info.partial_header) {
             if h.qr() {
-                self.responses += 1;
                 self.rcodes[usize::from(info.rcode() & 0xfff)] += 1;
-            } else {
-                self.queries += 1;
             }
-            self.opcodes[usize::from(h.opcode())] += 1;
+            self.by_qr_opcode[(usize::from(h.qr()) << 4) | usize::from(h.opcode())] += 1;
         }
         if let Some(q) = info.question {
             match self.qtypes.get_mut(usize::from(q.qtype)) {
@@ -103,15 +101,18 @@ impl Inspect for DnsCounters {
 impl DnsCounters {
     /// Adds the counters to `stats`.
     pub fn report(&self, stats: &mut StageStats) {
-        stats.output = self.output;
+        let [udp, udp_defrag, tcp, tcp_reassembled] = self.by_origin;
+        let messages = udp + udp_defrag + tcp + tcp_reassembled;
+        let (queries, responses) = self.by_qr_opcode.split_at(16);
+        stats.output = messages + self.passed_on;
         for (name, n) in [
-            ("messages", self.messages),
-            ("queries", self.queries),
-            ("responses", self.responses),
-            ("udp", self.udp),
-            ("tcp", self.tcp),
-            ("tcp_reassembled", self.tcp_reassembled),
-            ("ip_reassembled", self.ip_reassembled),
+            ("messages", messages),
+            ("queries", queries.iter().sum()),
+            ("responses", responses.iter().sum()),
+            ("udp", udp + udp_defrag),
+            ("tcp", tcp + tcp_reassembled),
+            ("tcp_reassembled", tcp_reassembled),
+            ("ip_reassembled", udp_defrag),
             ("edns", self.with_edns),
             ("non_dns_packets", self.non_dns),
             ("empty_udp_payloads", self.empty_udp),
@@ -140,9 +141,9 @@ impl DnsCounters {
         for (r, n) in top(rcodes) {
             stats.add_counter(&format!("rcode {}", mnemonic::rcode(r)), n);
         }
-        for (op, n) in self.opcodes.iter().enumerate() {
-            if *n > 0 && op != 0 {
-                stats.add_counter(&format!("opcode {}", mnemonic::opcode(op as u8)), *n);
+        for (op, (q, r)) in queries.iter().zip(responses).enumerate() {
+            if q + r > 0 && op != 0 {
+                stats.add_counter(&format!("opcode {}", mnemonic::opcode(op as u8)), q + r);
             }
         }
     }

@@ -186,6 +186,7 @@ impl DnsFilter {
     ) -> Result<(), StageError> {
         let Object::Packet(original) = obj else {
             // Already a DNS message (or another kind): not ours to parse again.
+            self.counters.passed_on += 1;
             return out.receive(obj);
         };
         // Layers are parsed once by filter.layer; parse here only if it was not upstream.
@@ -463,7 +464,7 @@ impl DnsFilter {
     fn not_dns(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
         self.counters.non_dns += 1;
         if self.keep_non_dns {
-            self.counters.output += 1;
+            self.counters.passed_on += 1;
             out.receive(obj)
         } else {
             Ok(())
