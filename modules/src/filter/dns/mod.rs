@@ -389,7 +389,7 @@ fn udp_dns<'a>(ports: &[u16], packet: &Packet<'a>) -> Option<(&'a [u8], Flow)> {
 
 impl Filter for DnsFilter {
     /// The common case, a UDP datagram on a DNS port whose layers are
-    /// parsed, is handled here; everything else in [`DnsFilter::process_other`],
+    /// parsed, is handled here; everything else in `DnsFilter::process_other`,
     /// out of line, so this path stays small.
     #[inline]
     fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {

@@ -54,7 +54,7 @@ impl Pcap {
     }
 
     /// The complete, sane record at the start of `buf`, or `None` when the
-    /// record is incomplete or corrupt (then [`Pcap::next`] says which). This is
+    /// record is incomplete or corrupt (then `Pcap::next` says which). This is
     /// the per-packet fast path.
     #[inline]
     pub fn record(&self, buf: &[u8]) -> Option<RecordInfo> {

@@ -9,7 +9,7 @@
 //! clients. A truncated UDP answer is retried over TCP when `tcp_retry` is on.
 //!
 //! Over UDP, TCP and TLS the chain's thread writes each query straight to its
-//! client's socket and one receiver thread reads every answer ([`direct`]: no
+//! client's socket and one receiver thread reads every answer (`direct`: no
 //! task, timer or channel per query). Over HTTPS the stage owns a tokio
 //! runtime (`threads` worker threads) running h2, and hands each query over a
 //! bounded channel.
