@@ -327,9 +327,9 @@ fn parse_general(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers
 
 /// The common case in one pass: Ethernet, IPv4 without options, not a
 /// fragment, UDP or TCP, the whole datagram captured and every length
-/// consistent. Anything else returns false (having perhaps written some
-/// fields) and takes the general path, which resets `layers` and gives the
-/// same result for these packets (tested on every corpus packet).
+/// consistent. Anything else returns false, having written nothing, and
+/// takes the general path, which gives the same result for these packets
+/// (tested on every corpus packet).
 ///
 /// Every field is assigned on its own rather than as one struct value: built
 /// as a whole, the struct went through a stack copy whose misaligned reload

@@ -255,6 +255,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// One round of waiting for a queue: the first 64 rounds spin, the next 64
+/// yield the thread; after that it returns true and the caller blocks its
+/// own way (the worker parks, the split sleeps).
+fn spin_then_yield(spins: &mut u32) -> bool {
+    *spins += 1;
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else if *spins < 128 {
+        std::thread::yield_now();
+    } else {
+        return true;
+    }
+    false
+}
+
 /// A worker: hands every object to its chain until the split is done.
 fn work(lane: &Lane, mut downstream: Box<dyn Receiver>) -> Vec<StageStats> {
     let mut spins = 0u32;
@@ -277,12 +292,7 @@ fn work(lane: &Lane, mut downstream: Box<dyn Receiver>) -> Vec<StageStats> {
             }
             break;
         }
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else if spins < 128 {
-            std::thread::yield_now();
-        } else {
+        if spin_then_yield(&mut spins) {
             lane.parked.store(true, Ordering::SeqCst);
             // Checked again after saying so: the split wakes us for anything
             // pushed after this point.
@@ -347,12 +357,7 @@ impl Receiver for Split {
             if let Some(e) = lock(&lane.failed).clone() {
                 return Err(StageError::other(MODULE, format!("worker {index}: {e}")));
             }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else if spins < 128 {
-                std::thread::yield_now();
-            } else {
+            if spin_then_yield(&mut spins) {
                 std::thread::sleep(Duration::from_micros(20));
             }
         };

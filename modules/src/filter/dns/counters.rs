@@ -72,33 +72,7 @@ impl DnsCounters {
         };
         self.by_origin[index] += 1;
     }
-}
 
-impl Inspect for DnsCounters {
-    /// Counts one message's header, question, EDNS and error.
-    #[inline(always)]
-    fn inspect(&mut self, info: &DnsInfo) {
-        // A message too short for a whole header still has its flags (tshark counts it too).
-        if let Some(h) = info.header.or(info.partial_header) {
-            if h.qr() {
-                self.rcodes[usize::from(info.rcode() & 0xfff)] += 1;
-            }
-            self.by_qr_opcode[(usize::from(h.qr()) << 4) | usize::from(h.opcode())] += 1;
-        }
-        if let Some(q) = info.question {
-            match self.qtypes.get_mut(usize::from(q.qtype)) {
-                Some(n) => *n += 1,
-                None => *self.other_qtypes.entry(q.qtype).or_default() += 1,
-            }
-        }
-        self.with_edns += u64::from(info.edns.is_some());
-        if let Some(e) = info.error {
-            self.malformed[e.index()] += 1;
-        }
-    }
-}
-
-impl DnsCounters {
     /// Adds the counters to `stats`.
     pub fn report(&self, stats: &mut StageStats) {
         let [udp, udp_defrag, tcp, tcp_reassembled] = self.by_origin;
@@ -145,6 +119,30 @@ impl DnsCounters {
             if q + r > 0 && op != 0 {
                 stats.add_counter(&format!("opcode {}", mnemonic::opcode(op as u8)), q + r);
             }
+        }
+    }
+}
+
+impl Inspect for DnsCounters {
+    /// Counts one message's header, question, EDNS and error.
+    #[inline(always)]
+    fn inspect(&mut self, info: &DnsInfo) {
+        // A message too short for a whole header still has its flags (tshark counts it too).
+        if let Some(h) = info.header.or(info.partial_header) {
+            if h.qr() {
+                self.rcodes[usize::from(info.rcode() & 0xfff)] += 1;
+            }
+            self.by_qr_opcode[(usize::from(h.qr()) << 4) | usize::from(h.opcode())] += 1;
+        }
+        if let Some(q) = info.question {
+            match self.qtypes.get_mut(usize::from(q.qtype)) {
+                Some(n) => *n += 1,
+                None => *self.other_qtypes.entry(q.qtype).or_default() += 1,
+            }
+        }
+        self.with_edns += u64::from(info.edns.is_some());
+        if let Some(e) = info.error {
+            self.malformed[e.index()] += 1;
         }
     }
 }

@@ -334,8 +334,9 @@ fn on_port(ports: &[u16], sport: u16, dport: u16) -> bool {
 }
 
 /// Checks one message and counts it. `cut`: the capture ended inside it.
-/// Always inlined: the message is then built where the caller puts it (in
-/// place of the packet, on the pull side) instead of being copied there.
+/// Always inlined: the message is then built where the caller puts it (on
+/// the pull side, straight into the stage's return value) instead of being
+/// copied there.
 #[inline(always)]
 fn message<'a>(
     counters: &mut DnsCounters,
@@ -370,6 +371,25 @@ fn emit(
     out.receive(&mut message(counters, packet, bytes, cut, flow, origin))
 }
 
+/// The common case both sides take fast: `obj` is a packet whose layers
+/// are parsed and that holds a UDP datagram with a DNS payload. The packet,
+/// the payload and the flow; `None` for anything else.
+#[inline]
+fn common_udp<'o, 'a>(
+    ports: &[u16],
+    obj: &'o Object<'a>,
+) -> Option<(&'o Packet<'a>, &'a [u8], Flow)> {
+    let Object::Packet(packet) = obj else {
+        return None;
+    };
+    // Unparsed layers: `process` parses them (into a copy).
+    if packet.layers.network == Network::Unparsed {
+        return None;
+    }
+    let (bytes, flow) = udp_dns(ports, packet)?;
+    Some((packet, bytes, flow))
+}
+
 /// The DNS payload and flow of a UDP datagram on a DNS port, or `None`
 /// (another transport or port, or an empty payload).
 #[inline]
@@ -393,21 +413,10 @@ impl Filter for DnsFilter {
     /// out of line, so this path stays small.
     #[inline]
     fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
-        if let Object::Packet(packet) = obj {
-            if packet.layers.network != Network::Unparsed {
-                if let Some((bytes, flow)) = udp_dns(&self.ports, packet) {
-                    let cut = packet.layers.truncated;
-                    return emit(
-                        &mut self.counters,
-                        out,
-                        packet,
-                        bytes,
-                        cut,
-                        flow,
-                        Origin::Datagram,
-                    );
-                }
-            }
+        if let Some((packet, bytes, flow)) = common_udp(&self.ports, obj) {
+            let cut = packet.layers.truncated;
+            let origin = Origin::Datagram;
+            return emit(&mut self.counters, out, packet, bytes, cut, flow, origin);
         }
         self.process_other(obj, out)
     }
@@ -416,24 +425,11 @@ impl Filter for DnsFilter {
     /// copy of the packet's metadata; its bytes stay where the upstream has
     /// them); everything else goes through `process`.
     fn process_one<'a>(&mut self, obj: &Object<'a>) -> Option<Object<'a>> {
-        let Object::Packet(packet) = obj else {
-            return None;
-        };
-        // Unparsed layers: `process` parses them (into a copy).
-        if packet.layers.network == Network::Unparsed {
-            return None;
-        }
-        let (bytes, flow) = udp_dns(&self.ports, packet)?;
+        let (packet, bytes, flow) = common_udp(&self.ports, obj)?;
         let cut = packet.layers.truncated;
         let held = PacketRef::Held(*packet);
-        Some(message(
-            &mut self.counters,
-            held,
-            bytes,
-            cut,
-            flow,
-            Origin::Datagram,
-        ))
+        let origin = Origin::Datagram;
+        Some(message(&mut self.counters, held, bytes, cut, flow, origin))
     }
 
     fn flush(&mut self, _out: &mut dyn Receiver) -> Result<(), StageError> {

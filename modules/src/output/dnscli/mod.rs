@@ -224,12 +224,11 @@ pub struct DnsCli {
     server_name: String,
     inflight: usize,
     skipped: u64,
-    /// The responses receiver is the next stage of a chain (`filter.dnscli`):
-    /// its counters follow this stage's.
-    responses_in_chain: bool,
     /// Responses handed to the responses receiver.
     handed_on: u64,
-    /// The module name the counters go under.
+    /// The module name the counters go under: `filter.dnscli` when the
+    /// responses go to the next stage of a chain, whose counters then
+    /// follow this stage's.
     module: &'static str,
 }
 
@@ -334,7 +333,6 @@ impl DnsCli {
                 server_name: endpoint.resolver_name(),
                 inflight: options.inflight as usize,
                 skipped: 0,
-                responses_in_chain: false,
                 handed_on: 0,
                 module: MODULE,
             });
@@ -370,7 +368,6 @@ impl DnsCli {
             server_name,
             inflight: options.inflight as usize,
             skipped: 0,
-            responses_in_chain: false,
             handed_on: 0,
             module: MODULE,
         };
@@ -396,7 +393,6 @@ impl DnsCli {
     /// are reported after this stage's.
     pub fn into_filter(self, next: Box<dyn Receiver>) -> Self {
         let mut cli = self.with_responses(next);
-        cli.responses_in_chain = true;
         cli.module = chain::MODULE;
         cli
     }
@@ -563,14 +559,14 @@ impl Receiver for DnsCli {
         let mut stats = tally.stats(self.module, &self.shared.counters);
         stats.add_counter(tally::keys::SKIPPED, self.skipped);
         stats.input += self.skipped;
-        if self.responses_in_chain {
+        let in_chain = self.module == chain::MODULE;
+        if in_chain {
+            // Pulled, `chain::ResponseProducer` counts what it hands out instead.
             stats.output = self.handed_on;
         }
         out.push(stats);
-        if self.responses_in_chain {
-            if let Some(next) = &self.responses {
-                next.stats(out);
-            }
+        if let (true, Some(next)) = (in_chain, &self.responses) {
+            next.stats(out);
         }
     }
 }
