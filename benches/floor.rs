@@ -42,7 +42,7 @@ fn main() {
         if let Some(ahead) = map.get(at + READ_AHEAD..) {
             prefetch(ahead);
         }
-        parse_layers_into(LinkType::EN10MB, data, len, &mut layers);
+        let _ = parse_layers_into(LinkType::EN10MB, data, len, &mut layers);
         if layers.transport == Transport::Udp && (layers.sport == 53 || layers.dport == 53) {
             let start = layers.payload_offset as usize;
             let payload = &data[start..start + layers.payload_len as usize];

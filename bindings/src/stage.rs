@@ -537,7 +537,11 @@ impl LuaFilter {
 }
 
 impl Filter for LuaFilter {
-    fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+    fn process<R: Receiver + ?Sized>(
+        &mut self,
+        obj: &mut Object<'_>,
+        out: &mut R,
+    ) -> Result<(), StageError> {
         let keep = self
             .cursor
             .lend(obj, |view| self.func.call::<Value>(view))

@@ -7,7 +7,7 @@
 //! what a DNS client stage (`output.dnscli`) got back for one query. A
 //! [`Text`] is a line of text: a name to look up, or a lookup's JSON record.
 
-use crate::dns::DnsInfo;
+use crate::dns::{CompactInfo, DnsInfo};
 use crate::wire::{Layers, Transport};
 
 /// One object handed from stage to stage.
@@ -155,12 +155,22 @@ pub struct DnsMessage<'a> {
     pub packet: PacketRef<'a>,
     /// The message.
     pub bytes: &'a [u8],
-    /// Header, first question, EDNS, counts and the first problem.
-    pub info: DnsInfo,
+    /// What the check of the message found (header, first question, EDNS,
+    /// counts, the first problem), in the compact form; [`DnsMessage::info`]
+    /// expands it.
+    pub checked: CompactInfo,
     /// Ports and transport (addresses: [`Packet::src`], [`Packet::dst`] of `packet`).
     pub flow: Flow,
     /// Datagram, TCP segment, or reassembled.
     pub origin: Origin,
+}
+
+impl DnsMessage<'_> {
+    /// Header, first question, EDNS, counts and the first problem.
+    #[inline]
+    pub fn info(&self) -> DnsInfo {
+        self.checked.expand(self.bytes)
+    }
 }
 
 /// What a DNS client got back for one query: the query as sent (with its

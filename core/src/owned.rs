@@ -3,7 +3,7 @@
 //! reused: copying into an existing [`OwnedObject`] allocates only when a
 //! packet is larger than any before it.
 
-use crate::dns::DnsInfo;
+use crate::dns::CompactInfo;
 use crate::object::{CaptureMeta, DnsMessage, Flow, Origin, PacketRef};
 use crate::wire::Layers;
 use crate::{LinkType, Object, Packet, Text, TextKind};
@@ -29,7 +29,7 @@ struct OwnedText {
 #[derive(Clone, Debug)]
 struct OwnedDns {
     bytes: Vec<u8>,
-    info: DnsInfo,
+    checked: CompactInfo,
     flow: Flow,
     origin: Origin,
 }
@@ -78,13 +78,13 @@ impl OwnedObject {
             Some(m) => {
                 let dns = self.dns.get_or_insert_with(|| OwnedDns {
                     bytes: Vec::new(),
-                    info: m.info,
+                    checked: m.checked,
                     flow: m.flow,
                     origin: m.origin,
                 });
                 dns.bytes.clear();
                 dns.bytes.extend_from_slice(m.bytes);
-                dns.info = m.info;
+                dns.checked = m.checked;
                 dns.flow = m.flow;
                 dns.origin = m.origin;
             }
@@ -110,7 +110,7 @@ impl OwnedObject {
             Some(d) => Object::Dns(DnsMessage {
                 packet: PacketRef::Held(packet),
                 bytes: &d.bytes,
-                info: d.info,
+                checked: d.checked,
                 flow: d.flow,
                 origin: d.origin,
             }),

@@ -177,8 +177,14 @@ impl<M: Map, P: Producer> Producer for MapStage<M, P> {
 /// push and a pull stage.
 pub trait Filter {
     /// Takes one object and hands what it produces to `out` (the object itself
-    /// may be passed on, annotated or not).
-    fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError>;
+    /// may be passed on, annotated or not). Generic over the receiver, so that
+    /// a boxed downstream is called through its own vtable, once, rather than
+    /// through the box's and then its own.
+    fn process<R: Receiver + ?Sized>(
+        &mut self,
+        obj: &mut Object<'_>,
+        out: &mut R,
+    ) -> Result<(), StageError>;
 
     /// The pull side's fast path: when all that processing `obj` would do
     /// is turn it into one object (a UDP datagram holding one DNS message),
@@ -191,7 +197,7 @@ pub trait Filter {
     }
 
     /// Called after the last object: hand on or report what is still held.
-    fn flush(&mut self, _out: &mut dyn Receiver) -> Result<(), StageError> {
+    fn flush<R: Receiver + ?Sized>(&mut self, _out: &mut R) -> Result<(), StageError> {
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 
 use crate::filter::dns::defrag::{DatagramKey, DefragLimits, Defragmenter};
 use crate::filter::dns::tcp::{FlowKey, TcpLimits, TcpReassembler};
-use dnsluice_core::dns::{name, questions, rdata, records, scan};
+use dnsluice_core::dns::{check, name, questions, rdata, records, scan};
 use dnsluice_core::wire::{Layers, Transport};
 use dnsluice_core::{CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Packet, PacketRef};
 
@@ -15,6 +15,12 @@ pub fn dns_message(msg: &[u8]) {
     for cut in [false, true] {
         let info = scan(msg, cut);
         assert!(info.error_offset as usize <= msg.len(), "{info:?}");
+        let checked = check(msg, cut);
+        assert_eq!(
+            checked.expand(msg),
+            info,
+            "the compact form expands to the summary"
+        );
         if let Some(h) = info.header {
             assert!(msg.len() >= 12);
             assert!(info.questions <= h.qdcount);
@@ -52,7 +58,7 @@ pub fn dns_message(msg: &[u8]) {
         let message = DnsMessage {
             packet: PacketRef::Held(packet),
             bytes: msg,
-            info,
+            checked,
             flow: Flow {
                 sport: 53,
                 dport: 53,

@@ -3,7 +3,8 @@
 //! - [`scan`] checks a whole message without allocating: header, questions,
 //!   every resource record (names with compression, bounds of RDATA), and the
 //!   EDNS OPT record. It returns a small `Copy` summary, [`DnsInfo`], with the
-//!   first problem found as a [`DnsError`] kind and offset.
+//!   first problem found as a [`DnsError`] kind and offset; [`check`] returns
+//!   it as the 24-byte [`CompactInfo`] that a [`crate::DnsMessage`] keeps.
 //! - [`records`] iterates over the records of a message for full decoding;
 //!   [`name`] walks and prints names; [`rdata`] prints RDATA in presentation
 //!   form; [`mnemonic`] has the type, class, rcode and opcode names.
@@ -20,8 +21,8 @@ mod scan;
 mod tests;
 
 pub use scan::{
-    questions, records, scan, scan_inspect, DnsInfo, Edns, Inspect, Question, Record, Records,
-    Section, TYPE_OPT,
+    check, questions, records, scan, scan_inspect, CompactInfo, DnsInfo, Edns, Inspect, Question,
+    Record, Records, Section, TYPE_OPT,
 };
 
 /// The fixed 12-byte DNS header.

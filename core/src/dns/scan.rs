@@ -8,6 +8,8 @@ use super::{DnsError, Header};
 pub struct Question {
     /// Offset of the QNAME in the message.
     pub name: u32,
+    /// Offset of the QTYPE (just past the QNAME).
+    pub qtype_at: u32,
     /// QTYPE.
     pub qtype: u16,
     /// QCLASS.
@@ -115,6 +117,7 @@ fn question_at(msg: &[u8], pos: usize) -> Result<(Question, usize), (DnsError, u
         .ok_or((DnsError::CountExceedsMessage, end))?;
     let question = Question {
         name: pos as u32,
+        qtype_at: end as u32,
         qtype: u16::from_be_bytes([fixed[0], fixed[1]]),
         qclass: u16::from_be_bytes([fixed[2], fixed[3]]),
     };
@@ -155,7 +158,7 @@ fn record_at(
 /// bytes is then reported as [`DnsError::TruncatedCapture`].
 #[inline]
 pub fn scan(msg: &[u8], cut: bool) -> DnsInfo {
-    scan_inspect(msg, cut, &mut ())
+    scan_query(msg).unwrap_or_else(|| scan_general(msg, cut))
 }
 
 /// Something that looks at each message summary [`scan_inspect`] makes
@@ -171,22 +174,109 @@ impl Inspect for () {
     fn inspect(&mut self, _info: &DnsInfo) {}
 }
 
-/// [`scan`], handing the summary to `inspector` before returning it.
-/// Inspecting it here, once on the common queries' path and once on the
-/// general one, lets the compiler read the fresh summary from registers;
-/// inspecting what `scan` returned read it back from memory just after it
-/// was written in pieces, which stalled on store forwarding.
+/// [`scan`], handing the summary to `inspector` and returning it in the
+/// compact form a [`crate::DnsMessage`] keeps. Inspecting it here, once on
+/// the common queries' path and once on the general one, lets the compiler
+/// read the fresh summary from registers (inspecting a returned one read it
+/// back from memory just after it was written in pieces, which stalled on
+/// store forwarding); only the compact form's few fields are stored.
 #[inline(always)]
-pub fn scan_inspect<I: Inspect + ?Sized>(msg: &[u8], cut: bool, inspector: &mut I) -> DnsInfo {
+pub fn scan_inspect<I: Inspect + ?Sized>(msg: &[u8], cut: bool, inspector: &mut I) -> CompactInfo {
     match scan_query(msg) {
         Some(info) => {
             inspector.inspect(&info);
-            info
+            CompactInfo::from(&info)
         }
         None => {
             let info = scan_general(msg, cut);
             inspector.inspect(&info);
-            info
+            CompactInfo::from(&info)
+        }
+    }
+}
+
+/// [`scan`]'s result in the compact form: [`scan_inspect`] with no inspector.
+#[inline]
+pub fn check(msg: &[u8], cut: bool) -> CompactInfo {
+    scan_inspect(msg, cut, &mut ())
+}
+
+/// A [`DnsInfo`] without what the message's own bytes say: 24 bytes instead
+/// of 72, most of them written once per message on the hot path. It keeps
+/// where the first question's QTYPE and the first OPT record's options are,
+/// how many questions and records parsed, and the first problem;
+/// [`CompactInfo::expand`] reads the header, the QTYPE and QCLASS and the OPT
+/// fields back from the message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactInfo {
+    /// Offset of the first question's QTYPE; 0 when no question parsed
+    /// (the first question's QNAME is always at offset 12).
+    qtype_at: u32,
+    /// Offset of the first OPT record's options (its RDATA); 0 when none.
+    options_at: u32,
+    error_offset: u32,
+    questions: u16,
+    records: [u16; 3],
+    opt_records: u16,
+    error: Option<DnsError>,
+}
+
+impl From<&DnsInfo> for CompactInfo {
+    #[inline(always)]
+    fn from(info: &DnsInfo) -> Self {
+        CompactInfo {
+            qtype_at: info.question.map_or(0, |q| q.qtype_at),
+            options_at: info.edns.map_or(0, |e| e.options_at),
+            error_offset: info.error_offset,
+            questions: info.questions,
+            records: info.records,
+            opt_records: info.opt_records,
+            error: info.error,
+        }
+    }
+}
+
+impl CompactInfo {
+    /// The first problem found, if any.
+    pub fn error(&self) -> Option<DnsError> {
+        self.error
+    }
+
+    /// The summary of `msg`, the message this was made from (for another
+    /// message the result is meaningless, but reading it never panics).
+    pub fn expand(&self, msg: &[u8]) -> DnsInfo {
+        let byte = |at: u32| msg.get(at as usize).copied().unwrap_or(0);
+        let word = |at: u32| u16::from_be_bytes([byte(at), byte(at.wrapping_add(1))]);
+        let header = Header::parse(msg);
+        let question = (self.qtype_at != 0).then(|| Question {
+            name: Header::LEN as u32,
+            qtype_at: self.qtype_at,
+            qtype: word(self.qtype_at),
+            qclass: word(self.qtype_at.wrapping_add(2)),
+        });
+        // The OPT record's CLASS, TTL and RDLENGTH are the 8 bytes before its RDATA.
+        let at = self.options_at;
+        let edns = (at != 0).then(|| Edns {
+            udp_size: word(at.wrapping_sub(8)),
+            ext_rcode: byte(at.wrapping_sub(6)),
+            version: byte(at.wrapping_sub(5)),
+            flags: word(at.wrapping_sub(4)),
+            options_at: at,
+            options_len: word(at.wrapping_sub(2)),
+        });
+        DnsInfo {
+            header,
+            partial_header: header
+                .is_none()
+                .then(|| Header::parse_partial(msg))
+                .flatten(),
+            question,
+            questions: self.questions,
+            records: self.records,
+            edns,
+            opt_records: self.opt_records,
+            error: self.error,
+            error_offset: self.error_offset,
         }
     }
 }
@@ -197,10 +287,14 @@ pub fn scan_inspect<I: Inspect + ?Sized>(msg: &[u8], cut: bool, inspector: &mut 
 /// result on these messages (tested on every corpus message).
 #[inline(always)]
 pub(crate) fn scan_query(msg: &[u8]) -> Option<DnsInfo> {
-    let header = Header::parse(msg)?;
-    if header.qdcount != 1 || header.ancount != 0 || header.nscount != 0 || header.arcount > 1 {
+    let raw: &[u8; Header::LEN] = msg.get(..Header::LEN)?.try_into().ok()?;
+    // QDCOUNT 1, ANCOUNT 0, NSCOUNT 0, ARCOUNT 0 or 1, as one comparison of
+    // the four counts' 8 bytes.
+    let [_, _, _, _, counts @ ..] = *raw;
+    if u64::from_be_bytes(counts) & !1 != 1 << 48 {
         return None;
     }
+    let header = Header::parse(raw)?;
     let mut pos = Header::LEN;
     loop {
         let len = usize::from(*msg.get(pos)?);
@@ -221,6 +315,7 @@ pub(crate) fn scan_query(msg: &[u8]) -> Option<DnsInfo> {
         header: Some(header),
         question: Some(Question {
             name: Header::LEN as u32,
+            qtype_at: pos as u32,
             qtype: u16::from_be_bytes([fixed[0], fixed[1]]),
             qclass: u16::from_be_bytes([fixed[2], fixed[3]]),
         }),

@@ -421,6 +421,10 @@ fn fast_path_agrees_with_the_general_scan() {
             scan::scan_without_fast_path(m, false),
             "{m:02x?}"
         );
+        // The compact form a message object keeps expands to the same summary.
+        for cut in [false, true] {
+            assert_eq!(scan::check(m, cut).expand(m), scan(m, cut), "{m:02x?}");
+        }
         fast += usize::from(scan::scan_query(m).is_some());
     };
     for m in &messages {

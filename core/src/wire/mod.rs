@@ -295,17 +295,23 @@ impl Default for Layers {
 /// wire, used to tell a snaplen-truncated capture from a header that lies.
 pub fn parse_layers(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
     let mut layers = Layers::default();
-    parse_layers_into(link, data, wire_len, &mut layers);
+    let _ = parse_layers_into(link, data, wire_len, &mut layers);
     layers
 }
 
 /// [`parse_layers`] writing into `layers` in place (which is reset first): the
 /// form the per-packet path uses, as it avoids moving the struct around.
+///
+/// Returns `true` when the packet is of the common kind, which a caller can
+/// count without looking at `layers`: Ethernet, IPv4 without options, not a
+/// fragment, UDP or TCP, captured whole, no error.
 #[inline]
-pub fn parse_layers_into(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers) {
-    if !parse_common(link, data, wire_len, layers) {
-        parse_general(link, data, wire_len, layers);
+pub fn parse_layers_into(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers) -> bool {
+    if parse_common(link, data, wire_len, layers) {
+        return true;
     }
+    parse_general(link, data, wire_len, layers);
+    false
 }
 
 /// Every link type, every IP option and extension header, every error.

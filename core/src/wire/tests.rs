@@ -562,6 +562,16 @@ fn fast_path_agrees_with_the_general_parser() {
             assert_eq!(junk, general, "fast path {link} {data:02x?}");
             fast += 1;
         }
+        // `true` promises the common kind, which filter.layer counts blind.
+        let mut layers = Layers::EMPTY;
+        if parse_layers_into(link, data, wire, &mut layers) {
+            assert_eq!(layers.network, Network::Ipv4);
+            assert!(matches!(layers.transport, Transport::Udp | Transport::Tcp));
+            assert_eq!(layers.fragment, None);
+            assert_eq!(layers.error, None);
+            assert!(!layers.truncated);
+        }
+        assert_eq!(layers, general);
     };
     for (link, data, wire) in &packets {
         check(*link, data, *wire);

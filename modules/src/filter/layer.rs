@@ -3,7 +3,7 @@
 //! non-IP and malformed ones included; problems are counted by kind.
 
 use dnsluice_core::registry::{Factory, ModuleEntry, StageOptions};
-use dnsluice_core::wire::{parse_layers_into, LayerError, Network};
+use dnsluice_core::wire::{parse_layers_into, LayerError, Layers, Network};
 use dnsluice_core::{Map, MapStage, Object, Producer, Receiver, StageStats};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -30,16 +30,11 @@ impl Layer {
     pub fn new() -> Self {
         Self::default()
     }
-}
 
-impl Map for Layer {
-    #[inline]
-    fn map(&mut self, obj: &mut Object<'_>) {
-        let Some(packet) = obj.packet_mut() else {
-            return;
-        };
-        let layers = &mut packet.layers;
-        parse_layers_into(packet.meta.link, packet.data, packet.meta.len, layers);
+    /// Counts a packet that is not of the common kind (see
+    /// [`parse_layers_into`]): out of line, so that the common path stays small.
+    #[inline(never)]
+    fn count(&mut self, layers: &Layers) {
         match layers.network {
             Network::Ipv4 => self.ipv4 += 1,
             Network::Ipv6 => self.ipv6 += 1,
@@ -55,6 +50,27 @@ impl Map for Layer {
             self.fragments += 1;
         }
         self.truncated += u64::from(layers.truncated);
+    }
+}
+
+impl Map for Layer {
+    #[inline(always)]
+    fn map(&mut self, obj: &mut Object<'_>) {
+        // A packet as the input made it: the common case, tested first.
+        let packet = match obj {
+            Object::Packet(packet) => packet,
+            other => match other.packet_mut() {
+                Some(packet) => packet,
+                None => return,
+            },
+        };
+        let (link, data, len) = (packet.meta.link, packet.data, packet.meta.len);
+        if parse_layers_into(link, data, len, &mut packet.layers) {
+            // Ethernet, IPv4, UDP or TCP, whole, no error: nothing else to count.
+            self.ipv4 += 1;
+        } else {
+            self.count(&packet.layers);
+        }
     }
 
     fn stats(&self) -> StageStats {

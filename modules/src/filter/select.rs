@@ -308,19 +308,20 @@ impl Select {
             return true;
         }
         let Some(m) = message else { return false };
-        let Some(header) = m.info.header.or(m.info.partial_header) else {
+        let info = m.info();
+        let Some(header) = info.header.or(info.partial_header) else {
             return false;
         };
         if self.qr.is_some_and(|qr| qr != header.qr())
             || (!self.opcodes.is_empty() && !self.opcodes.contains(&header.opcode()))
-            || (!self.rcodes.is_empty() && !self.rcodes.contains(&m.info.rcode()))
+            || (!self.rcodes.is_empty() && !self.rcodes.contains(&info.rcode()))
         {
             return false;
         }
         if self.qtypes.is_empty() && self.qnames.is_empty() && self.suffixes.is_empty() {
             return true;
         }
-        let Some(question) = m.info.question else {
+        let Some(question) = info.question else {
             return false;
         };
         if !self.qtypes.is_empty() && !self.qtypes.contains(&question.qtype) {
@@ -352,7 +353,11 @@ impl Select {
 }
 
 impl Filter for Select {
-    fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+    fn process<R: Receiver + ?Sized>(
+        &mut self,
+        obj: &mut Object<'_>,
+        out: &mut R,
+    ) -> Result<(), StageError> {
         self.input += 1;
         if self.matches(obj) != self.invert {
             self.kept += 1;

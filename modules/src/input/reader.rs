@@ -19,17 +19,23 @@ pub trait RecordSource {
     fn offset(&self) -> u64;
 }
 
+/// What the per-record path updates, apart from the source.
+#[derive(Debug, Default)]
+struct RecordCounts {
+    /// Bytes of the last produced record, consumed at the next call (the
+    /// packet borrows them until then).
+    pending: usize,
+    frames: u64,
+    bytes: u64,
+}
+
 /// A capture reader: walks records of a pcap or pcapng file and produces packets.
 pub struct CaptureReader<S> {
     module: &'static str,
     path: PathBuf,
     source: S,
     format: CaptureFormat,
-    /// Bytes of the last produced record, consumed at the next call (the
-    /// packet borrows them until then).
-    pending: usize,
-    frames: u64,
-    bytes: u64,
+    counts: RecordCounts,
     skipped_blocks: u64,
     warnings: Vec<String>,
     done: bool,
@@ -66,9 +72,7 @@ impl<S: RecordSource> CaptureReader<S> {
             path,
             source,
             format,
-            pending: 0,
-            frames: 0,
-            bytes: 0,
+            counts: RecordCounts::default(),
             skipped_blocks: 0,
             warnings: Vec::new(),
             done: false,
@@ -84,7 +88,7 @@ impl<S: RecordSource> CaptureReader<S> {
                 "{}: file cut off: the {left} bytes from byte offset {} are an incomplete record or block and were ignored; the {} complete packet records before them were read",
                 self.path.display(),
                 self.source.offset(),
-                self.frames
+                self.counts.frames
             ));
         }
     }
@@ -95,11 +99,12 @@ impl<S: RecordSource> CaptureReader<S> {
     /// consumed at the next call, as the packet borrows them until then.
     #[inline(always)]
     fn emit(&mut self, record: RecordInfo) -> Object<'_> {
-        self.frames += 1;
-        self.bytes += record.caplen as u64;
-        self.pending = record.consumed;
+        let counts = &mut self.counts;
+        counts.frames += 1;
+        counts.bytes += record.caplen as u64;
+        counts.pending = record.consumed;
         let meta = CaptureMeta {
-            frame: self.frames,
+            frame: counts.frames,
             ts_ns: record.ts_ns,
             len: record.len,
             link: record.link,
@@ -148,7 +153,8 @@ impl<S: RecordSource> CaptureReader<S> {
 impl<S: RecordSource> Producer for CaptureReader<S> {
     #[inline]
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
-        self.source.consume(std::mem::take(&mut self.pending));
+        self.source
+            .consume(std::mem::take(&mut self.counts.pending));
         // Fast path: a complete classic pcap record already in the window.
         if let CaptureFormat::Pcap(pcap) = &self.format {
             if let Some(record) = pcap.record(self.source.window()) {
@@ -160,9 +166,9 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
 
     fn stats(&self, out: &mut Vec<StageStats>) {
         let mut stats = StageStats::new(self.module);
-        stats.input = self.frames;
-        stats.output = self.frames;
-        stats.add_counter("bytes", self.bytes);
+        stats.input = self.counts.frames;
+        stats.output = self.counts.frames;
+        stats.add_counter("bytes", self.counts.bytes);
         stats.add_counter("skipped_blocks", self.skipped_blocks);
         if !self.warnings.is_empty() {
             stats.add_error("truncated_file", 1);

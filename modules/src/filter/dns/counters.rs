@@ -5,7 +5,6 @@ use super::tcp::TcpCounters;
 use dnsluice_core::dns::{mnemonic, DnsError, DnsInfo, Inspect};
 use dnsluice_core::wire::Transport;
 use dnsluice_core::{Flow, Origin, StageStats};
-use std::collections::HashMap;
 
 /// How many qtypes and rcodes the summary lists.
 const TOP: usize = 10;
@@ -28,8 +27,9 @@ pub struct DnsCounters {
     pub non_dns: u64,
     pub empty_udp: u64,
     pub malformed: [u64; DnsError::ALL.len()],
-    qtypes: [u64; 256],
-    other_qtypes: HashMap<u16, u64>,
+    /// Messages by qtype: every qtype has its slot (512 KiB, of which only
+    /// the pages of the qtypes seen are ever touched).
+    qtypes: Box<[u64; 1 << 16]>,
     rcodes: [u64; 4096],
 }
 
@@ -52,8 +52,10 @@ impl Default for DnsCounters {
             non_dns: 0,
             empty_udp: 0,
             malformed: [0; DnsError::ALL.len()],
-            qtypes: [0; 256],
-            other_qtypes: HashMap::new(),
+            qtypes: vec![0; 1 << 16]
+                .into_boxed_slice()
+                .try_into()
+                .expect("a slice of 1 << 16 counts"),
             rcodes: [0; 4096],
         }
     }
@@ -96,13 +98,12 @@ impl DnsCounters {
         for (kind, n) in DnsError::ALL.iter().zip(self.malformed) {
             stats.add_error(kind.as_str(), n);
         }
-        let mut qtypes: Vec<(u16, u64)> = self
+        let qtypes: Vec<(u16, u64)> = self
             .qtypes
             .iter()
             .enumerate()
             .map(|(t, n)| (t as u16, *n))
             .collect();
-        qtypes.extend(self.other_qtypes.iter().map(|(t, n)| (*t, *n)));
         for (t, n) in top(qtypes) {
             stats.add_counter(&format!("qtype {}", mnemonic::rtype(t)), n);
         }
@@ -135,10 +136,7 @@ impl Inspect for DnsCounters {
             self.by_qr_opcode[(usize::from(h.qr()) << 4) | usize::from(h.opcode())] += 1;
         }
         if let Some(q) = info.question {
-            match self.qtypes.get_mut(usize::from(q.qtype)) {
-                Some(n) => *n += 1,
-                None => *self.other_qtypes.entry(q.qtype).or_default() += 1,
-            }
+            self.qtypes[usize::from(q.qtype)] += 1;
         }
         self.with_edns += u64::from(info.edns.is_some());
         if let Some(e) = info.error {
@@ -188,5 +186,37 @@ pub fn report_defrag(c: &DefragCounters, stats: &mut StageStats) {
         ("ip_datagrams_evicted", c.evicted),
     ] {
         stats.add_counter(name, n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dnsluice_core::dns::scan_inspect;
+
+    /// A query for `qtype` (one question, the root name, class IN).
+    fn query(qtype: u16) -> Vec<u8> {
+        let mut m = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 0];
+        m.extend_from_slice(&qtype.to_be_bytes());
+        m.extend_from_slice(&[0, 1]);
+        m
+    }
+
+    #[test]
+    fn qtypes_above_255_are_counted_under_their_names() {
+        let mut counters = DnsCounters::default();
+        for (qtype, n) in [(1, 3), (257, 2), (65534, 1), (65535, 4)] {
+            for _ in 0..n {
+                scan_inspect(&query(qtype), false, &mut counters);
+            }
+        }
+        let mut stats = StageStats::new("filter.dns");
+        counters.report(&mut stats);
+        let count = |k: &str| stats.counters.get(k).copied();
+        assert_eq!(count("qtype A"), Some(3));
+        assert_eq!(count("qtype CAA"), Some(2));
+        assert_eq!(count("qtype TYPE65534"), Some(1));
+        assert_eq!(count("qtype ANY"), None, "255 was never asked for");
+        assert_eq!(count("qtype TYPE65535"), Some(4));
     }
 }

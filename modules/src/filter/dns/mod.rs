@@ -179,10 +179,10 @@ impl DnsFilter {
     /// [`Filter::process`] for everything but the common UDP case: TCP,
     /// fragments, unparsed layers, other packets.
     #[inline(never)]
-    fn process_other(
+    fn process_other<R: Receiver + ?Sized>(
         &mut self,
         obj: &mut Object<'_>,
-        out: &mut dyn Receiver,
+        out: &mut R,
     ) -> Result<(), StageError> {
         let Object::Packet(original) = obj else {
             // Already a DNS message (or another kind): not ours to parse again.
@@ -193,7 +193,7 @@ impl DnsFilter {
         let reparsed;
         let packet = if original.layers.network == Network::Unparsed {
             let mut copy = *original;
-            parse_layers_into(copy.meta.link, copy.data, copy.meta.len, &mut copy.layers);
+            let _ = parse_layers_into(copy.meta.link, copy.data, copy.meta.len, &mut copy.layers);
             reparsed = copy;
             &reparsed
         } else {
@@ -347,20 +347,21 @@ fn message<'a>(
     origin: Origin,
 ) -> Object<'a> {
     counters.count_flow(&flow, &origin);
-    let info = scan_inspect(bytes, cut, counters);
+    let checked = scan_inspect(bytes, cut, counters);
     Object::Dns(DnsMessage {
         packet,
         bytes,
-        info,
+        checked,
         flow,
         origin,
     })
 }
 
 /// Checks one message, counts it and hands it on.
-fn emit(
+#[inline]
+fn emit<R: Receiver + ?Sized>(
     counters: &mut DnsCounters,
-    out: &mut dyn Receiver,
+    out: &mut R,
     packet: &Packet<'_>,
     bytes: &[u8],
     cut: bool,
@@ -412,7 +413,11 @@ impl Filter for DnsFilter {
     /// parsed, is handled here; everything else in `DnsFilter::process_other`,
     /// out of line, so this path stays small.
     #[inline]
-    fn process(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+    fn process<R: Receiver + ?Sized>(
+        &mut self,
+        obj: &mut Object<'_>,
+        out: &mut R,
+    ) -> Result<(), StageError> {
         if let Some((packet, bytes, flow)) = common_udp(&self.ports, obj) {
             let cut = packet.layers.truncated;
             let origin = Origin::Datagram;
@@ -432,7 +437,7 @@ impl Filter for DnsFilter {
         Some(message(&mut self.counters, held, bytes, cut, flow, origin))
     }
 
-    fn flush(&mut self, _out: &mut dyn Receiver) -> Result<(), StageError> {
+    fn flush<R: Receiver + ?Sized>(&mut self, _out: &mut R) -> Result<(), StageError> {
         if let Some(tcp) = &mut self.tcp {
             tcp.finish();
         }
@@ -457,7 +462,11 @@ impl Filter for DnsFilter {
 }
 
 impl DnsFilter {
-    fn not_dns(&mut self, obj: &mut Object<'_>, out: &mut dyn Receiver) -> Result<(), StageError> {
+    fn not_dns<R: Receiver + ?Sized>(
+        &mut self,
+        obj: &mut Object<'_>,
+        out: &mut R,
+    ) -> Result<(), StageError> {
         self.counters.non_dns += 1;
         if self.keep_non_dns {
             self.counters.passed_on += 1;

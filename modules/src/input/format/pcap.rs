@@ -13,6 +13,8 @@ const RECORD_HEADER: usize = 16;
 pub struct Pcap {
     endian: Endian,
     nanos: bool,
+    /// Nanoseconds per unit of the timestamp's fraction (1 or 1000).
+    frac_ns: i64,
     link: LinkType,
 }
 
@@ -47,6 +49,7 @@ impl Pcap {
             Pcap {
                 endian,
                 nanos,
+                frac_ns: if nanos { 1 } else { 1000 },
                 link: LinkType(link),
             },
             FILE_HEADER,
@@ -55,26 +58,25 @@ impl Pcap {
 
     /// The complete, sane record at the start of `buf`, or `None` when the
     /// record is incomplete or corrupt (then `Pcap::next` says which). This is
-    /// the per-packet fast path.
+    /// the per-packet fast path; the byte order is chosen once per record,
+    /// not once per field.
     #[inline]
     pub fn record(&self, buf: &[u8]) -> Option<RecordInfo> {
+        match self.endian {
+            Endian::Little => self.record_in(buf, u32::from_le_bytes),
+            Endian::Big => self.record_in(buf, u32::from_be_bytes),
+        }
+    }
+
+    /// [`Pcap::record`] with the byte order's reader.
+    #[inline(always)]
+    fn record_in(&self, buf: &[u8], read: fn([u8; 4]) -> u32) -> Option<RecordInfo> {
         let header: &[u8; RECORD_HEADER] = buf.get(..RECORD_HEADER)?.try_into().ok()?;
-        let big = self.endian == Endian::Big;
-        let field = |at: usize| {
-            let value =
-                u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
-            if big {
-                value.swap_bytes()
-            } else {
-                value
-            }
-        };
+        let field = |at: usize| read([header[at], header[at + 1], header[at + 2], header[at + 3]]);
         let caplen = field(8) as usize;
         if caplen > MAX_RECORD || buf.len() < RECORD_HEADER + caplen {
             return None;
         }
-        let frac = i64::from(field(4));
-        let frac_ns = if self.nanos { frac } else { frac * 1000 };
         Some(RecordInfo {
             consumed: RECORD_HEADER + caplen,
             data_at: RECORD_HEADER,
@@ -82,7 +84,7 @@ impl Pcap {
             // A record whose original length is below its captured length is
             // inconsistent; the captured bytes are what we have.
             len: field(12).max(caplen as u32),
-            ts_ns: Some(i64::from(field(0)) * 1_000_000_000 + frac_ns),
+            ts_ns: Some(i64::from(field(0)) * 1_000_000_000 + i64::from(field(4)) * self.frac_ns),
             link: self.link,
         })
     }

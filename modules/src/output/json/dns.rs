@@ -8,7 +8,7 @@ use std::io::Write;
 /// Appends `,"dns":{...}` (and `,"dns_error":{...}` when the message has a
 /// problem). `scratch` is reused for names and RDATA before they are escaped.
 pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
-    let info = &m.info;
+    let info = &m.info();
     out.extend_from_slice(b",\"dns\":{");
     let mut f = Fields::new();
     // A message shorter than a header still shows the id and flags it has.

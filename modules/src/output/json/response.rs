@@ -6,7 +6,7 @@
 //! (`error` only when there is no answer).
 
 use super::{dns, Fields};
-use dnsluice_core::dns::scan;
+use dnsluice_core::dns::check;
 use dnsluice_core::object::{CaptureMeta, DnsMessage, Flow, Origin, PacketRef};
 use dnsluice_core::time::write_rfc3339_ns;
 use dnsluice_core::wire::{Layers, Transport};
@@ -61,7 +61,7 @@ fn message(bytes: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     let m = DnsMessage {
         packet: PacketRef::Held(packet),
         bytes,
-        info: scan(bytes, false),
+        checked: check(bytes, false),
         flow: Flow {
             sport: 0,
             dport: 0,
