@@ -1,6 +1,8 @@
-//! `input.mmpcap` on a file larger than the chunks its page-table thread
-//! sets up ahead of the walk: every record comes out whole and in order,
-//! and a reader dropped early stops that thread (the test would hang).
+//! `input.mmpcap` on a file larger than what its helper thread works on at
+//! a time (page tables set up and lines read ahead of the walk, the map
+//! unmapped 64 MiB behind it): every record comes out whole and in order,
+//! with the helper and without, and a reader dropped early stops the helper
+//! (the test would hang).
 
 mod common;
 
@@ -8,8 +10,9 @@ use dnsluice::core::{Object, Producer};
 use dnsluice::modules::input::mmpcap;
 use std::path::PathBuf;
 
-/// Records in the file: 40 000 of 1 000 bytes, about 40 MB (five 8 MiB chunks).
-const RECORDS: u32 = 40_000;
+/// Records in the file: 100 000 of 1 000 bytes, about 100 MB, so that the
+/// helper unmaps the first 30 MB or so while the walk goes on.
+const RECORDS: u32 = 100_000;
 const CAPLEN: usize = 1000;
 
 /// A classic pcap whose record `i` (0-based) holds `i` in its first 4 bytes
@@ -39,21 +42,22 @@ fn write_numbered_pcap() -> PathBuf {
 #[test]
 fn every_record_of_a_file_larger_than_the_populated_chunks_comes_out_in_order() {
     let path = write_numbered_pcap();
-    let mut reader = mmpcap::open(path.clone()).unwrap();
-    let mut seen = 0u32;
-    while let Some(obj) = reader.produce().unwrap() {
-        let Object::Packet(p) = obj else {
-            panic!("not a packet")
-        };
-        let first = u32::from_le_bytes(p.data[..4].try_into().unwrap());
-        let last = u32::from_le_bytes(p.data[CAPLEN - 4..].try_into().unwrap());
-        assert_eq!((first, last, p.data.len()), (seen, seen, CAPLEN));
-        assert_eq!(p.meta.frame, u64::from(seen) + 1);
-        assert_eq!(p.meta.ts_ns, Some(i64::from(seen) * 1_000_000_000));
-        seen += 1;
+    for helper in [true, false] {
+        let mut reader = mmpcap::open_with(path.clone(), helper).unwrap();
+        let mut seen = 0u32;
+        while let Some(obj) = reader.produce().unwrap() {
+            let Object::Packet(p) = obj else {
+                panic!("not a packet")
+            };
+            let first = u32::from_le_bytes(p.data[..4].try_into().unwrap());
+            let last = u32::from_le_bytes(p.data[CAPLEN - 4..].try_into().unwrap());
+            assert_eq!((first, last, p.data.len()), (seen, seen, CAPLEN));
+            assert_eq!(p.meta.frame, u64::from(seen) + 1);
+            assert_eq!(p.meta.ts_ns, Some(i64::from(seen) * 1_000_000_000));
+            seen += 1;
+        }
+        assert_eq!(seen, RECORDS, "helper {helper}");
     }
-    assert_eq!(seen, RECORDS);
-    drop(reader);
 
     // Dropped after one record: its thread is told to stop and joined.
     let mut reader = mmpcap::open(path.clone()).unwrap();

@@ -39,6 +39,7 @@ pub trait Producer {
 }
 
 impl<R: Receiver + ?Sized> Receiver for Box<R> {
+    #[inline(always)]
     fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         (**self).receive(obj)
     }
@@ -51,6 +52,7 @@ impl<R: Receiver + ?Sized> Receiver for Box<R> {
 }
 
 impl<P: Producer + ?Sized> Producer for Box<P> {
+    #[inline(always)]
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
         (**self).produce()
     }

@@ -9,8 +9,10 @@ use serde::Deserialize;
 use std::fs::File;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+mod helper;
+use helper::Helper;
 
 /// Options of `input.mmpcap`.
 #[derive(Debug, Deserialize)]
@@ -18,14 +20,30 @@ use std::sync::Arc;
 pub struct MmpcapOptions {
     /// The capture file.
     pub path: PathBuf,
+    /// Run the helper thread (page tables, cache, unmapping; see
+    /// [`open_with`]).
+    #[serde(default = "yes")]
+    pub helper: bool,
 }
 
-const OPTIONS: &[OptionDoc] = &[OptionDoc {
-    name: "path",
-    kind: "string",
-    default: "",
-    help: "capture file (pcap or pcapng) to map into memory",
-}];
+fn yes() -> bool {
+    true
+}
+
+const OPTIONS: &[OptionDoc] = &[
+    OptionDoc {
+        name: "path",
+        kind: "string",
+        default: "",
+        help: "capture file (pcap or pcapng) to map into memory",
+    },
+    OptionDoc {
+        name: "helper",
+        kind: "bool",
+        default: "true",
+        help: "a second thread sets up page tables, reads ahead into the CPU cache and unmaps what was read (false: one thread)",
+    },
+];
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
@@ -35,38 +53,36 @@ pub fn entry() -> ModuleEntry {
         options: OPTIONS,
         factory: Factory::Input(Arc::new(|opts: &StageOptions| {
             let o: MmpcapOptions = opts.parse()?;
-            Ok(Box::new(open(o.path)?) as Box<dyn Producer>)
+            Ok(Box::new(open_with(o.path, o.helper)?) as Box<dyn Producer>)
         })),
     }
 }
 
 /// How far ahead of the current record the map is prefetched, in bytes.
-pub const READ_AHEAD: usize = 4096;
-/// The map's pages are set up (`MADV_POPULATE_READ`) this many bytes at a time.
-const POPULATE_CHUNK: usize = 8 << 20;
-/// How far the page-table thread may run ahead of the walk: far enough
-/// never to be caught, near enough that on a file larger than memory the
-/// pages it brings in are still there when the walk gets to them.
-const POPULATE_LEAD: usize = 256 << 20;
+pub const READ_AHEAD: usize = 2048;
 
 /// A memory-mapped file as a [`RecordSource`].
 pub struct MappedFile {
     map: Arc<Mmap>,
     position: usize,
-    /// The walk tells the page-table thread where it is when it gets here.
+    /// The walk tells the helper where it is when it gets here (never,
+    /// without a helper).
     report_at: usize,
-    populator: Populator,
+    helper: Option<Helper>,
 }
 
 impl MappedFile {
-    /// Tells the page-table thread where the walk is (once per chunk).
+    /// Tells the helper where the walk is (every [`helper::REPORT_EVERY`] bytes).
     #[cold]
     #[inline(never)]
     fn report_position(&mut self) {
-        self.populator
-            .walked
-            .store(self.position, Ordering::Relaxed);
-        self.report_at = self.position + POPULATE_CHUNK;
+        match &self.helper {
+            Some(helper) => {
+                helper.tell(self.position);
+                self.report_at = self.position + helper::REPORT_EVERY;
+            }
+            None => self.report_at = usize::MAX,
+        }
     }
 }
 
@@ -99,61 +115,6 @@ impl RecordSource for MappedFile {
     }
 }
 
-/// A thread that sets up the map's page tables (`MADV_POPULATE_READ`, a
-/// chunk at a time) ahead of the walk. Done by the walking thread itself, this
-/// kernel work was a fifth of the time of a chain that parses DNS (a page
-/// fault per 64 KiB, or one call per chunk); on a thread of its own it
-/// overlaps the walk. On a kernel without MADV_POPULATE_READ (before Linux
-/// 5.14) the thread stops at once and pages fault in as usual.
-struct Populator {
-    /// Where the walk is (updated once per chunk).
-    walked: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Populator {
-    fn start(map: Arc<Mmap>) -> Populator {
-        let walked = Arc::new(AtomicUsize::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (w, s) = (walked.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name("mmpcap-pages".into())
-            .spawn(move || populate(&map, &w, &s))
-            .ok(); // No thread: pages fault in as the walk reaches them.
-        Populator {
-            walked,
-            stop,
-            thread,
-        }
-    }
-}
-
-/// The page-table thread's loop.
-fn populate(map: &Mmap, walked: &AtomicUsize, stop: &AtomicBool) {
-    let mut at = 0;
-    while at < map.len() && !stop.load(Ordering::Relaxed) {
-        if at > walked.load(Ordering::Relaxed) + POPULATE_LEAD {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            continue;
-        }
-        let len = POPULATE_CHUNK.min(map.len() - at);
-        if map.advise_range(Advice::PopulateRead, at, len).is_err() {
-            return;
-        }
-        at += len;
-    }
-}
-
-impl Drop for Populator {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 /// Asks the CPU to bring the cache line at the start of `bytes` in (a hint;
 /// nothing on targets other than x86_64). Public for `benches/floor.rs`,
 /// which walks a map the same way.
@@ -172,8 +133,15 @@ pub fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
-/// Opens `path` for reading through a memory map.
+/// Opens `path` for reading through a memory map, with the helper thread.
 pub fn open(path: PathBuf) -> Result<CaptureReader<MappedFile>, StageError> {
+    open_with(path, true)
+}
+
+/// Opens `path` for reading through a memory map. With `helper`, a second
+/// thread keeps the map ready ahead of the walk (page tables set up, cache
+/// lines read) and unmaps it behind; without, the walk faults pages in itself.
+pub fn open_with(path: PathBuf, helper: bool) -> Result<CaptureReader<MappedFile>, StageError> {
     let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
     let metadata = file.metadata().map_err(|e| StageError::io(&path, e))?;
     if metadata.is_dir() {
@@ -198,11 +166,16 @@ pub fn open(path: PathBuf) -> Result<CaptureReader<MappedFile>, StageError> {
     // Advice is a hint; a kernel that refuses it changes nothing.
     let _ = map.advise(Advice::Sequential);
     let map = Arc::new(map);
+    let helper = if helper {
+        Helper::start(map.clone())
+    } else {
+        None
+    };
     let source = MappedFile {
-        map: map.clone(),
+        map,
         position: 0,
-        report_at: POPULATE_CHUNK,
-        populator: Populator::start(map),
+        report_at: if helper.is_some() { 0 } else { usize::MAX },
+        helper,
     };
     CaptureReader::new("input.mmpcap", path, source)
 }
