@@ -35,7 +35,10 @@
 # number of packets (= DNS messages; the generator writes one query per
 # packet) in the pair's file.  The ratio column is the median of the
 # per-round ratios ours/dnsjit of the rates (each round's two runs are
-# adjacent in time); > 1 means ours is faster.
+# adjacent in time); > 1 means ours is faster.  The CPU columns are the
+# processes' user + system time (all threads; input.mmpcap runs a helper
+# thread, see its `helper` option), and "cpu ratio" the median per-round
+# ratio dnsjit CPU / ours CPU: how much less processor time ours takes.
 #
 # Every pair checks, outside the timed runs or on their output, that both
 # sides handled all N packets/messages, and stops with an error otherwise.
@@ -181,20 +184,36 @@ now() {
     fi
 }
 
+# children_cpu VAR: sets VAR to the user + system seconds of this shell's
+# finished children (bash's `times`, second line: "XmY.YYYs XmZ.ZZZs"; run
+# in this shell, not a subshell, whose children would be its own).
+children_cpu() {
+    times >"$TMP/times"
+    printf -v "$1" '%s' "$(awk 'NR == 2 {
+        n = 0
+        for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] }
+        printf "%.6f", n }' "$TMP/times")"
+}
+
 # run_timed SIDE CMD: run CMD (a shell command string) once, with its output
-# in $TMP/SIDE.out and $TMP/SIDE.err; sets LAST_SECS. Fails loudly.
+# in $TMP/SIDE.out and $TMP/SIDE.err; sets LAST_SECS (wall) and LAST_CPU
+# (user + system of the process and its threads). Fails loudly.
 LAST_SECS=
+LAST_CPU=
 run_timed() {
-    local side=$1 cmd=$2 t0 t1 rc=0
+    local side=$1 cmd=$2 t0 t1 c0 c1 rc=0
+    children_cpu c0
     t0=$(now)
     eval "$cmd" >"$TMP/$side.out" 2>"$TMP/$side.err" || rc=$?
     t1=$(now)
+    children_cpu c1
     if ((rc != 0)); then
         echo "vs-dnsjit: $side failed (exit $rc): $cmd" >&2
         sed 's/^/  | /' "$TMP/$side.err" | tail -n 20 >&2
         exit 1
     fi
     LAST_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')
+    LAST_CPU=$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.6f", b - a }')
 }
 
 # check_count SIDE N: the last stdout line of SIDE's run must equal N.
@@ -220,8 +239,8 @@ median() { # numbers on stdin, one per line
 }
 
 table_header() {
-    printf '\n%-10s %9s %13s %13s %10s %10s %7s\n' pair N "ours /s" "dnsjit /s" "ours s" "dnsjit s" ratio
-    printf '%-10s %9s %13s %13s %10s %10s %7s\n' ---------- --------- ------------- ------------- ---------- ---------- -------
+    printf '\n%-10s %9s %13s %13s %10s %10s %7s %9s %9s %9s\n' pair N "ours /s" "dnsjit /s" "ours s" "dnsjit s" ratio "ours cpu" "djit cpu" "cpu ratio"
+    printf '%-10s %9s %13s %13s %10s %10s %7s %9s %9s %9s\n' ---------- --------- ------------- ------------- ---------- ---------- ------- --------- --------- ---------
 }
 
 # verify_ours_dns NAME OURS_CMD N: run OURS_CMD once (untimed) with
@@ -248,7 +267,7 @@ bench_pair() {
     local name=$1 ours=$2 dnsjit=$3 i
     local n="${4:-$COUNT}"
     local expect="${5:-${EXPECT:-$n}}"
-    local -a ours_s=() dnsjit_s=() ratios=()
+    local -a ours_s=() dnsjit_s=() ratios=() ours_c=() dnsjit_c=() cpu_ratios=()
 
     for ((i = 0; i < WARMUP; i++)); do
         run_timed ours "$ours"
@@ -257,28 +276,36 @@ bench_pair() {
     done
 
     for ((i = 0; i < RUNS; i++)); do
-        local so sd
+        local so sd co cd
         if ((i % 2 == 0)); then
-            run_timed ours "$ours"; so=$LAST_SECS
-            run_timed dnsjit "$dnsjit"; sd=$LAST_SECS
+            run_timed ours "$ours"; so=$LAST_SECS; co=$LAST_CPU
+            run_timed dnsjit "$dnsjit"; sd=$LAST_SECS; cd=$LAST_CPU
         else
-            run_timed dnsjit "$dnsjit"; sd=$LAST_SECS
-            run_timed ours "$ours"; so=$LAST_SECS
+            run_timed dnsjit "$dnsjit"; sd=$LAST_SECS; cd=$LAST_CPU
+            run_timed ours "$ours"; so=$LAST_SECS; co=$LAST_CPU
         fi
         check_count dnsjit "$expect"
         ours_s+=("$so")
         dnsjit_s+=("$sd")
         # ratio of packets/s = dnsjit seconds / ours seconds
         ratios+=("$(awk -v o="$so" -v d="$sd" 'BEGIN { printf "%.6f", d / o }')")
+        ours_c+=("$co")
+        dnsjit_c+=("$cd")
+        cpu_ratios+=("$(awk -v o="$co" -v d="$cd" 'BEGIN { printf "%.6f", (o > 0 ? d / o : 0) }')")
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$name" "$n" "$i" "$so" "$sd" >>"$RUNLOG"
     done
 
-    local mo md mr
+    local mo md mr mco mcd mcr
     mo=$(printf '%s\n' "${ours_s[@]}" | median)
     md=$(printf '%s\n' "${dnsjit_s[@]}" | median)
     mr=$(printf '%s\n' "${ratios[@]}" | median)
-    awk -v n="$name" -v c="$n" -v mo="$mo" -v md="$md" -v mr="$mr" 'BEGIN {
-        printf "%-10s %9d %13.0f %13.0f %10.4f %10.4f %7.2f\n", n, c, c / mo, c / md, mo, md, mr }'
+    mco=$(printf '%s\n' "${ours_c[@]}" | median)
+    mcd=$(printf '%s\n' "${dnsjit_c[@]}" | median)
+    mcr=$(printf '%s\n' "${cpu_ratios[@]}" | median)
+    awk -v n="$name" -v c="$n" -v mo="$mo" -v md="$md" -v mr="$mr" \
+        -v mco="$mco" -v mcd="$mcd" -v mcr="$mcr" 'BEGIN {
+        printf "%-10s %9d %13.0f %13.0f %10.4f %10.4f %7.2f %9.3f %9.3f %9.2f\n",
+            n, c, c / mo, c / md, mo, md, mr, mco, mcd, mcr }'
 
     if [[ "$HYPERFINE" == 1 ]]; then
         hyperfine -N -w 1 -r "$RUNS" -n "$name ours" "$ours" -n "$name dnsjit" "$dnsjit" >&2
