@@ -28,6 +28,8 @@
 #   DATA_DIR=DIR    where big.pcap and dump.pcap live (default <repo>/bench-data)
 #   DUMPDNS=P       dnsjit's dumpdns.lua (default /usr/share/doc/dnsjit/examples/dumpdns.lua)
 #   DNSLUICE_BIN=P  our binary (default <repo>/target/release/dnsluice)
+#   HELPER=0        run input.mmpcap without its helper thread (one thread:
+#                   `--set 0.helper=false` on every pair that maps the file)
 #
 # Each pair is run alternately (ABBA order: ours,dnsjit / dnsjit,ours / ...)
 # so drift on a busy machine hits both sides alike.  Wall time per run is the
@@ -57,6 +59,7 @@ SEED="${SEED:-1}"
 WARMUP="${WARMUP:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 HYPERFINE="${HYPERFINE:-0}"
+HELPER="${HELPER:-1}"
 
 DATA_DIR="${DATA_DIR:-$REPO_ROOT/bench-data}"
 PCAP="$DATA_DIR/big.pcap"
@@ -316,18 +319,22 @@ bench_pair() {
 
 q() { printf '%q' "$1"; }
 
-log "dnsjit $(dpkg-query -W -f='${Version}' dnsjit 2>/dev/null || echo '?'), $(nproc) cpus, PAIRS=\"$PAIRS\" COUNT=$COUNT DUMP_COUNT=$DUMP_COUNT RUNS=$RUNS WARMUP=$WARMUP"
+# What our side adds on pairs whose input is input.mmpcap.
+MMPCAP_ARGS=""
+[[ "$HELPER" == 0 ]] && MMPCAP_ARGS=" --set 0.helper=false"
+
+log "dnsjit $(dpkg-query -W -f='${Version}' dnsjit 2>/dev/null || echo '?'), $(nproc) cpus, PAIRS=\"$PAIRS\" COUNT=$COUNT DUMP_COUNT=$DUMP_COUNT RUNS=$RUNS WARMUP=$WARMUP HELPER=$HELPER"
 log "load: $(uptime)"
 
 # Untimed correctness checks first, so the table is printed in one piece.
 if want_pair dns-parse; then
-    DNS_PARSE_OURS="$(q "$BIN") run $(q "$DNS_CONFIG") -q --set 0.path=$(q "$PCAP")"
+    DNS_PARSE_OURS="$(q "$BIN") run $(q "$DNS_CONFIG") -q --set 0.path=$(q "$PCAP")$MMPCAP_ARGS"
     verify_ours_dns dns-parse "$DNS_PARSE_OURS" "$COUNT"
     # dnsjit side: dns-parse.lua itself exits 1 unless it counts COUNT
     # messages with no parse failures, and check_count checks what it printed.
 fi
 if want_pair dns-dump; then
-    DNS_DUMP_OURS="$(q "$BIN") run $(q "$DUMP_CONFIG") -q --set 0.path=$(q "$DUMP_PCAP") --set 3.path=/dev/null"
+    DNS_DUMP_OURS="$(q "$BIN") run $(q "$DUMP_CONFIG") -q --set 0.path=$(q "$DUMP_PCAP") --set 3.path=/dev/null$MMPCAP_ARGS"
     verify_ours_dns dns-dump "$DNS_DUMP_OURS" "$DUMP_COUNT"
     # dumpdns.lua prints, per message, "udp|tcp SRC:PORT -> DST:PORT" and
     # then dns:print(), whose first line is "id:\t<id>" (only printed when
@@ -345,8 +352,10 @@ table_header
 
 for input in mmpcap fpcap; do
     want_pair "$input" || continue
+    extra=""
+    [[ "$input" == mmpcap ]] && extra="$MMPCAP_ARGS"
     bench_pair "$input" \
-        "$(q "$BIN") run $(q "$CONFIG") --set 0.module=input.$input --set 0.path=$(q "$PCAP")" \
+        "$(q "$BIN") run $(q "$CONFIG") --set 0.module=input.$input --set 0.path=$(q "$PCAP")$extra" \
         "dnsjit $(q "$LUA") $input $(q "$PCAP")"
 done
 

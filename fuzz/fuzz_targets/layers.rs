@@ -4,7 +4,7 @@
 //! the rest is the captured packet.
 #![no_main]
 
-use dnsluice_core::wire::{parse_layers, Layers, Transport};
+use dnsluice_core::wire::{parse_layers, parse_layers_into, Layers, Network, Transport};
 use dnsluice_core::LinkType;
 use dnsluice_fuzz::check_layers;
 use libfuzzer_sys::fuzz_target;
@@ -28,6 +28,15 @@ fuzz_target!(|input: &[u8]| {
     if link == LinkType::EN10MB {
         fast_path_matches_general(first, data, wire_len);
     }
+    // `true` from parse_layers_into promises the common kind, which
+    // filter.layer counts without looking.
+    let mut layers = Layers::EMPTY;
+    if parse_layers_into(link, data, wire_len, &mut layers) {
+        assert_eq!(layers.network, Network::Ipv4);
+        assert!(matches!(layers.transport, Transport::Udp | Transport::Tcp));
+        assert!(layers.fragment.is_none() && layers.error.is_none() && !layers.truncated);
+    }
+    assert_eq!(layers, first);
 });
 
 /// Ethernet/IPv4/UDP|TCP takes a one-pass fast path inside `parse_layers`; the
