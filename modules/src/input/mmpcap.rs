@@ -20,7 +20,7 @@ use helper::Helper;
 pub struct MmpcapOptions {
     /// The capture file.
     pub path: PathBuf,
-    /// Run the helper thread (page tables, cache, unmapping; see
+    /// Run the helper thread (page tables, cache, releasing; see
     /// [`open_with`]).
     #[serde(default = "yes")]
     pub helper: bool,
@@ -41,7 +41,7 @@ const OPTIONS: &[OptionDoc] = &[
         name: "helper",
         kind: "bool",
         default: "true",
-        help: "a second thread sets up page tables, reads ahead into the CPU cache and unmaps what was read (false: one thread)",
+        help: "a second thread sets up page tables, reads ahead into the CPU cache and releases what was read (false: one thread)",
     },
 ];
 
@@ -136,7 +136,7 @@ impl RecordSource for MappedFile {
 
 /// Asks the CPU to bring the cache line at the start of `bytes` in (a hint;
 /// nothing on targets other than x86_64). Public for `benches/floor.rs`,
-/// which walks a map the same way.
+/// which walks a map on one thread, prefetching one line per record.
 #[inline(always)]
 pub fn prefetch(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
@@ -159,7 +159,7 @@ pub fn open(path: PathBuf) -> Result<CaptureReader<MappedFile>, StageError> {
 
 /// Opens `path` for reading through a memory map. With `helper`, a second
 /// thread keeps the map ready ahead of the walk (page tables set up, cache
-/// lines read) and unmaps it behind; without, the walk sets up page tables
+/// lines read) and drops the page tables behind it; without, the walk sets up page tables
 /// itself, a chunk at a time.
 pub fn open_with(path: PathBuf, helper: bool) -> Result<CaptureReader<MappedFile>, StageError> {
     let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;

@@ -9,15 +9,18 @@
 //!   cache instead of waiting on memory. The walk's own prefetches are not enough
 //!   on a busy machine: each one holds one of the core's few line-fill
 //!   buffers until memory answers.
-//! - **Unmapping**: it unmaps what the walk is done with, so that this kernel
-//!   work is not left for the end.
+//! - **Releasing**: it drops the page tables of what the walk is done with
+//!   (`MADV_DONTNEED`; the range stays mapped, and the file's pages stay in
+//!   the page cache), so that this kernel work is not left for the unmap at
+//!   the end.
 //!
 //! Done by the walking thread itself, this was a third of the time of a
 //! chain that parses DNS (`benches/vs-dnsjit.sh`, pair `dns-parse`). The
-//! walk tells the helper where it is every [`REPORT_EVERY`] bytes; between
-//! windows the helper sleeps.
+//! walk tells the helper where it is every [`REPORT_EVERY`] bytes; when it
+//! is ahead on everything the helper naps, longer and longer while the walk
+//! does not move (a paced replay, a stalled consumer, the end of the file).
 
-use memmap2::{Advice, Mmap};
+use memmap2::{Advice, Mmap, UncheckedAdvice};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,16 +45,19 @@ const TOUCH_NEAR: usize = 2 << 20;
 const TOUCH_FAR: usize = 6 << 20;
 /// Lines are read this many bytes at a time between checks of the walk.
 const TOUCH_STEP: usize = 64 << 10;
-/// How far behind the walk (as last told) the helper unmaps. Nothing is
-/// borrowed from the map past the record the reader last handed out
+/// How far behind the walk (as last told) the helper releases pages. Nothing
+/// is borrowed from the map before the record the reader last handed out
 /// (a produced object borrows the reader until the next is asked for, and
-/// stages that keep bytes copy them), so any margin is safe; a wide one
-/// costs nothing.
-const UNMAP_LAG: usize = 64 << 20;
-/// What is unmapped at a time (whole pages: the map starts on a page).
-const UNMAP_CHUNK: usize = 4 << 20;
-/// The helper's nap when it is ahead on everything.
-const NAP: Duration = Duration::from_micros(20);
+/// stages that keep bytes copy them), and a released page that is read again
+/// is only mapped again from the page cache, so the margin is for speed, not
+/// for safety.
+const RELEASE_LAG: usize = 64 << 20;
+/// What is released at a time.
+const RELEASE_CHUNK: usize = 4 << 20;
+/// The helper's nap when it is ahead on everything, doubled (up to
+/// [`NAP_MAX`]) while the walk does not move.
+const NAP_MIN: Duration = Duration::from_micros(20);
+const NAP_MAX: Duration = Duration::from_millis(5);
 
 /// The helper thread; stopped and joined when dropped.
 pub(super) struct Helper {
@@ -109,8 +115,8 @@ struct Tending<'m> {
     can_populate: bool,
     /// Lines are read below here.
     touched: usize,
-    /// Unmapped below here.
-    unmapped: usize,
+    /// Page tables are dropped below here.
+    released: usize,
 }
 
 impl<'m> Tending<'m> {
@@ -120,15 +126,18 @@ impl<'m> Tending<'m> {
             populated: 0,
             can_populate: true,
             touched: 0,
-            unmapped: 0,
+            released: 0,
         }
     }
 
     /// One step at a time, the most urgent first, until told to stop.
     fn run(&mut self, shared: &Shared) {
+        let (mut nap, mut last_walk) = (NAP_MIN, 0);
         while !shared.stop.load(Ordering::Relaxed) {
             let walk = shared.walked.load(Ordering::Relaxed);
             let end = self.map.len();
+            // Behind the walk (it outran the helper): catch up.
+            self.populated = self.populated.max(walk);
             let populate = self.can_populate && self.populated < end;
             if populate && self.populated < walk + TOUCH_FAR + POPULATE_CHUNK {
                 self.populate();
@@ -136,10 +145,16 @@ impl<'m> Tending<'m> {
                 self.touch(walk);
             } else if populate && self.populated < walk + POPULATE_LEAD {
                 self.populate();
-            } else if self.unmapped + UNMAP_CHUNK + UNMAP_LAG <= walk {
-                self.unmap();
+            } else if self.released + RELEASE_CHUNK + RELEASE_LAG <= walk {
+                self.release();
             } else {
-                std::thread::sleep(NAP);
+                nap = if walk == last_walk {
+                    (nap * 2).min(NAP_MAX)
+                } else {
+                    NAP_MIN
+                };
+                last_walk = walk;
+                std::thread::sleep(nap);
             }
         }
     }
@@ -149,7 +164,12 @@ impl<'m> Tending<'m> {
         let advice = self
             .map
             .advise_range(Advice::PopulateRead, self.populated, len);
-        self.can_populate = advice.is_ok();
+        // A kernel without MADV_POPULATE_READ says EINVAL: stop asking. Any
+        // other failure (a signal, memory pressure) leaves this chunk to
+        // fault in as the walk reaches it.
+        if let Err(e) = advice {
+            self.can_populate = e.raw_os_error() != Some(libc::EINVAL);
+        }
         self.populated += len;
     }
 
@@ -165,20 +185,21 @@ impl<'m> Tending<'m> {
         self.touched = to;
     }
 
-    /// Unmaps the next [`UNMAP_CHUNK`] bytes, which the walk is done with.
-    fn unmap(&mut self) {
-        let at = self.unmapped;
-        debug_assert!(at + UNMAP_CHUNK <= self.map.len());
-        // SAFETY: the range lies inside the map and starts on a page boundary
-        // (the map does, and chunks are whole pages). Nothing refers to it
-        // any more (see UNMAP_LAG): the walk is past it and only ever reads
-        // ahead of where it is, and the helper itself only reads ahead of the
-        // walk. The map's own unmap, when it is dropped, covers the whole
-        // range again, which is allowed for pages no longer mapped.
+    /// Drops the page tables of the next [`RELEASE_CHUNK`] bytes, which the
+    /// walk is done with (`MADV_DONTNEED`).
+    fn release(&mut self) {
+        // SAFETY: memmap2 marks MADV_DONTNEED unsafe because on a private or
+        // anonymous mapping it throws the contents away. This map is a shared
+        // mapping of a file, opened read-only: the advice only drops this
+        // process's page-table entries for the range, which stays mapped,
+        // and a later read maps the same file pages again from the page
+        // cache. No byte anyone can see changes. (A failure leaves the pages
+        // to the unmap at the end.)
         #[allow(unsafe_code)]
-        unsafe {
-            libc::munmap(self.map.as_ptr().add(at) as *mut libc::c_void, UNMAP_CHUNK);
-        }
-        self.unmapped += UNMAP_CHUNK;
+        let _ = unsafe {
+            self.map
+                .unchecked_advise_range(UncheckedAdvice::DontNeed, self.released, RELEASE_CHUNK)
+        };
+        self.released += RELEASE_CHUNK;
     }
 }
