@@ -101,6 +101,7 @@ impl Drop for Helper {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark(); // Ends a nap at once.
             let _ = thread.join();
         }
     }
@@ -154,7 +155,7 @@ impl<'m> Tending<'m> {
                     NAP_MIN
                 };
                 last_walk = walk;
-                std::thread::sleep(nap);
+                std::thread::park_timeout(nap);
             }
         }
     }
