@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{corpus_dir, dnsluice, layer_json, run_pipeline, temp_path};
+use common::{corpus_dir, dnsluice, layer_json, run_pipeline, temp_path, truth};
 use serde_json::Value;
 use std::io::Write;
 use std::process::Stdio;
@@ -20,10 +20,7 @@ fn cut_off_files_warn_with_offset_and_keep_every_complete_record() {
     for file in ["truncated_record_header.pcap", "truncated_record_data.pcap"] {
         let capture = corpus_dir().join(file);
         // The truth file's own container parse: the bytes after the last complete record.
-        let truth: Value = serde_json::from_str(
-            &std::fs::read_to_string(corpus_dir().join(format!("{file}.truth.json"))).unwrap(),
-        )
-        .unwrap();
+        let truth = truth(file);
         let trailing = truth["container"]["trailing_bytes"].as_u64().unwrap();
         let offset = truth["size_bytes"].as_u64().unwrap() - trailing;
         for input in ["input.mmpcap", "input.fpcap"] {

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{corpus, run_pipeline, temp_path, truth_rows};
+use common::{corpus, run_pipeline, temp_path, truth, truth_rows};
 use dnsluice::core::dns::mnemonic;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -426,10 +426,7 @@ fn pull_driven_dns_chain_equals_push_and_keep_non_dns_keeps_everything() {
     };
     let push = chain("push", false);
     assert_eq!(push, chain("pull", false));
-    let truth: Value = serde_json::from_str(
-        &std::fs::read_to_string(common::corpus_dir().join("misc_l2l3.pcap.truth.json")).unwrap(),
-    )
-    .unwrap();
+    let truth = truth("misc_l2l3.pcap");
     assert_eq!(
         push.lines().count() as u64,
         truth["counts"]["dns_messages"].as_u64().unwrap()
@@ -480,11 +477,7 @@ fn pull_driven_dns_chain_counts_what_push_counts() {
         };
         let push = stages("push");
         assert_eq!(push, stages("pull"), "{file}");
-        let truth: Value = serde_json::from_str(
-            &std::fs::read_to_string(common::corpus_dir().join(format!("{file}.truth.json")))
-                .unwrap(),
-        )
-        .unwrap();
+        let truth = truth(file);
         assert_eq!(push[2]["out"], truth["counts"]["dns_messages"], "{file}");
     }
 }
@@ -495,10 +488,7 @@ fn pull_driven_dns_chain_counts_what_push_counts() {
 #[test]
 fn a_second_dns_filter_passes_messages_on_and_counts_them() {
     let capture = common::corpus_dir().join("misc_l2l3.pcap");
-    let truth: Value = serde_json::from_str(
-        &std::fs::read_to_string(common::corpus_dir().join("misc_l2l3.pcap.truth.json")).unwrap(),
-    )
-    .unwrap();
+    let truth = truth("misc_l2l3.pcap");
     let messages = truth["counts"]["dns_messages"].as_u64().unwrap();
     for drive in ["push", "pull"] {
         let stats = temp_path("stats.json");

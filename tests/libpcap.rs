@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{corpus_dir, run_pipeline, temp_path};
+use common::{corpus_dir, run_pipeline, temp_path, truth};
 use serde_json::Value;
 
 fn stats_of(text: &str) -> (Value, String, bool) {
@@ -18,13 +18,6 @@ fn stats_of(text: &str) -> (Value, String, bool) {
         String::from_utf8_lossy(&out.stderr).to_string(),
         out.status.success(),
     )
-}
-
-fn truth(file: &str) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(corpus_dir().join(format!("{file}.truth.json"))).unwrap(),
-    )
-    .unwrap()
 }
 
 #[test]

@@ -44,13 +44,16 @@ fn lookup_fed(args: &[&str], chunks: &[&str], pause: Duration) -> (Vec<Value>, V
         "dnsluice lookup {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let records = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
+    let records = json_lines(&String::from_utf8(out.stdout).unwrap());
     let stats = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     (records, stats)
+}
+
+/// One JSON value per line (lookup records).
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }
 
 fn tempdir() -> std::path::PathBuf {
@@ -553,11 +556,7 @@ fn lookup_pipeline_pushed_and_pulled() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let records: Vec<Value> = String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let records = json_lines(&String::from_utf8(out.stdout).unwrap());
         assert_eq!(records.len(), 301, "{drive}");
         let r = by_name(&records);
         for i in 0..300u32 {
@@ -647,11 +646,7 @@ input:run()
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let records: Vec<Value> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = json_lines(&std::fs::read_to_string(&out).unwrap());
     let r = by_name(&records);
     assert_eq!(records.len(), 3);
     assert_eq!(

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{corpus_dir, dnsluice, temp_path, truth_rows};
+use common::{corpus_dir, dnsluice, temp_path, truth, truth_rows};
 use dnsluice_core::dns::mnemonic;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -65,11 +65,6 @@ fn run_dnsjit(name: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn truth(name: &str) -> Value {
-    let path = corpus_dir().join(format!("{name}.truth.json"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// tshark's DNS messages of a capture (the table must be complete).

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{corpus_dir, dnsluice, run_pipeline, temp_path, truth_rows};
+use common::{corpus_dir, dnsluice, run_pipeline, temp_path, truth, truth_rows};
 use std::path::PathBuf;
 use std::process::Output;
 
@@ -15,10 +15,7 @@ fn capture() -> PathBuf {
 
 /// tshark's DNS messages of the test capture.
 fn truth_messages() -> Vec<serde_json::Map<String, serde_json::Value>> {
-    let path = corpus_dir().join(format!("{CAPTURE}.truth.json"));
-    let truth: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    truth_rows(&truth["dns_messages"])
+    truth_rows(&truth(CAPTURE)["dns_messages"])
 }
 
 /// Writes `text` as `NAME` in a fresh directory and runs it with the capture as arg[1].
@@ -323,9 +320,7 @@ fn iter_with_field_names_returns_each_message_with_those_fields() {
                  print(frame, id, qname, qtype, transport)\nend\n"
             ),
         );
-        let path = corpus_dir().join(format!("{pcap}.truth.json"));
-        let truth: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let truth = truth(pcap);
         let want: String = truth_rows(&truth["dns_messages"])
             .iter()
             .map(|t| {
@@ -384,12 +379,7 @@ fn iter_rejects_a_field_that_does_not_exist() {
 
 #[test]
 fn stats_gives_the_counters_of_a_pulled_or_run_chain() {
-    let counts = {
-        let path = corpus_dir().join(format!("{CAPTURE}.truth.json"));
-        let truth: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        truth["counts"].clone()
-    };
+    let counts = truth(CAPTURE)["counts"].clone();
     let print_stats = "for _, s in ipairs(st) do print(s.module, s.input, s.output, \
                        s.counters.queries or '-', s.counters.responses or '-') end\n";
     // Pulled: live counters of the stages `dns` pulls from, and its own.

@@ -3,18 +3,11 @@
 
 mod common;
 
-use common::{corpus_dir, run_pipeline, temp_path, truth_rows};
+use common::{corpus_dir, run_pipeline, temp_path, truth, truth_rows};
 use dnsluice::core::{Object, Producer};
 use dnsluice::modules::input::mmpcap;
 use serde_json::{Map, Value};
 use std::path::Path;
-
-fn truth(file: &str) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(corpus_dir().join(format!("{file}.truth.json"))).unwrap(),
-    )
-    .unwrap()
-}
 
 /// Messages of `file` that `select` (TOML lines for filter.select) keeps.
 fn selected(file: &str, select: &str) -> Vec<Value> {

@@ -202,7 +202,7 @@ fn packet_field<'a>(obj: &Object<'a>, key: &[u8], scratch: &mut Vec<u8>) -> Fiel
 }
 
 fn dns_field<'a>(m: &DnsMessage<'a>, key: &[u8], scratch: &mut Vec<u8>) -> Field<'a> {
-    let info = &m.info();
+    let info = m.info();
     let partial = info.header.or(info.partial_header);
     let question = info.question;
     let counts = |f: fn(&dnsluice_core::dns::Header) -> u16| opt(info.header, |h| i64::from(f(&h)));
@@ -275,7 +275,7 @@ pub fn table(lua: &Lua, obj: &Object<'_>, dns: bool, key: &str) -> mlua::Result<
             ))
         }
         (true, Object::Dns(m)) => {
-            let info = &m.info();
+            let info = m.info();
             let msg = m.bytes;
             match key {
                 "flags" => {

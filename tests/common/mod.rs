@@ -32,6 +32,12 @@ pub fn corpus() -> Vec<(PathBuf, Value)> {
     out
 }
 
+/// The tshark truth of the corpus capture `file` (`FILE.truth.json`).
+pub fn truth(file: &str) -> Value {
+    let path = corpus_dir().join(format!("{file}.truth.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// The rows of a truth table as objects keyed by column name.
 pub fn truth_rows(table: &Value) -> Vec<serde_json::Map<String, Value>> {
     let columns: Vec<String> = table["columns"]

@@ -237,11 +237,6 @@ impl From<&DnsInfo> for CompactInfo {
 }
 
 impl CompactInfo {
-    /// The first problem found, if any.
-    pub fn error(&self) -> Option<DnsError> {
-        self.error
-    }
-
     /// The summary of `msg`, the message this was made from (for another
     /// message the result is meaningless, but reading it never panics).
     pub fn expand(&self, msg: &[u8]) -> DnsInfo {

@@ -159,8 +159,8 @@ pub fn open(path: PathBuf) -> Result<CaptureReader<MappedFile>, StageError> {
 
 /// Opens `path` for reading through a memory map. With `helper`, a second
 /// thread keeps the map ready ahead of the walk (page tables set up, cache
-/// lines read) and drops the page tables behind it; without, the walk sets up page tables
-/// itself, a chunk at a time.
+/// lines read) and drops the page tables behind it; without, the walk sets
+/// up page tables itself, a chunk at a time.
 pub fn open_with(path: PathBuf, helper: bool) -> Result<CaptureReader<MappedFile>, StageError> {
     let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
     let metadata = file.metadata().map_err(|e| StageError::io(&path, e))?;

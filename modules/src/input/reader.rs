@@ -19,23 +19,17 @@ pub trait RecordSource {
     fn offset(&self) -> u64;
 }
 
-/// What the per-record path updates, apart from the source.
-#[derive(Debug, Default)]
-struct RecordCounts {
-    /// Bytes of the last produced record, consumed at the next call (the
-    /// packet borrows them until then).
-    pending: usize,
-    frames: u64,
-    bytes: u64,
-}
-
 /// A capture reader: walks records of a pcap or pcapng file and produces packets.
 pub struct CaptureReader<S> {
     module: &'static str,
     path: PathBuf,
     source: S,
     format: CaptureFormat,
-    counts: RecordCounts,
+    /// Bytes of the last produced record, consumed at the next call (the
+    /// packet borrows them until then).
+    pending: usize,
+    frames: u64,
+    bytes: u64,
     skipped_blocks: u64,
     warnings: Vec<String>,
     done: bool,
@@ -72,7 +66,9 @@ impl<S: RecordSource> CaptureReader<S> {
             path,
             source,
             format,
-            counts: RecordCounts::default(),
+            pending: 0,
+            frames: 0,
+            bytes: 0,
             skipped_blocks: 0,
             warnings: Vec::new(),
             done: false,
@@ -88,7 +84,7 @@ impl<S: RecordSource> CaptureReader<S> {
                 "{}: file cut off: the {left} bytes from byte offset {} are an incomplete record or block and were ignored; the {} complete packet records before them were read",
                 self.path.display(),
                 self.source.offset(),
-                self.counts.frames
+                self.frames
             ));
         }
     }
@@ -99,12 +95,11 @@ impl<S: RecordSource> CaptureReader<S> {
     /// consumed at the next call, as the packet borrows them until then.
     #[inline(always)]
     fn emit(&mut self, record: RecordInfo) -> Object<'_> {
-        let counts = &mut self.counts;
-        counts.frames += 1;
-        counts.bytes += record.caplen as u64;
-        counts.pending = record.consumed;
+        self.frames += 1;
+        self.bytes += record.caplen as u64;
+        self.pending = record.consumed;
         let meta = CaptureMeta {
-            frame: counts.frames,
+            frame: self.frames,
             ts_ns: record.ts_ns,
             len: record.len,
             link: record.link,
@@ -153,8 +148,7 @@ impl<S: RecordSource> CaptureReader<S> {
 impl<S: RecordSource> Producer for CaptureReader<S> {
     #[inline]
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
-        self.source
-            .consume(std::mem::take(&mut self.counts.pending));
+        self.source.consume(std::mem::take(&mut self.pending));
         // Fast path: a complete classic pcap record already in the window.
         if let CaptureFormat::Pcap(pcap) = &self.format {
             if let Some(record) = pcap.record(self.source.window()) {
@@ -166,9 +160,9 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
 
     fn stats(&self, out: &mut Vec<StageStats>) {
         let mut stats = StageStats::new(self.module);
-        stats.input = self.counts.frames;
-        stats.output = self.counts.frames;
-        stats.add_counter("bytes", self.counts.bytes);
+        stats.input = self.frames;
+        stats.output = self.frames;
+        stats.add_counter("bytes", self.bytes);
         stats.add_counter("skipped_blocks", self.skipped_blocks);
         if !self.warnings.is_empty() {
             stats.add_error("truncated_file", 1);

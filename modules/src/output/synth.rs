@@ -68,7 +68,7 @@ pub fn udp_packet(src: SocketAddr, dst: SocketAddr, payload: &[u8], out: &mut Ve
 
 /// Appends the UDP header and payload, its checksum over the pseudo-header
 /// `pseudo` (given in parts, so nothing is allocated) and the datagram.
-fn push_udp(pseudo: &[&[u8]], sport: u16, dport: u16, payload: &[u8], out: &mut Vec<u8>) {
+fn push_udp(pseudo: &[&[u8]; 4], sport: u16, dport: u16, payload: &[u8], out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&sport.to_be_bytes());
     out.extend_from_slice(&dport.to_be_bytes());

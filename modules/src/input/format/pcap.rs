@@ -12,8 +12,8 @@ const RECORD_HEADER: usize = 16;
 #[derive(Debug, Clone)]
 pub struct Pcap {
     endian: Endian,
-    nanos: bool,
-    /// Nanoseconds per unit of the timestamp's fraction (1 or 1000).
+    /// Nanoseconds per unit of the timestamp's fraction: 1 in a
+    /// nanosecond file, 1000 in a microsecond one.
     frac_ns: i64,
     link: LinkType,
 }
@@ -48,7 +48,6 @@ impl Pcap {
         Ok((
             Pcap {
                 endian,
-                nanos,
                 frac_ns: if nanos { 1 } else { 1000 },
                 link: LinkType(link),
             },
@@ -117,7 +116,7 @@ impl Pcap {
             } else {
                 "big"
             },
-            if self.nanos { "ns" } else { "µs" }
+            if self.frac_ns == 1 { "ns" } else { "µs" }
         )
     }
 }

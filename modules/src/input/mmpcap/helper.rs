@@ -14,8 +14,8 @@
 //!   the page cache), so that this kernel work is not left for the unmap at
 //!   the end.
 //!
-//! Done by the walking thread itself, this was a third of the time of a
-//! chain that parses DNS (`benches/vs-dnsjit.sh`, pair `dns-parse`). The
+//! With it, a chain that parses DNS (`benches/vs-dnsjit.sh`, pair
+//! `dns-parse`) took 0.14 s where the walking thread alone took 0.25 s. The
 //! walk tells the helper where it is every [`REPORT_EVERY`] bytes; when it
 //! is ahead on everything the helper naps, longer and longer while the walk
 //! does not move (a paced replay, a stalled consumer, the end of the file).
