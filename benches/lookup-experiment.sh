@@ -23,7 +23,7 @@
 #   SEED=1          seed of the nameserver draw
 #   SKIP_BUILD=1    do not build (target/release/dnsluice must exist)
 #   OUT=DIR         where inputs, records and stats go (default bench-data/lookup)
-#   EXTRA="..."     more `dnsluice lookup` flags for every run (e.g. "--inflight 4")
+#   EXTRA="..."     more `dnsluice lookup` flags for every run (e.g. "--inflight-per-worker 4")
 #
 # For each case the schedulers run one after the other on the same input;
 # each prints wall time (elapsed_s), connections opened, TLS handshakes,

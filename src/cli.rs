@@ -46,7 +46,11 @@ pub enum Command {
         quiet: bool,
     },
     /// List every module with its options and defaults.
-    Modules,
+    Modules {
+        /// Print the reference as Markdown (what docs/modules.md holds).
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Resolve many names (one per line) with sticky connections, ZDNS-style.
     ///
     /// Every input name yields exactly one JSON record, success or failure.
@@ -86,8 +90,12 @@ pub fn main(registry: Registry) -> ExitCode {
 
 fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
     match cli.command {
-        Command::Modules => {
-            print!("{}", modules_text(registry));
+        Command::Modules { markdown } => {
+            if markdown {
+                print!("{}", crate::reference::markdown(registry));
+            } else {
+                print!("{}", crate::reference::text(registry));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Script { file, args } => {
@@ -113,9 +121,7 @@ pub fn run(
     stats_path: Option<&std::path::Path>,
     quiet: bool,
 ) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("cannot read pipeline {}", file.display()))?;
-    let mut pipeline = Pipeline::parse(&file.display().to_string(), &text)?;
+    let mut pipeline = Pipeline::read(file)?;
     for assignment in overrides {
         pipeline.set(assignment)?;
     }
@@ -142,32 +148,4 @@ pub fn run(
     }
     result?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The text of `dnsluice modules`.
-pub fn modules_text(registry: &Registry) -> String {
-    let mut text = String::new();
-    for module in registry.iter() {
-        text.push_str(&format!(
-            "{:<16} {:<7} {}\n",
-            module.name,
-            module.role().as_str(),
-            module.summary
-        ));
-        for option in module.options {
-            let default = if option.default.is_empty() {
-                "required".to_string()
-            } else {
-                format!("default {}", option.default)
-            };
-            text.push_str(&format!(
-                "    {:<14} {:<8} {:<20} {}\n",
-                option.name, option.kind, default, option.help
-            ));
-        }
-        if module.options.is_empty() {
-            text.push_str("    (no options)\n");
-        }
-    }
-    text
 }

@@ -6,10 +6,11 @@
 //! `examples/custom-module`).
 
 pub mod cli;
+pub mod flags;
 pub mod lookup;
+pub mod reference;
 pub mod replay;
 pub mod report;
-pub mod tls_args;
 
 pub use dnsluice_core as core;
 pub use dnsluice_modules as modules;

@@ -1,5 +1,6 @@
 //! `dnsluice lookup`: bulk resolution of names read one per line, ZDNS-style.
 
+use crate::flags::{parse_table, ModuleFlags};
 use crate::report::Progress;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -11,13 +12,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// The flags of `dnsluice lookup`.
+/// The flags of `dnsluice lookup`: the record type, the input and output,
+/// and every option of `lookup.dns` (see `dnsluice modules`).
 #[derive(Args, Debug)]
 #[command(
     after_long_help = "Input: one name per line, or `name,nameserver` to pin a line to a \
 nameserver. Output: exactly one JSON record per input name (ZDNS's shape: name, class, status, \
 timestamp, data.answers/authorities/additionals/protocol/resolver, plus nameserver, attempts, \
 duration_ms and error), in completion order.\n\n\
+Every flag but --input, --output, --stats-json and --quiet is an option of the lookup.dns module \
+(--name-servers is its key name_servers), so a pipeline takes the same settings.\n\n\
 Examples:\n  \
   dnsluice lookup A --name-servers 127.0.0.1:53 --input names.txt\n  \
   dnsluice lookup MX --name-servers 9.9.9.9 --transport tls --input - < names.txt\n  \
@@ -25,49 +29,12 @@ Examples:\n  \
 )]
 pub struct LookupArgs {
     /// Record type: A, AAAA, NS, MX, TXT, SOA, PTR, CNAME, SRV, CAA, HTTPS, ANY,
-    /// TYPEnnn, or ALOOKUP (A and AAAA, following CNAMEs).
-    #[arg(default_value = "A")]
-    pub qtype: String,
-    /// Nameservers for names not pinned to one, comma-separated: IP, IP:PORT,
-    /// [IPv6]:PORT, or for https a URL https://HOST:PORT/PATH. Default: the
-    /// nameservers of /etc/resolv.conf.
-    #[arg(long, value_delimiter = ',', value_name = "NS")]
-    pub name_servers: Vec<String>,
-    /// udp, tcp, tls (DNS-over-TLS) or https (DNS-over-HTTPS).
-    #[arg(long, default_value = "udp")]
-    pub transport: String,
-    /// Workers (each keeps its own connections).
-    #[arg(long, default_value_t = 100)]
-    pub threads: usize,
-    /// Names each worker resolves at once, pipelined on its connection.
-    #[arg(long, default_value_t = 1)]
-    pub inflight: usize,
-    /// Tries after the first, on timeout or failure.
-    #[arg(long, default_value_t = 1)]
-    pub retries: u32,
-    /// Per query, in milliseconds.
-    #[arg(long, default_value_t = 3000, value_name = "MS")]
-    pub timeout: u64,
-    /// sticky (per-nameserver priority queues + a global queue, connections
-    /// kept), fifo (next line in order; re-dial on a change of nameserver) or
-    /// random (a new connection per query).
-    #[arg(long, default_value = "sticky")]
-    pub scheduler: String,
-    /// Sticky: wait this long for work on the home queue before stealing.
-    #[arg(long, value_name = "MS", default_value_t = 0)]
-    pub steal_wait: u64,
-    /// Certificates (tls, https).
+    /// TYPEnnn, or ALOOKUP (A and AAAA, following CNAMEs). Same as --type.
+    #[arg(value_name = "TYPE")]
+    pub qtype: Option<String>,
+    /// The options of `lookup.dns`.
     #[command(flatten)]
-    pub tls: crate::tls_args::TlsArgs,
-    /// DoH request method: post or get.
-    #[arg(long, default_value = "post")]
-    pub doh_method: String,
-    /// Do not ask again over TCP when a UDP answer is truncated.
-    #[arg(long)]
-    pub no_tcp_fallback: bool,
-    /// EDNS UDP payload size to advertise; 0 sends no EDNS record.
-    #[arg(long, default_value_t = 1232, value_name = "BYTES")]
-    pub udp_size: u16,
+    pub lookup: ModuleFlags<LookupOptions>,
     /// Names to look up; `-` is standard input.
     #[arg(long, default_value = "-", value_name = "FILE")]
     pub input: PathBuf,
@@ -80,6 +47,25 @@ pub struct LookupArgs {
     /// No summary on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+impl LookupArgs {
+    /// The options of the run: the flags given, the positional TYPE, and
+    /// for want of `--name-servers` the system's nameservers.
+    pub fn options(&self) -> Result<LookupOptions> {
+        let mut table = self.lookup.table.clone();
+        if let Some(qtype) = &self.qtype {
+            if table.contains_key("type") {
+                bail!("give the record type once: as TYPE or as --type");
+            }
+            table.insert("type".into(), toml::Value::String(qtype.clone()));
+        }
+        if !table.contains_key("name_servers") {
+            let system = system_nameservers().into_iter().map(toml::Value::String);
+            table.insert("name_servers".into(), toml::Value::Array(system.collect()));
+        }
+        parse_table(table)
+    }
 }
 
 /// The nameservers in `/etc/resolv.conf`, for when none are given.
@@ -133,29 +119,7 @@ impl RecordWriter {
 
 /// Runs `dnsluice lookup`.
 pub fn run(args: LookupArgs) -> Result<ExitCode> {
-    let mut name_servers = args.name_servers.clone();
-    if name_servers.is_empty() {
-        name_servers = system_nameservers();
-    }
-    let options = LookupOptions {
-        qtype: args.qtype.clone(),
-        name_servers,
-        transport: args.transport.clone(),
-        threads: args.threads,
-        inflight: args.inflight,
-        retries: args.retries,
-        timeout_ms: args.timeout,
-        scheduler: args.scheduler.clone(),
-        steal_wait_ms: args.steal_wait,
-        ca_file: args.tls.ca_file.clone(),
-        insecure: args.tls.insecure,
-        tls_name: args.tls.tls_name.clone(),
-        doh_method: args.doh_method.clone(),
-        tcp_fallback: !args.no_tcp_fallback,
-        recursion_desired: true,
-        edns_udp_size: args.udp_size,
-        dnssec_ok: false,
-    };
+    let options = args.options()?;
     let config = options.to_config().map_err(|e| anyhow::anyhow!("{e}"))?;
     if config.nameservers.is_empty() {
         eprintln!(

@@ -8,62 +8,45 @@
 //! `connections_opened`, `tls_handshakes`, `rcodes`, `latency_ms` (`p50`,
 //! `p90`, `p99`, `p999`, `max`) and `elapsed_s` are a contract.
 
+use crate::flags::ModuleFlags;
 use crate::report::{print_summary, stats_json, Progress};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use dnsluice_core::pipeline::Pipeline;
 use dnsluice_core::registry::Registry;
 use dnsluice_core::StageStats;
+use dnsluice_modules::filter::timing::TimingOptions;
+use dnsluice_modules::output::dnscli::DnsCliOutputOptions;
+use dnsluice_net::Transport;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// Options of `dnsluice replay`.
+/// Options of `dnsluice replay`: the capture, how it is read and paced, and
+/// every option of `output.dnscli` (`--server`, `--transport`, `--timeout`,
+/// ...) and of `filter.timing` (`--speed`, `--rate`) as flags.
 #[derive(Args, Debug, Clone)]
 pub struct ReplayArgs {
-    /// The capture (pcap or pcapng) whose DNS queries are sent.
+    /// The capture (pcap or pcapng; `-` is standard input) whose DNS queries are sent.
     pub capture: PathBuf,
-    /// The server: ADDR:PORT, or https://HOST:PORT/PATH with --transport https.
-    #[arg(long)]
-    pub server: String,
-    /// udp, tcp, tls (DNS-over-TLS) or https (DNS-over-HTTPS).
-    #[arg(long, default_value = "udp")]
-    pub transport: String,
+    /// The input module that reads the capture (default: input.mmpcap, or
+    /// input.fpcap for standard input). Any input module works.
+    #[arg(long, value_name = "MODULE")]
+    pub input_module: Option<String>,
+    /// The options of `output.dnscli`.
+    #[command(flatten)]
+    pub client: ModuleFlags<DnsCliOutputOptions>,
+    /// The options of `filter.timing`.
+    #[command(flatten)]
+    pub timing: ModuleFlags<TimingOptions>,
+    /// Keep the capture's pace (same as --speed 1).
+    #[arg(long, conflicts_with_all = ["speed", "rate", "fast"])]
+    pub keep_timing: bool,
     /// Fire and forget over UDP (output.udpcli): no answers, no timing of them.
     #[arg(long)]
     pub no_responses: bool,
-    /// Send at this many queries per second.
-    #[arg(long, value_name = "QPS", group = "pace")]
-    pub rate: Option<f64>,
-    /// Keep the capture's pace multiplied by X (2 = twice as fast).
-    #[arg(long, value_name = "X", group = "pace")]
-    pub speed: Option<f64>,
-    /// Keep the capture's pace (same as --speed 1).
-    #[arg(long, group = "pace")]
-    pub keep_timing: bool,
-    /// Simulated clients: the capture's sources spread over N sockets/connections.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub clients: u32,
-    /// Queries outstanding at most.
-    #[arg(long, default_value_t = 100, value_name = "N")]
-    pub inflight: u32,
-    /// Per-query timeout in milliseconds.
-    #[arg(long, default_value_t = 2000, value_name = "MS")]
-    pub timeout: u64,
-    /// Certificates (tls, https).
-    #[command(flatten)]
-    pub tls: crate::tls_args::TlsArgs,
-    /// post or get (https).
-    #[arg(long, default_value = "post")]
-    pub method: String,
-    /// Client threads for https (udp, tcp and tls send from the chain's thread and receive on one more).
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub threads: u32,
-    /// Write every query's outcome (answer or error, latency) as JSON lines to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub responses: Option<PathBuf>,
     /// Write the statistics as one JSON object to FILE.
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
@@ -75,94 +58,96 @@ pub struct ReplayArgs {
     pub quiet: bool,
 }
 
-/// A TOML string (TOML basic strings escape like JSON).
-fn quoted(text: &str) -> String {
-    Value::String(text.to_string()).to_string()
+/// The client keys `output.udpcli` shares with `output.dnscli`; any other
+/// client flag means nothing with `--no-responses`.
+const FIRE_AND_FORGET_KEYS: &[&str] = &["server", "clients"];
+
+/// A replay made into stages: (module, options) in order.
+pub struct ReplayPlan {
+    /// The stages.
+    pub stages: Vec<(String, toml::Table)>,
+    /// The client's options as parsed (for the summary).
+    pub client: DnsCliOutputOptions,
 }
 
-/// The pipeline `args` stand for.
-pub fn pipeline_text(args: &ReplayArgs) -> String {
-    let mut t = String::new();
-    let mut stage = |module: &str, options: &[(&str, String)]| {
-        let _ = writeln!(t, "[[stage]]\nmodule = \"{module}\"");
-        for (key, value) in options {
-            let _ = writeln!(t, "{key} = {value}");
+impl ReplayPlan {
+    /// The pipeline `args` stand for; errors name the flag.
+    pub fn new(args: &ReplayArgs) -> Result<ReplayPlan> {
+        let client: DnsCliOutputOptions = args.client.parse()?;
+        let _: TimingOptions = args.timing.parse()?;
+        let input_module = match &args.input_module {
+            Some(name) => name.clone(),
+            None if args.capture.as_os_str() == "-" => "input.fpcap".to_string(),
+            None => "input.mmpcap".to_string(),
+        };
+        let mut input = toml::Table::new();
+        input.insert("path".into(), args.capture.display().to_string().into());
+        let mut stages = vec![
+            (input_module, input),
+            ("filter.layer".to_string(), toml::Table::new()),
+            ("filter.dns".to_string(), toml::Table::new()),
+        ];
+        let mut timing = args.timing.table.clone();
+        if args.keep_timing {
+            timing.insert("speed".into(), toml::Value::Float(1.0));
         }
-        t.push('\n');
-    };
-    stage(
-        "input.mmpcap",
-        &[("path", quoted(&args.capture.display().to_string()))],
-    );
-    stage("filter.layer", &[]);
-    stage("filter.dns", &[]);
-    let pace = if let Some(rate) = args.rate {
-        Some(("rate", format!("{rate:?}")))
-    } else if let Some(speed) = args.speed {
-        Some(("speed", format!("{speed:?}")))
-    } else if args.keep_timing {
-        Some(("speed", "1.0".to_string()))
-    } else {
-        None
-    };
-    let paced = pace.is_some();
-    if let Some((key, value)) = pace {
-        stage("filter.timing", &[(key, value)]);
-    }
-    let server = ("server", quoted(&args.server));
-    let clients = ("clients", args.clients.to_string());
-    if args.no_responses {
-        if paced {
-            // A paced query is sent when it comes, not with the next batch.
-            stage("output.udpcli", &[server, clients, ("batch", "1".into())]);
+        let paced = !timing.is_empty() && timing.get("fast") != Some(&toml::Value::Boolean(true));
+        if !timing.is_empty() {
+            stages.push(("filter.timing".to_string(), timing));
+        }
+        let mut output = args.client.table.clone();
+        if args.no_responses {
+            if client.cli.client.transport != Transport::Udp {
+                bail!(
+                    "--no-responses sends over UDP only (got --transport {})",
+                    client.cli.client.transport
+                );
+            }
+            if let Some(key) = output
+                .keys()
+                .find(|k| !FIRE_AND_FORGET_KEYS.contains(&k.as_str()) && *k != "transport")
+            {
+                bail!(
+                    "--{} means nothing with --no-responses (fire and forget takes --server and --clients)",
+                    key.replace('_', "-")
+                );
+            }
+            output.remove("transport");
+            if paced {
+                // A paced query is sent when it comes, not with the next batch.
+                output.insert("batch".into(), toml::Value::Integer(1));
+            }
+            stages.push(("output.udpcli".to_string(), output));
         } else {
-            stage("output.udpcli", &[server, clients]);
+            if !paced
+                && client.cli.client.transport != Transport::Https
+                && !output.contains_key("send_batch")
+            {
+                // As fast as possible, queries go out 16 at a time (one
+                // sendmmsg, one write, one TLS record).
+                output.insert("send_batch".into(), toml::Value::Integer(16));
+            }
+            stages.push(("output.dnscli".to_string(), output));
         }
-        return t;
+        Ok(ReplayPlan { stages, client })
     }
-    let mut options = vec![
-        server,
-        ("transport", quoted(&args.transport)),
-        clients,
-        ("inflight", args.inflight.to_string()),
-        ("timeout_ms", args.timeout.to_string()),
-    ];
-    if !paced && args.transport != "https" {
-        // As fast as possible, queries go out 16 at a time (one sendmmsg,
-        // one write, one TLS record).
-        options.push(("send_batch", "16".to_string()));
+
+    /// The stages as a TOML pipeline.
+    pub fn pipeline_text(&self) -> String {
+        let mut text = String::new();
+        for (module, options) in &self.stages {
+            let _ = writeln!(text, "[[stage]]\nmodule = \"{module}\"");
+            text.push_str(&toml::to_string(options).unwrap_or_default());
+            text.push('\n');
+        }
+        text
     }
-    if let Some(ca) = &args.tls.ca_file {
-        options.push(("ca_file", quoted(&ca.display().to_string())));
-    }
-    if args.tls.insecure {
-        options.push(("insecure", "true".to_string()));
-    }
-    if let Some(name) = &args.tls.tls_name {
-        options.push(("tls_name", quoted(name)));
-    }
-    if args.method != "post" {
-        options.push(("method", quoted(&args.method)));
-    }
-    if args.threads != 1 {
-        options.push(("threads", args.threads.to_string()));
-    }
-    if let Some(path) = &args.responses {
-        options.push(("responses", quoted(&path.display().to_string())));
-    }
-    stage("output.dnscli", &options);
-    t
 }
 
 /// Runs `dnsluice replay`.
 pub fn replay(registry: &Registry, args: &ReplayArgs) -> Result<ExitCode> {
-    if args.no_responses && args.transport != "udp" {
-        bail!(
-            "--no-responses sends over UDP only (got --transport {})",
-            args.transport
-        );
-    }
-    let text = pipeline_text(args);
+    let plan = ReplayPlan::new(args)?;
+    let text = plan.pipeline_text();
     if args.print_pipeline {
         print!("{text}");
         return Ok(ExitCode::SUCCESS);
@@ -179,22 +164,28 @@ pub fn replay(registry: &Registry, args: &ReplayArgs) -> Result<ExitCode> {
         eprintln!("dnsluice: warning: {warning}");
     }
     let summary = replay_stats(&stats, elapsed);
+    let cli = &plan.client.cli;
+    let transport = if args.no_responses {
+        "udp (fire and forget)".to_string()
+    } else {
+        cli.client.transport.to_string()
+    };
     if !args.quiet {
-        print_replay(&summary, args);
+        print_replay(&summary, &transport, &cli.server, cli.clients);
         print_summary(&stats, elapsed);
     }
     if let Some(path) = &args.stats_json {
         let mut object = summary.clone();
         let stages: Value = serde_json::from_str(&stats_json(&stats, elapsed))?;
         object["stages"] = stages["stages"].clone();
-        object["server"] = json!(args.server);
+        object["server"] = json!(cli.server);
         object["transport"] = json!(if args.no_responses {
-            "udp"
+            "udp".to_string()
         } else {
-            &args.transport
+            cli.client.transport.to_string()
         });
-        object["clients"] = json!(args.clients);
-        object["inflight"] = json!(args.inflight);
+        object["clients"] = json!(cli.clients);
+        object["inflight"] = json!(cli.inflight);
         std::fs::write(path, format!("{object}\n"))
             .with_context(|| format!("cannot write stats to {}", path.display()))?;
     }
@@ -245,14 +236,9 @@ pub fn replay_stats(stats: &[StageStats], elapsed: f64) -> Value {
     })
 }
 
-fn print_replay(s: &Value, args: &ReplayArgs) {
+fn print_replay(s: &Value, transport: &str, server: &str, clients: u32) {
     let n = |k: &str| s[k].as_u64().unwrap_or(0);
     let elapsed = s["elapsed_s"].as_f64().unwrap_or(0.0);
-    let transport = if args.no_responses {
-        "udp (fire and forget)"
-    } else {
-        &args.transport
-    };
     eprintln!(
         "replay: {} sent, {} answered, {} timed out, {} errors in {:.3} s ({:.0} sent/s, {:.0} answered/s)",
         n("sent"),
@@ -264,9 +250,7 @@ fn print_replay(s: &Value, args: &ReplayArgs) {
         s["qps"].as_f64().unwrap_or(0.0),
     );
     eprintln!(
-        "  {transport} to {}, {} clients: {} connections opened, {} TLS handshakes",
-        args.server,
-        args.clients,
+        "  {transport} to {server}, {clients} clients: {} connections opened, {} TLS handshakes",
         n("connections_opened"),
         n("tls_handshakes")
     );

@@ -91,7 +91,7 @@ fn config_errors_name_file_line_and_key() {
     let err = config_error("[[stage]]\nmodule = \"input.mmpcap\"\npath = \"x.pcap\"\nspeed = 3\n[[stage]]\nmodule = \"output.null\"\n");
     assert!(err.contains("pipeline.toml:4: key `speed`"), "{err}");
     assert!(
-        err.contains("unknown field `speed`") && err.contains("`path`"),
+        err.contains("unknown option") && err.contains("path, helper"),
         "lists valid keys: {err}"
     );
 
@@ -103,7 +103,7 @@ fn config_errors_name_file_line_and_key() {
     let err =
         config_error("[[stage]]\nmodule = \"input.mmpcap\"\n[[stage]]\nmodule = \"output.null\"\n");
     assert!(
-        err.contains("pipeline.toml:2") && err.contains("missing field `path`"),
+        err.contains("pipeline.toml:2: key `path`") && err.contains("is required"),
         "{err}"
     );
 
@@ -349,7 +349,63 @@ fn a_bad_value_given_with_set_is_blamed_on_set() {
     let err = stderr(&out);
     assert!(!out.status.success());
     assert!(
-        err.contains("--set: key `0.buffer_kib`") && err.contains("invalid type"),
+        err.contains("--set: key `0.buffer_kib`") && err.contains("expected an integer"),
         "{err}"
     );
+}
+
+#[test]
+fn paths_in_a_pipeline_file_are_relative_to_it_and_set_paths_to_the_working_directory() {
+    // From a directory that is not the repository, by absolute path.
+    let elsewhere = temp_path("cwd");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/quickstart.toml");
+    let out = dnsluice()
+        .current_dir(&elsewhere)
+        .args(["run", config, "-q"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The bundled sample (live_mini_en10mb.pcap) has 1517 packets, one JSON line each.
+    assert_eq!(out.stdout.iter().filter(|b| **b == b'\n').count(), 1517);
+
+    // An output path in the file lands beside the file, not in the working directory.
+    let dir = temp_path("configdir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let capture = corpus_dir().join("vlan_qinq.pcap");
+    std::fs::write(
+        dir.join("p.toml"),
+        format!(
+            "[[stage]]\nmodule = \"input.fpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"output.json\"\npath = \"out.json\"\n",
+            capture.display()
+        ),
+    )
+    .unwrap();
+    let out = dnsluice()
+        .current_dir(&elsewhere)
+        .arg("run")
+        .arg(dir.join("p.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.join("out.json").exists() && !elsewhere.join("out.json").exists());
+
+    // `--set` paths stay relative to the working directory.
+    let out = dnsluice()
+        .current_dir(&elsewhere)
+        .arg("run")
+        .arg(dir.join("p.toml"))
+        .args(["--set", "1.path=set.json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(elsewhere.join("set.json").exists() && !dir.join("set.json").exists());
+}
+
+#[test]
+fn an_unknown_key_is_reported_before_the_roles_are_checked() {
+    // The only stage, with a typo: the typo is the error, not "needs an output".
+    let err = config_error("[[stage]]\nmodule = \"input.mmpcap\"\npaht = \"x.pcap\"\n");
+    assert!(err.contains("pipeline.toml:3: key `paht`"), "{err}");
+    assert!(err.contains("did you mean `path`?"), "{err}");
 }

@@ -236,7 +236,7 @@ fn truncated_udp_falls_back_to_tcp() {
     let servers = testkit::servers();
     let ns = servers.knot.to_string();
     let (records, stats) = lookup(
-        &["A", "--name-servers", &ns, "--udp-size", "0"],
+        &["A", "--name-servers", &ns, "--edns-udp-size", "0"],
         "big.lookup.test\n",
     );
     assert_eq!(records[0]["status"], "NOERROR");
@@ -248,7 +248,7 @@ fn truncated_udp_falls_back_to_tcp() {
             "A",
             "--name-servers",
             &ns,
-            "--udp-size",
+            "--edns-udp-size",
             "0",
             "--no-tcp-fallback",
         ],
@@ -280,7 +280,7 @@ fn faults_end_with_the_right_status() {
                 "--name-servers",
                 &ns,
                 "--timeout",
-                "500",
+                "500ms",
                 "--retries",
                 "1",
                 "--threads",
@@ -345,10 +345,10 @@ fn reset_mid_pipeline_redials_and_ends() {
             &ns,
             "--threads",
             "1",
-            "--inflight",
+            "--inflight-per-worker",
             "32",
             "--timeout",
-            "2000",
+            "2000ms",
             "--retries",
             "2",
         ],
@@ -505,7 +505,7 @@ fn sticky_keeps_connections_fifo_redials() {
         "--threads",
         "12",
         "--steal-wait",
-        "10",
+        "10ms",
     ];
     let waiting = lookup(&args, &input).1;
     for s in [&sticky, &fifo, &random, &waiting] {
@@ -548,7 +548,7 @@ fn lookup_pipeline_pushed_and_pulled() {
             .args(["run", pipeline.to_str().unwrap(), "-q"])
             .arg(format!("--set=0.path={}", names.display()))
             .arg(format!("--set=1.name_servers=[\"{}\"]", servers.knot))
-            .arg("--set=1.threads=8")
+            .arg("--set=1.workers=8")
             .output()
             .unwrap();
         assert!(
@@ -588,7 +588,7 @@ fn dead_connection_is_reopened() {
             "--threads",
             "1",
             "--timeout",
-            "200",
+            "200ms",
             "--retries",
             "0",
         ],
@@ -623,7 +623,7 @@ fn lookup_stage_from_lua() {
         format!(
             r#"local d = require("dnsluice")
 local input = d.stage("input.lines", {{ path = arg[1] }})
-local lookup = d.stage("lookup.dns", {{ name_servers = {{ "{ns}" }}, transport = "tcp", threads = 2 }})
+local lookup = d.stage("lookup.dns", {{ name_servers = {{ "{ns}" }}, transport = "tcp", workers = 2 }})
 local json = d.stage("output.json", {{ path = arg[2] }})
 input:receiver(lookup):receiver(json)
 input:run()
@@ -699,12 +699,12 @@ fn a_connection_the_server_closed_is_reopened_on_next_use() {
                     "dns.test",
                     "--threads",
                     "1",
-                    "--inflight",
+                    "--inflight-per-worker",
                     "1",
                     "--retries",
                     "0",
                     "--timeout",
-                    "2000",
+                    "2000ms",
                 ],
                 &chunks,
                 pause,
@@ -750,7 +750,7 @@ fn a_failing_nameserver_is_set_aside_for_the_healthy_one() {
             &format!("{dead},{}", good.addr()),
             "--threads",
             "1",
-            "--inflight",
+            "--inflight-per-worker",
             "1",
             "--retries",
             "0",

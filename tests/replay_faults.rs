@@ -142,7 +142,7 @@ fn udp_drops_wrong_ids_and_late_answers_are_timeouts() {
     let started = Instant::now();
     let (stats, stderr) = replay(
         &capture,
-        &["--server", &server, "--timeout", "600", "--clients", "2"],
+        &["--server", &server, "--timeout", "600ms", "--clients", "2"],
     );
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -228,7 +228,7 @@ fn a_reset_connection_fails_its_queries_and_is_reopened() {
             "--inflight",
             "1",
             "--timeout",
-            "3000",
+            "3000ms",
         ],
     );
     assert!(
@@ -280,7 +280,7 @@ fn filter_dnscli_passes_one_response_per_query_on_both_drives() {
         let (text, stderr) = run_dnscli_chain(
             &capture,
             drive,
-            &format!("server = \"{server}\"\ntimeout_ms = 400\nclients = 2"),
+            &format!("server = \"{server}\"\ntimeout = \"400ms\"\nclients = 2"),
         );
         assert!(started.elapsed() < Duration::from_secs(5), "{drive}");
         let mut by_label: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
@@ -366,7 +366,7 @@ fn held_queries_go_out_at_the_end_and_when_the_window_fills() {
                     "--inflight",
                     inflight,
                     "--timeout",
-                    "3000",
+                    "3000ms",
                 ],
             );
             let what = format!("{transport}, {count} queries, inflight {inflight}");

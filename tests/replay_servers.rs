@@ -81,7 +81,7 @@ fn every_transport_answers_every_query_on_one_connection_per_client() {
                 &s["DOH"],
                 "--transport",
                 "https",
-                "--method",
+                "--doh-method",
                 "get",
                 "--ca-file",
                 ca,

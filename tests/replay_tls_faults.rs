@@ -118,8 +118,13 @@ fn drop_and_late_over_tls_and_https_are_counted_on_one_connection() {
     for (transport, server) in encrypted(&cert) {
         let address = server_arg(transport, &server);
         let started = Instant::now();
-        let (stats, stderr) =
-            replay_verified(&capture, transport, &address, &cert, &["--timeout", "600"]);
+        let (stats, stderr) = replay_verified(
+            &capture,
+            transport,
+            &address,
+            &cert,
+            &["--timeout", "600ms"],
+        );
         // The dropped ones wait out their timeout, no more.
         assert!(
             started.elapsed() < Duration::from_secs(4),
@@ -158,7 +163,7 @@ fn a_reset_over_tls_and_https_fails_its_query_and_the_next_reconnects() {
             transport,
             &address,
             &cert,
-            &["--inflight", "1", "--timeout", "3000"],
+            &["--inflight", "1", "--timeout", "3000ms"],
         );
         assert!(
             started.elapsed() < Duration::from_secs(3),

@@ -174,7 +174,10 @@ fn split_refuses_pull_pipelines_and_bad_options() {
     let out = run_pipeline(&text, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("round-robin or client"), "{stderr}");
+    assert!(
+        stderr.contains("not one of round-robin, client"),
+        "{stderr}"
+    );
     // A mistake in a stage after the split names its line.
     let text = format!(
         "[[stage]]\nmodule = \"input.mmpcap\"\npath = {:?}\n{}[[stage]]\nmodule = \"output.null\"\nbogus = 1\n",

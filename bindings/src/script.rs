@@ -57,6 +57,12 @@ pub fn new_state(registry: &Registry, args: &[String]) -> mlua::Result<Lua> {
     }
     let filter = lua.create_table()?;
     filter.set("name", FILTER_LUA)?;
+    if let Some(entry) = registry.get(FILTER_LUA) {
+        // The TOML form's options (script, function); new() also takes a function.
+        filter.set("summary", entry.summary)?;
+        let keys = entry.options.iter().map(|o| o.key);
+        filter.set("options", lua.create_sequence_from(keys)?)?;
+    }
     filter.set("new", lua.create_function(new_lua_filter)?)?;
     provide(&format!("dnsluice.{FILTER_LUA}"), filter)?;
 

@@ -6,7 +6,7 @@ use crate::error::{describe, located};
 use crate::view::{push_iterator, with_view, Cursor, NextView};
 use dnsluice_core::registry::{Factory, ModuleEntry, Registry, StageOptions};
 use dnsluice_core::{
-    drive, Filter, FilterStage, Object, OwnedObject, Producer, Receiver, StageError, StageStats,
+    drive, FlatMap, FlatMapStage, Object, OwnedObject, Producer, Receiver, StageError, StageStats,
 };
 use mlua::{
     AnyUserData, Function, LightUserData, Lua, MetaMethod, Table, UserData, UserDataMethods, Value,
@@ -217,7 +217,7 @@ impl Stage {
             Builder::LuaFilter(func) => {
                 let upstream = self.upstream(lua)?.producer(lua)?;
                 let filter = LuaFilter::new(func, None).map_err(|e| located(lua, e))?;
-                Ok(Box::new(FilterStage::new(filter, upstream)))
+                Ok(Box::new(FlatMapStage::new(filter, upstream)))
             }
             Builder::LuaModule(table) => {
                 let produce: Option<Function> = table.get("produce")?;
@@ -264,7 +264,7 @@ impl Stage {
             Builder::LuaFilter(func) => {
                 let downstream = self.downstream(lua)?.receiver(lua)?;
                 let filter = LuaFilter::new(func, None).map_err(|e| located(lua, e))?;
-                Ok(Box::new(FilterStage::new(filter, downstream)))
+                Ok(Box::new(FlatMapStage::new(filter, downstream)))
             }
             Builder::LuaModule(table) => {
                 let receive: Option<Function> = table.get("receive")?;
@@ -421,10 +421,10 @@ fn stats_table(lua: &Lua, stats: &[StageStats]) -> mlua::Result<Table> {
 
 /// Checks that `key` is an option of `entry`.
 pub fn check_option(entry: &ModuleEntry, key: &str) -> Result<(), String> {
-    if entry.options.iter().any(|o| o.name == key) {
+    if entry.options.iter().any(|o| o.key == key) {
         return Ok(());
     }
-    let valid: Vec<&str> = entry.options.iter().map(|o| o.name).collect();
+    let valid: Vec<&str> = entry.options.iter().map(|o| o.key).collect();
     Err(if valid.is_empty() {
         format!(
             "{}: unknown option `{key}` ({} has no options)",
@@ -536,7 +536,7 @@ impl LuaFilter {
     }
 }
 
-impl Filter for LuaFilter {
+impl FlatMap for LuaFilter {
     fn process<R: Receiver + ?Sized>(
         &mut self,
         obj: &mut Object<'_>,
@@ -652,7 +652,7 @@ pub fn module_table(lua: &Lua, entry: &ModuleEntry) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set("name", entry.name)?;
     t.set("summary", entry.summary)?;
-    let names = lua.create_sequence_from(entry.options.iter().map(|o| o.name))?;
+    let names = lua.create_sequence_from(entry.options.iter().map(|o| o.key))?;
     t.set("options", names)?;
     let e = entry.clone();
     t.set(
@@ -737,34 +737,20 @@ pub fn new_lua_filter(lua: &Lua, spec: Value) -> mlua::Result<Stage> {
 /// The registry entry of `filter.lua` for TOML pipelines: each stage gets its
 /// own Lua state, with the modules of `registry` reachable from the script.
 pub fn filter_lua_entry(registry: Registry) -> ModuleEntry {
-    use dnsluice_core::registry::OptionDoc;
-    use std::sync::Arc;
-    const OPTIONS: &[OptionDoc] = &[
-        OptionDoc {
-            name: "script",
-            kind: "string",
-            default: "",
-            help: "Lua file that defines the function",
-        },
-        OptionDoc {
-            name: "function",
-            kind: "string",
-            default: "",
-            help: "global function called with each object; true passes it on",
-        },
-    ];
-    #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
+    /// Options of `filter.lua`.
+    #[derive(dnsluice_options::Options)]
     struct Options {
-        script: String,
+        /// The Lua file that defines the function.
+        script: std::path::PathBuf,
+        /// The global function called with each object; it passes the object
+        /// on by returning true.
         function: String,
     }
-    let registry = Arc::new(registry);
-    let make = move |opts: &StageOptions| -> Result<LuaFilter, StageError> {
-        let options: Options = opts.parse()?;
+    let registry = std::sync::Arc::new(registry);
+    let make = move |options: Options| -> Result<LuaFilter, StageError> {
         let lua = crate::script::new_state(&registry, &[])
             .map_err(|e| StageError::other(FILTER_LUA, describe(&e)))?;
-        crate::script::exec_file(&lua, std::path::Path::new(&options.script))
+        crate::script::exec_file(&lua, &options.script)
             .map_err(|e| StageError::other(FILTER_LUA, describe(&e)))?;
         let func: Option<Function> = lua
             .globals()
@@ -776,27 +762,18 @@ pub fn filter_lua_entry(registry: Registry) -> ModuleEntry {
                 Some("function"),
                 format!(
                     "{} defines no global function `{}`",
-                    options.script, options.function
+                    options.script.display(),
+                    options.function
                 ),
             )
         })?;
         LuaFilter::new(func, Some(lua)).map_err(|e| StageError::other(FILTER_LUA, e.to_string()))
     };
-    let make = Arc::new(make);
-    let pull_make = make.clone();
-    ModuleEntry {
-        name: FILTER_LUA,
-        summary: "calls a Lua function for every object; passes on those it returns true for",
-        options: OPTIONS,
-        factory: Factory::Filter {
-            push: Arc::new(move |opts, downstream| {
-                Ok(Box::new(FilterStage::new(make(opts)?, downstream)) as Box<dyn Receiver>)
-            }),
-            pull: Arc::new(move |opts, upstream| {
-                Ok(Box::new(FilterStage::new(pull_make(opts)?, upstream)) as Box<dyn Producer>)
-            }),
-        },
-    }
+    ModuleEntry::flat_map(
+        FILTER_LUA,
+        "calls a Lua function for every object; passes on those it returns true for",
+        make,
+    )
 }
 
 /// Why a split stage cannot be used from Lua.

@@ -13,7 +13,7 @@
 //! See `ARCHITECTURE.md` at the repository root for the five-minute tour.
 //!
 //! Unsafe code is denied everywhere but in one place, allowed there by name:
-//! [`FilterStage`]'s pull side hands on the object its upstream lent when a
+//! [`FlatMapStage`]'s pull side hands on the object its upstream lent when a
 //! filter turns it into its one output, a borrow the borrow checker cannot
 //! yet see is sound (see the comment there).
 #![deny(unsafe_code)]
@@ -29,6 +29,7 @@ pub mod stats;
 pub mod time;
 pub mod wire;
 
+pub use dnsluice_options as options;
 pub use error::StageError;
 pub use object::{
     CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Packet, PacketRef, Response, Text,
@@ -36,5 +37,5 @@ pub use object::{
 };
 pub use owned::OwnedObject;
 pub use registry::{ModuleEntry, Registry, Role};
-pub use stage::{drive, Filter, FilterStage, Map, MapStage, Producer, Receiver};
+pub use stage::{drive, FlatMap, FlatMapStage, Map, MapStage, Producer, Receiver};
 pub use stats::StageStats;

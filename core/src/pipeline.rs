@@ -30,6 +30,7 @@ use crate::{Producer, Receiver, Registry, StageError, StageStats};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use toml::Spanned;
 
@@ -92,6 +93,9 @@ pub struct StageSpec {
 pub struct Pipeline {
     /// The file it came from (for messages).
     pub file: String,
+    /// The directory relative paths in the file are relative to (the file's
+    /// own, when read with [`Pipeline::read`]); `None`: the working directory.
+    pub base_dir: Option<PathBuf>,
     /// Which end drives.
     pub drive: Drive,
     /// The stages, in order.
@@ -119,6 +123,27 @@ fn line_of(text: &str, at: usize) -> usize {
 }
 
 impl Pipeline {
+    /// Reads and parses the pipeline file at `path`. Paths in it (the options
+    /// whose type is a path) are relative to the file's directory, so the
+    /// pipeline runs the same from any working directory; paths given with
+    /// [`Pipeline::set`] stay relative to the working directory.
+    pub fn read(path: &Path) -> Result<Pipeline, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            line: None,
+            key: None,
+            message: format!("cannot read the pipeline: {e}"),
+        })?;
+        let mut pipeline = Pipeline::parse(&file, &text)?;
+        pipeline.base_dir = Some(
+            path.parent()
+                .filter(|dir| !dir.as_os_str().is_empty())
+                .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+        );
+        Ok(pipeline)
+    }
+
     /// Parses pipeline `text`, read from `file`.
     pub fn parse(file: &str, text: &str) -> Result<Pipeline, ConfigError> {
         let err = |line: Option<usize>, key: Option<&str>, message: String| ConfigError {
@@ -183,6 +208,7 @@ impl Pipeline {
         }
         Ok(Pipeline {
             file: file.to_string(),
+            base_dir: None,
             drive: raw.drive.map(Spanned::into_inner).unwrap_or_default(),
             stages,
         })
@@ -230,6 +256,10 @@ impl Pipeline {
     }
 
     /// Builds the chain with modules from `registry`.
+    ///
+    /// Every stage's module and options are checked first (an unknown module,
+    /// an unknown key, a wrong value), then the roles (input, filters...,
+    /// output), then the stages are built.
     pub fn build(&self, registry: &Registry) -> Result<Chain, ConfigError> {
         let Some(last) = self.stages.len().checked_sub(1) else {
             return Err(ConfigError {
@@ -240,7 +270,8 @@ impl Pipeline {
             });
         };
         let mut entries = Vec::with_capacity(self.stages.len());
-        for (index, spec) in self.stages.iter().enumerate() {
+        let mut resolved = self.clone();
+        for spec in &mut resolved.stages {
             let entry = registry.get(&spec.module).ok_or_else(|| {
                 self.error_at(
                     spec,
@@ -252,6 +283,13 @@ impl Pipeline {
                     ),
                 )
             })?;
+            self.resolve_paths(spec, entry);
+            (entry.check)(spec.options.clone()).map_err(|e| {
+                self.stage_error(spec, crate::registry::option_error(&spec.module, e))
+            })?;
+            entries.push(entry);
+        }
+        for (index, (spec, entry)) in self.stages.iter().zip(&entries).enumerate() {
             let expected = match index {
                 0 => Role::Input,
                 i if i == last => Role::Output,
@@ -269,8 +307,38 @@ impl Pipeline {
                     ),
                 ));
             }
-            entries.push(entry);
         }
+        resolved.build_checked(&entries)
+    }
+
+    /// Makes the relative paths the file gave (options whose type is a path)
+    /// relative to [`Pipeline::base_dir`]. `-` (standard input or output) and
+    /// values given with `--set` are left as they are.
+    fn resolve_paths(&self, spec: &mut StageSpec, entry: &ModuleEntry) {
+        let Some(base) = &self.base_dir else { return };
+        let resolve = |value: &mut toml::Value| {
+            if let toml::Value::String(text) = value {
+                let path = Path::new(text.as_str());
+                if text != "-" && path.is_relative() {
+                    *text = base.join(path).display().to_string();
+                }
+            }
+        };
+        for doc in entry.options.iter().filter(|d| d.shape.is_path()) {
+            if !spec.key_lines.contains_key(doc.key) {
+                continue; // absent, or given with --set
+            }
+            match spec.options.get_mut(doc.key) {
+                Some(toml::Value::Array(items)) => items.iter_mut().for_each(resolve),
+                Some(value) => resolve(value),
+                None => {}
+            }
+        }
+    }
+
+    /// Builds the stages of a pipeline whose modules, options and roles were checked.
+    fn build_checked(&self, entries: &[&ModuleEntry]) -> Result<Chain, ConfigError> {
+        let last = self.stages.len() - 1;
         let options = |spec: &StageSpec| StageOptions::new(&spec.module, spec.options.clone());
         let wrap = |spec: &StageSpec, e: StageError| self.stage_error(spec, e);
         let (first, rest) = self.stages.split_first().expect("at least one stage");
@@ -323,7 +391,7 @@ impl Pipeline {
                         let Factory::Split(make) = &entries[offset + 1].factory else {
                             unreachable!("found above")
                         };
-                        let builder = self.downstream_builder(&entries, offset + 2);
+                        let builder = self.downstream_builder(entries, offset + 2);
                         let receiver = make(&options(spec), builder).map_err(|e| wrap(spec, e))?;
                         (receiver, &filters[..offset])
                     }

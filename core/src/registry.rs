@@ -1,12 +1,14 @@
 //! The module registry: dotted names → constructors.
 //!
-//! One registry serves TOML pipelines, the CLI (and later Lua): a module added
-//! here with [`Registry::add`] is usable everywhere by its name. Constructors
-//! receive their options as a TOML table and parse it into a typed struct with
-//! [`StageOptions::parse`] (use `#[serde(deny_unknown_fields)]`).
+//! One registry serves TOML pipelines, Lua and the CLI: a module added here
+//! with [`Registry::add`] is usable everywhere by its name. A module's
+//! options are one struct deriving [`dnsluice_options::Options`]; the entry's
+//! constructors ([`ModuleEntry::input`], [`ModuleEntry::map`], ...) take it
+//! typed, and its documentation ([`ModuleEntry::options`]) comes from the
+//! same declaration.
 
-use crate::{Producer, Receiver, StageError};
-use serde::de::DeserializeOwned;
+use crate::{FlatMap, FlatMapStage, Map, MapStage, Producer, Receiver, StageError};
+use dnsluice_options::{OptionDoc, OptionError, Options};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -32,19 +34,6 @@ impl Role {
     }
 }
 
-/// Documentation of one option, shown by `dnsluice modules`.
-#[derive(Clone, Copy, Debug)]
-pub struct OptionDoc {
-    /// Key in the stage's table.
-    pub name: &'static str,
-    /// Value type as written in TOML (`string`, `integer`, `bool`, ...).
-    pub kind: &'static str,
-    /// Default, as TOML text; `""` for a required option.
-    pub default: &'static str,
-    /// One line on what it does.
-    pub help: &'static str,
-}
-
 /// A stage's options as given in the pipeline, not yet typed.
 #[derive(Clone, Debug, Default)]
 pub struct StageOptions {
@@ -63,30 +52,17 @@ impl StageOptions {
         }
     }
 
-    /// Parses the options into `T`. On failure the error names the offending
-    /// key when there is one ([`crate::error::ErrorKind::Option`]).
-    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, StageError> {
-        let value = toml::Value::Table(self.table.clone());
-        serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
-            let message = e.into_inner().to_string();
-            // For an unknown key serde's path stops at the table; the key is in the message.
-            let key = if path == "." || path.is_empty() {
-                unknown_field_in(&message)
-            } else {
-                // `ports[0]` → `ports`: the key as written in the table.
-                let key = path.split(['.', '[']).next().unwrap_or_default();
-                Some(key.to_string())
-            };
-            StageError::option(&self.module, key.as_deref(), message)
-        })
+    /// Parses the options into `T` (see [`dnsluice_options`]). On failure
+    /// the error names the offending key when there is one
+    /// ([`crate::error::ErrorKind::Option`]).
+    pub fn parse<T: Options>(&self) -> Result<T, StageError> {
+        T::from_table(self.table.clone()).map_err(|e| option_error(&self.module, e))
     }
 }
 
-/// `unknown field `x`, expected ...` → `x`.
-fn unknown_field_in(message: &str) -> Option<String> {
-    let rest = message.strip_prefix("unknown field `")?;
-    Some(rest[..rest.find('`')?].to_string())
+/// An [`OptionError`] of `module` as a [`StageError`].
+pub fn option_error(module: &str, e: OptionError) -> StageError {
+    StageError::option(module, e.key.as_deref(), e.message)
 }
 
 /// Builds an input stage from its options.
@@ -140,10 +116,117 @@ pub struct ModuleEntry {
     pub name: &'static str,
     /// One line on what it does.
     pub summary: &'static str,
-    /// Its options.
-    pub options: &'static [OptionDoc],
+    /// Its options, from the options struct's declaration.
+    pub options: Vec<OptionDoc>,
+    /// Checks a table of options without building anything (unknown keys,
+    /// types, ranges), so a mistake is reported before anything else.
+    pub check: fn(toml::Table) -> Result<(), OptionError>,
     /// Its constructor(s).
     pub factory: Factory,
+}
+
+fn check<O: Options>(table: toml::Table) -> Result<(), OptionError> {
+    O::from_table(table).map(|_| ())
+}
+
+impl ModuleEntry {
+    fn with<O: Options>(name: &'static str, summary: &'static str, factory: Factory) -> Self {
+        ModuleEntry {
+            name,
+            summary,
+            options: O::docs(),
+            check: check::<O>,
+            factory,
+        }
+    }
+
+    /// An input, built from its options `O`.
+    pub fn input<O: Options>(
+        name: &'static str,
+        summary: &'static str,
+        make: impl Fn(O) -> Result<Box<dyn Producer>, StageError> + Send + Sync + 'static,
+    ) -> Self {
+        let factory = Factory::Input(Arc::new(move |opts: &StageOptions| make(opts.parse()?)));
+        Self::with::<O>(name, summary, factory)
+    }
+
+    /// An output, built from its options `O`.
+    pub fn output<O: Options>(
+        name: &'static str,
+        summary: &'static str,
+        make: impl Fn(O) -> Result<Box<dyn Receiver>, StageError> + Send + Sync + 'static,
+    ) -> Self {
+        let factory = Factory::Output(Arc::new(move |opts: &StageOptions| make(opts.parse()?)));
+        Self::with::<O>(name, summary, factory)
+    }
+
+    /// A filter with a push form (holding its downstream) and a pull form
+    /// (holding its upstream), each built from the options `O`.
+    pub fn filter<O: Options>(
+        name: &'static str,
+        summary: &'static str,
+        push: impl Fn(O, Box<dyn Receiver>) -> Result<Box<dyn Receiver>, StageError>
+            + Send
+            + Sync
+            + 'static,
+        pull: impl Fn(O, Box<dyn Producer>) -> Result<Box<dyn Producer>, StageError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        let factory = Factory::Filter {
+            push: Arc::new(move |opts: &StageOptions, next| push(opts.parse()?, next)),
+            pull: Arc::new(move |opts: &StageOptions, prev| pull(opts.parse()?, prev)),
+        };
+        Self::with::<O>(name, summary, factory)
+    }
+
+    /// A one-to-one filter ([`Map`]), push and pull through [`MapStage`].
+    pub fn map<O: Options, M: Map + 'static>(
+        name: &'static str,
+        summary: &'static str,
+        make: impl Fn(O) -> Result<M, StageError> + Send + Sync + 'static,
+    ) -> Self {
+        let make = Arc::new(make);
+        let pull_make = Arc::clone(&make);
+        Self::filter::<O>(
+            name,
+            summary,
+            move |o, next| Ok(Box::new(MapStage::new(make(o)?, next))),
+            move |o, prev| Ok(Box::new(MapStage::new(pull_make(o)?, prev))),
+        )
+    }
+
+    /// A flat-map filter ([`FlatMap`]), push and pull through [`FlatMapStage`].
+    pub fn flat_map<O: Options, F: FlatMap + 'static>(
+        name: &'static str,
+        summary: &'static str,
+        make: impl Fn(O) -> Result<F, StageError> + Send + Sync + 'static,
+    ) -> Self {
+        let make = Arc::new(make);
+        let pull_make = Arc::clone(&make);
+        Self::filter::<O>(
+            name,
+            summary,
+            move |o, next| Ok(Box::new(FlatMapStage::new(make(o)?, next))),
+            move |o, prev| Ok(Box::new(FlatMapStage::new(pull_make(o)?, prev))),
+        )
+    }
+
+    /// A filter that runs the rest of the chain in worker threads.
+    pub fn split<O: Options>(
+        name: &'static str,
+        summary: &'static str,
+        make: impl Fn(O, DownstreamBuilder) -> Result<Box<dyn Receiver>, StageError>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        let factory = Factory::Split(Arc::new(move |opts: &StageOptions, downstream| {
+            make(opts.parse()?, downstream)
+        }));
+        Self::with::<O>(name, summary, factory)
+    }
 }
 
 impl ModuleEntry {

@@ -172,12 +172,12 @@ impl<M: Map, P: Producer> Producer for MapStage<M, P> {
     }
 }
 
-/// A filter that may pass on any number of objects for each one it takes
+/// A flat-map filter: may pass on any number of objects for each one it takes
 /// (none for a packet that is not DNS, several for a TCP segment holding
 /// several messages, one later for the last of several fragments), and may
-/// hold state until the end ([`Filter::flush`]). [`FilterStage`] makes it a
+/// hold state until the end ([`FlatMap::flush`]). [`FlatMapStage`] makes it a
 /// push and a pull stage.
-pub trait Filter {
+pub trait FlatMap {
     /// Takes one object and hands what it produces to `out` (the object itself
     /// may be passed on, annotated or not). Generic over the receiver, so that
     /// a boxed downstream is called through its own vtable, once, rather than
@@ -190,10 +190,10 @@ pub trait Filter {
 
     /// The pull side's fast path: when all that processing `obj` would do
     /// is turn it into one object (a UDP datagram holding one DNS message),
-    /// returns that object (counting it as [`Filter::process`] would; it
-    /// borrows what `obj` borrows). [`FilterStage`] hands it on as its own
+    /// returns that object (counting it as [`FlatMap::process`] would; it
+    /// borrows what `obj` borrows). [`FlatMapStage`] hands it on as its own
     /// result, built where the caller wants it: no queue, no copy. Returns
-    /// `None` to have [`Filter::process`] handle `obj` (the default).
+    /// `None` to have [`FlatMap::process`] handle `obj` (the default).
     fn process_one<'a>(&mut self, _obj: &Object<'a>) -> Option<Object<'a>> {
         None
     }
@@ -203,20 +203,20 @@ pub trait Filter {
         Ok(())
     }
 
-    /// This filter's counters (`input` is filled in by [`FilterStage`]; the
+    /// This filter's counters (`input` is filled in by [`FlatMapStage`]; the
     /// filter counts its own `output`).
     fn stats(&self) -> StageStats;
 }
 
-/// A [`Filter`] joined to its neighbour: a [`Receiver`] when `N` is the
+/// A [`FlatMap`] joined to its neighbour: a [`Receiver`] when `N` is the
 /// downstream receiver, a [`Producer`] when `N` is the upstream producer.
 ///
 /// On the pull side the one output the filter makes of an object
-/// ([`Filter::process_one`]) is returned as it is made; what
-/// [`Filter::process`] produces is copied into a queue of reused
+/// ([`FlatMap::process_one`]) is returned as it is made; what
+/// [`FlatMap::process`] produces is copied into a queue of reused
 /// [`crate::OwnedObject`]s and handed out one per call. The push side hands
 /// everything on directly, without copying.
-pub struct FilterStage<F, N> {
+pub struct FlatMapStage<F, N> {
     filter: F,
     neighbour: N,
     count: u64,
@@ -226,10 +226,10 @@ pub struct FilterStage<F, N> {
     ended: bool,
 }
 
-impl<F: Filter, N> FilterStage<F, N> {
+impl<F: FlatMap, N> FlatMapStage<F, N> {
     /// Joins `filter` to `neighbour`.
     pub fn new(filter: F, neighbour: N) -> Self {
-        FilterStage {
+        FlatMapStage {
             filter,
             neighbour,
             count: 0,
@@ -247,7 +247,7 @@ impl<F: Filter, N> FilterStage<F, N> {
     }
 }
 
-impl<F: Filter, R: Receiver> Receiver for FilterStage<F, R> {
+impl<F: FlatMap, R: Receiver> Receiver for FlatMapStage<F, R> {
     #[inline]
     fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         self.count += 1;
@@ -265,7 +265,7 @@ impl<F: Filter, R: Receiver> Receiver for FilterStage<F, R> {
     }
 }
 
-/// Copies what a filter produces into a queue (the pull side of [`FilterStage`]).
+/// Copies what a filter produces into a queue (the pull side of [`FlatMapStage`]).
 struct Collector<'q> {
     queue: &'q mut std::collections::VecDeque<crate::OwnedObject>,
     spare: &'q mut Vec<crate::OwnedObject>,
@@ -282,7 +282,7 @@ impl Receiver for Collector<'_> {
     fn stats(&self, _out: &mut Vec<StageStats>) {}
 }
 
-impl<F: Filter, P: Producer> Producer for FilterStage<F, P> {
+impl<F: FlatMap, P: Producer> Producer for FlatMapStage<F, P> {
     #[allow(unsafe_code)]
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
         loop {

@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `input.mmpcap` | input | [`input::mmpcap`] |
 //! | `input.fpcap` | input | [`input::fpcap`] |
-//! | `input.pcap` | input (feature `libpcap`) | `input::libpcap` |
+//! | `input.pcap` | input (reads with the feature `libpcap`) | [`input::pcap`] |
 //! | `input.lines` | input | [`input::lines`] |
 //! | `filter.layer` | filter | [`filter::layer`] |
 //! | `filter.dns` | filter | [`filter::dns`] |
@@ -50,9 +50,8 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(output::dnscli::entry())
         .add(output::dnscli::chain::entry())
         .add(filter::split::entry())
-        .add(output::udpcli::entry());
-    #[cfg(feature = "libpcap")]
-    registry.add(input::libpcap::entry());
+        .add(output::udpcli::entry())
+        .add(input::pcap::entry());
 }
 
 /// A registry with every built-in module.

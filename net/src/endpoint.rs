@@ -1,20 +1,23 @@
 //! Where a nameserver is and how to reach it.
 
 use crate::error::NetError;
+use dnsluice_options::{Choice, ChoiceValue};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::str::FromStr;
 
 /// How DNS messages travel to a nameserver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Choice)]
 pub enum Transport {
     /// Plain DNS over UDP.
     Udp,
     /// Plain DNS over TCP, pipelined (RFC 7766).
     Tcp,
     /// DNS-over-TLS (RFC 7858), pipelined.
+    #[choice(alias = "dot")]
     Tls,
     /// DNS-over-HTTPS (RFC 8484) over HTTP/2.
+    #[choice(alias = "doh")]
     Https,
 }
 
@@ -30,12 +33,7 @@ impl Transport {
 
     /// The option value naming this transport (`udp`, `tcp`, `tls`, `https`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Transport::Udp => "udp",
-            Transport::Tcp => "tcp",
-            Transport::Tls => "tls",
-            Transport::Https => "https",
-        }
+        self.name()
     }
 
     /// The name ZDNS uses in its `protocol` field (`udp`, `tcp`, `DoT`, `DoH`).
@@ -51,26 +49,6 @@ impl Transport {
     /// Whether queries travel over a connection that is worth keeping.
     pub fn is_stream(self) -> bool {
         !matches!(self, Transport::Udp)
-    }
-}
-
-impl FromStr for Transport {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "udp" => Ok(Transport::Udp),
-            "tcp" => Ok(Transport::Tcp),
-            "tls" | "dot" => Ok(Transport::Tls),
-            "https" | "doh" => Ok(Transport::Https),
-            _ => Err(format!("unknown transport `{s}` (udp, tcp, tls or https)")),
-        }
-    }
-}
-
-impl fmt::Display for Transport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

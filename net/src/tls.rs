@@ -9,15 +9,19 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// How a TLS client decides whom to trust.
-#[derive(Clone, Debug, Default)]
+/// How a TLS client decides whom to trust (tls and https): the option group
+/// every DNS client module shares.
+#[derive(Clone, Debug, Default, dnsluice_options::Options)]
 pub struct TlsOptions {
-    /// Trust the certificates in this PEM file instead of the system's roots.
+    /// Trust the CA certificates in this PEM file instead of the system's roots.
     pub ca_file: Option<PathBuf>,
-    /// Skip certificate verification entirely. For test servers only.
+    /// Do not verify the server's certificate. For test servers only.
+    #[option(default)]
     pub insecure: bool,
-    /// The name to verify the certificate against (and send as SNI); by default
-    /// the DoH URL's host, else the nameserver's IP address.
+    /// The name the server's certificate must carry (also sent as SNI).
+    ///
+    /// By default the DoH URL's host, else the server's IP address.
+    #[option(rename = "tls_name")]
     pub server_name: Option<String>,
 }
 

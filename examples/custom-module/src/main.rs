@@ -3,7 +3,10 @@
 //!
 //! Adding a module takes three things:
 //! 1. a type that does the work (here a [`Map`]: look at each packet, pass it on);
-//! 2. a registry entry: its dotted name, a summary, its options, its constructor;
+//! 2. its options, one struct deriving [`Options`] (the doc comments are the
+//!    options' documentation in `dnsluice modules`, the field types and
+//!    `#[option(...)]` attributes their parser), and a registry entry: its
+//!    dotted name, a summary, its constructor;
 //! 3. a `main` that adds the entry to the built-in registry and runs the CLI.
 //!
 //! Then any pipeline can use it by name (see `pipeline.toml` beside this file):
@@ -12,24 +15,18 @@
 //! cargo run -p dnsluice-example-custom-module -- run examples/custom-module/pipeline.toml
 //! ```
 
-use dnsluice::core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
-use dnsluice::core::{Map, MapStage, Object, Producer, Receiver, StageError, StageStats};
-use serde::Deserialize;
+use dnsluice::core::options::Options;
+use dnsluice::core::registry::ModuleEntry;
+use dnsluice::core::{Map, Object, StageStats};
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Arc;
 
 /// Options of `filter.count-by-source`, checked like any built-in module's.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Options {
-    /// How many of the busiest sources to report.
-    #[serde(default = "default_top")]
+#[derive(Debug, Options)]
+struct CountOptions {
+    /// How many of the busiest source addresses to report.
+    #[option(default = 10, range = 1..=1_000_000)]
     top: usize,
-}
-
-fn default_top() -> usize {
-    10
 }
 
 /// Counts packets per source IP address; reports the busiest at the end.
@@ -56,36 +53,18 @@ impl Map for CountBySource {
     }
 }
 
-fn build(opts: &StageOptions) -> Result<CountBySource, StageError> {
-    let options: Options = opts.parse()?;
-    Ok(CountBySource {
-        top: options.top,
-        counts: HashMap::new(),
-    })
-}
-
 /// The registry entry: the same shape every built-in module has.
 fn entry() -> ModuleEntry {
-    const OPTIONS: &[OptionDoc] = &[OptionDoc {
-        name: "top",
-        kind: "integer",
-        default: "10",
-        help: "how many of the busiest source addresses to report",
-    }];
-    ModuleEntry {
-        name: "filter.count-by-source",
-        summary:
-            "count packets per source IP address (example of a module added outside the engine)",
-        options: OPTIONS,
-        factory: Factory::Filter {
-            push: Arc::new(|opts, next: Box<dyn Receiver>| {
-                Ok(Box::new(MapStage::new(build(opts)?, next)) as Box<dyn Receiver>)
-            }),
-            pull: Arc::new(|opts, prev: Box<dyn Producer>| {
-                Ok(Box::new(MapStage::new(build(opts)?, prev)) as Box<dyn Producer>)
-            }),
+    ModuleEntry::map(
+        "filter.count-by-source",
+        "count packets per source IP address (example of a module added outside the engine)",
+        |options: CountOptions| {
+            Ok(CountBySource {
+                top: options.top,
+                counts: HashMap::new(),
+            })
         },
-    }
+    )
 }
 
 fn main() -> std::process::ExitCode {

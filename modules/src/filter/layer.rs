@@ -2,16 +2,9 @@
 //! its layer offsets ([`dnsluice_core::wire::Layers`]). Every packet passes on,
 //! non-IP and malformed ones included; problems are counted by kind.
 
-use dnsluice_core::registry::{Factory, ModuleEntry, StageOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::wire::{parse_layers_into, LayerError, Layers, Network};
-use dnsluice_core::{Map, MapStage, Object, Producer, Receiver, StageStats};
-use serde::Deserialize;
-use std::sync::Arc;
-
-/// Options of `filter.layer` (none yet; unknown keys are rejected).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LayerOptions {}
+use dnsluice_core::{Map, Object, StageStats};
 
 /// The layer parser with its counters.
 #[derive(Debug, Default)]
@@ -88,23 +81,11 @@ impl Map for Layer {
     }
 }
 
-/// The registry entry.
+/// The registry entry (no options: any key is an error).
 pub fn entry() -> ModuleEntry {
-    fn layer(opts: &StageOptions) -> Result<Layer, dnsluice_core::StageError> {
-        let _: LayerOptions = opts.parse()?;
-        Ok(Layer::new())
-    }
-    ModuleEntry {
-        name: "filter.layer",
-        summary: "parse link (Ethernet/VLAN, NULL, LOOP, raw, Linux cooked), IPv4/IPv6 and UDP/TCP headers",
-        options: &[],
-        factory: Factory::Filter {
-            push: Arc::new(|opts, next: Box<dyn Receiver>| {
-                Ok(Box::new(MapStage::new(layer(opts)?, next)) as Box<dyn Receiver>)
-            }),
-            pull: Arc::new(|opts, prev: Box<dyn Producer>| {
-                Ok(Box::new(MapStage::new(layer(opts)?, prev)) as Box<dyn Producer>)
-            }),
-        },
-    }
+    ModuleEntry::map(
+        "filter.layer",
+        "parse link (Ethernet/VLAN, NULL, LOOP, raw, Linux cooked), IPv4/IPv6 and UDP/TCP headers",
+        |(): ()| Ok(Layer::new()),
+    )
 }

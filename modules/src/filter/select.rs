@@ -14,122 +14,67 @@
 //! ```
 
 use dnsluice_core::dns::{mnemonic, name};
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::wire::Transport;
-use dnsluice_core::{Filter, FilterStage, Object, Producer, Receiver, StageError, StageStats};
-use serde::Deserialize;
+use dnsluice_core::{FlatMap, Object, Receiver, StageError, StageStats};
+use dnsluice_options::{text_option, Choice, Options};
 use std::net::IpAddr;
-use std::sync::Arc;
 
 const MODULE: &str = "filter.select";
 
-/// Options of `filter.select`, as written in TOML.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Options of `filter.select`, as written in TOML. Absent criteria match anything.
+#[derive(Debug, Default, Options)]
 pub struct SelectOptions {
-    /// `"query"` or `"response"`.
-    #[serde(default)]
-    pub qr: Option<String>,
-    /// Opcodes (mnemonics or numbers).
-    #[serde(default)]
+    /// Queries or responses.
+    pub qr: Option<QueryOrResponse>,
+    /// Opcodes (mnemonics or numbers), e.g. `["QUERY", "NOTIFY"]`.
+    #[option(default)]
     pub opcode: Vec<String>,
-    /// Query types (mnemonics or `TYPEnnn`).
-    #[serde(default)]
+    /// Query types (mnemonics or `TYPEnnn`), e.g. `["A", "AAAA", "TYPE65"]`.
+    #[option(default)]
     pub qtype: Vec<String>,
     /// Exact query names (case-insensitive).
-    #[serde(default)]
+    #[option(default)]
     pub qname: Vec<String>,
     /// Query name suffixes, on label boundaries (case-insensitive).
-    #[serde(default)]
+    #[option(default)]
     pub qname_suffix: Vec<String>,
-    /// Response codes (mnemonics or numbers, extended included).
-    #[serde(default)]
+    /// Response codes (mnemonics or numbers, extended codes included), e.g. `["NXDOMAIN"]`.
+    #[option(default)]
     pub rcode: Vec<String>,
-    /// `"udp"` or `"tcp"`.
-    #[serde(default)]
-    pub transport: Option<String>,
-    /// Source addresses or prefixes.
-    #[serde(default)]
-    pub src: Vec<String>,
+    /// The transport the message came over.
+    pub transport: Option<SelectTransport>,
+    /// Source addresses or prefixes, e.g. `["192.0.2.0/24"]`.
+    #[option(default)]
+    pub src: Vec<Prefix>,
     /// Destination addresses or prefixes.
-    #[serde(default)]
-    pub dst: Vec<String>,
+    #[option(default)]
+    pub dst: Vec<Prefix>,
     /// Addresses or prefixes on either side.
-    #[serde(default)]
-    pub address: Vec<String>,
+    #[option(default)]
+    pub address: Vec<Prefix>,
     /// Keep what does *not* match instead.
-    #[serde(default)]
+    #[option(default)]
     pub invert: bool,
 }
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc {
-        name: "qr",
-        kind: "string",
-        default: "any",
-        help: "\"query\" or \"response\"",
-    },
-    OptionDoc {
-        name: "opcode",
-        kind: "array",
-        default: "any",
-        help: "opcodes, e.g. [\"QUERY\", \"NOTIFY\"]",
-    },
-    OptionDoc {
-        name: "qtype",
-        kind: "array",
-        default: "any",
-        help: "query types, e.g. [\"A\", \"AAAA\", \"TYPE65\"]",
-    },
-    OptionDoc {
-        name: "qname",
-        kind: "array",
-        default: "any",
-        help: "exact query names (case-insensitive)",
-    },
-    OptionDoc {
-        name: "qname_suffix",
-        kind: "array",
-        default: "any",
-        help: "query name suffixes on label boundaries (case-insensitive)",
-    },
-    OptionDoc {
-        name: "rcode",
-        kind: "array",
-        default: "any",
-        help: "response codes, e.g. [\"NXDOMAIN\"] (extended codes included)",
-    },
-    OptionDoc {
-        name: "transport",
-        kind: "string",
-        default: "any",
-        help: "\"udp\" or \"tcp\"",
-    },
-    OptionDoc {
-        name: "src",
-        kind: "array",
-        default: "any",
-        help: "source addresses or prefixes, e.g. [\"192.0.2.0/24\"]",
-    },
-    OptionDoc {
-        name: "dst",
-        kind: "array",
-        default: "any",
-        help: "destination addresses or prefixes",
-    },
-    OptionDoc {
-        name: "address",
-        kind: "array",
-        default: "any",
-        help: "addresses or prefixes on either side",
-    },
-    OptionDoc {
-        name: "invert",
-        kind: "bool",
-        default: "false",
-        help: "keep what does not match instead",
-    },
-];
+/// The `qr` criterion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Choice)]
+pub enum QueryOrResponse {
+    /// Queries (QR=0).
+    Query,
+    /// Responses (QR=1).
+    Response,
+}
+
+/// The `transport` criterion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Choice)]
+pub enum SelectTransport {
+    /// DNS over UDP.
+    Udp,
+    /// DNS over TCP.
+    Tcp,
+}
 
 /// An address prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +82,21 @@ pub struct Prefix {
     address: IpAddr,
     bits: u8,
 }
+
+impl std::str::FromStr for Prefix {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        Prefix::parse(text).ok_or_else(|| format!("`{text}` is not an address or prefix"))
+    }
+}
+
+impl std::fmt::Display for Prefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.address, self.bits)
+    }
+}
+
+text_option!(Prefix, "address or prefix");
 
 impl Prefix {
     /// Parses `192.0.2.0/24`, `2001:db8::/32` or a bare address.
@@ -234,30 +194,11 @@ fn each<T>(
 impl Select {
     /// Compiles the options, naming the key of any value that does not parse.
     pub fn new(o: &SelectOptions) -> Result<Self, StageError> {
-        let qr = match o.qr.as_deref() {
-            None => None,
-            Some("query") => Some(false),
-            Some("response") => Some(true),
-            Some(other) => {
-                return Err(StageError::option(
-                    MODULE,
-                    Some("qr"),
-                    format!("`{other}`: expected \"query\" or \"response\""),
-                ))
-            }
-        };
-        let transport = match o.transport.as_deref() {
-            None => None,
-            Some("udp") => Some(Transport::Udp),
-            Some("tcp") => Some(Transport::Tcp),
-            Some(other) => {
-                return Err(StageError::option(
-                    MODULE,
-                    Some("transport"),
-                    format!("`{other}`: expected \"udp\" or \"tcp\""),
-                ))
-            }
-        };
+        let qr = o.qr.map(|qr| qr == QueryOrResponse::Response);
+        let transport = o.transport.map(|t| match t {
+            SelectTransport::Udp => Transport::Udp,
+            SelectTransport::Tcp => Transport::Tcp,
+        });
         Ok(Select {
             qr,
             opcodes: each("opcode", &o.opcode, mnemonic::opcode_from_str)?,
@@ -266,9 +207,9 @@ impl Select {
             suffixes: o.qname_suffix.iter().map(|n| labels_of(n)).collect(),
             rcodes: each("rcode", &o.rcode, mnemonic::rcode_from_str)?,
             transport,
-            src: each("src", &o.src, Prefix::parse)?,
-            dst: each("dst", &o.dst, Prefix::parse)?,
-            either: each("address", &o.address, Prefix::parse)?,
+            src: o.src.clone(),
+            dst: o.dst.clone(),
+            either: o.address.clone(),
             invert: o.invert,
             ..Default::default()
         })
@@ -352,7 +293,7 @@ impl Select {
     }
 }
 
-impl Filter for Select {
+impl FlatMap for Select {
     fn process<R: Receiver + ?Sized>(
         &mut self,
         obj: &mut Object<'_>,
@@ -376,22 +317,11 @@ impl Filter for Select {
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    fn build(opts: &StageOptions) -> Result<Select, StageError> {
-        Select::new(&opts.parse()?)
-    }
-    ModuleEntry {
-        name: MODULE,
-        summary: "keep (or drop) objects by qr, opcode, qtype, qname, rcode, transport, addresses",
-        options: OPTIONS,
-        factory: Factory::Filter {
-            push: Arc::new(|opts, next: Box<dyn Receiver>| {
-                Ok(Box::new(FilterStage::new(build(opts)?, next)) as Box<dyn Receiver>)
-            }),
-            pull: Arc::new(|opts, prev: Box<dyn Producer>| {
-                Ok(Box::new(FilterStage::new(build(opts)?, prev)) as Box<dyn Producer>)
-            }),
-        },
-    }
+    ModuleEntry::flat_map(
+        MODULE,
+        "keep (or drop) objects by qr, opcode, qtype, qname, rcode, transport, addresses",
+        |o: SelectOptions| Select::new(&o),
+    )
 }
 
 #[cfg(test)]
@@ -431,23 +361,25 @@ mod tests {
         assert!(labels_of(".").is_empty());
     }
 
+    /// Builds the filter from options written as TOML, as a pipeline does.
+    fn select(text: &str) -> Result<Select, StageError> {
+        let table: toml::Table = toml::from_str(text).unwrap();
+        Select::new(&dnsluice_core::registry::StageOptions::new(MODULE, table).parse()?)
+    }
+
     #[test]
     fn bad_values_name_their_key() {
-        let o = SelectOptions {
-            qtype: vec!["AAAA".into(), "NOPE".into()],
-            ..Default::default()
-        };
-        let e = Select::new(&o).unwrap_err().to_string();
+        let e = select("qtype = [\"AAAA\", \"NOPE\"]")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`qtype`") && e.contains("NOPE"), "{e}");
-        let o = SelectOptions {
-            qr: Some("answers".into()),
-            ..Default::default()
-        };
-        assert!(Select::new(&o).unwrap_err().to_string().contains("`qr`"));
-        let o = SelectOptions {
-            src: vec!["1.2.3.4/40".into()],
-            ..Default::default()
-        };
-        assert!(Select::new(&o).unwrap_err().to_string().contains("`src`"));
+        assert!(select("qr = \"answers\"")
+            .unwrap_err()
+            .to_string()
+            .contains("`qr`"));
+        assert!(select("src = [\"1.2.3.4/40\"]")
+            .unwrap_err()
+            .to_string()
+            .contains("`src`"));
     }
 }

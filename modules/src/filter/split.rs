@@ -21,9 +21,9 @@
 
 use crate::clients::hash_onto;
 use crossbeam_queue::ArrayQueue;
-use dnsluice_core::registry::{DownstreamBuilder, Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::registry::{DownstreamBuilder, ModuleEntry};
 use dnsluice_core::{Object, OwnedObject, Receiver, StageError, StageStats};
-use serde::Deserialize;
+use dnsluice_options::{Choice, Options};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
@@ -32,55 +32,25 @@ use std::time::Duration;
 const MODULE: &str = "filter.split";
 
 /// Options of `filter.split`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Options)]
 pub struct SplitOptions {
-    /// Worker threads.
-    #[serde(default = "two")]
+    /// Worker threads, each running its own copy of the rest of the chain.
+    #[option(default = 2, range = 1..=1024)]
     pub threads: u32,
-    /// `round-robin` or `client` (a hash of the client's address).
-    #[serde(default = "round_robin")]
-    pub by: String,
-    /// Objects queued per worker.
-    #[serde(default = "default_queue")]
+    /// How objects are spread over the workers.
+    #[option(default = By::RoundRobin)]
+    pub by: By,
+    /// Objects queued per worker (bounded: the split waits when it is full).
+    #[option(default = 1024, range = 1..=(1 << 20))]
     pub queue: u32,
 }
 
-fn two() -> u32 {
-    2
-}
-fn round_robin() -> String {
-    "round-robin".to_string()
-}
-fn default_queue() -> u32 {
-    1024
-}
-
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc {
-        name: "threads",
-        kind: "integer",
-        default: "2",
-        help: "worker threads, each running its own copy of the rest of the chain",
-    },
-    OptionDoc {
-        name: "by",
-        kind: "string",
-        default: "\"round-robin\"",
-        help: "round-robin, or client (hash of the client address: a client's queries and answers stay on one thread)",
-    },
-    OptionDoc {
-        name: "queue",
-        kind: "integer",
-        default: "1024",
-        help: "objects queued per worker (bounded; the split waits when it is full)",
-    },
-];
-
 /// How objects are spread over the workers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum By {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Choice)]
+pub enum By {
+    /// In turn.
     RoundRobin,
+    /// By a hash of the client's address: a client's queries and answers stay on one thread.
     Client,
 }
 
@@ -120,23 +90,7 @@ impl Split {
     /// Starts `options.threads` workers, each building its chain with `build`;
     /// fails with the first worker's construction error.
     pub fn new(options: &SplitOptions, build: DownstreamBuilder) -> Result<Split, StageError> {
-        let bad = |key: &str, message: &str| StageError::option(MODULE, Some(key), message);
-        if options.threads == 0 || options.threads > 1024 {
-            return Err(bad("threads", "must be 1..=1024"));
-        }
-        if options.queue == 0 || options.queue > 1 << 20 {
-            return Err(bad("queue", "must be 1..=1048576"));
-        }
-        let by = match options.by.as_str() {
-            "round-robin" => By::RoundRobin,
-            "client" => By::Client,
-            other => {
-                return Err(bad(
-                    "by",
-                    &format!("unknown `{other}` (round-robin or client)"),
-                ))
-            }
-        };
+        let by = options.by;
         let mut workers = Vec::new();
         let mut split = Split {
             workers: Vec::new(),
@@ -401,13 +355,9 @@ impl Drop for Split {
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: MODULE,
-        summary: "run the rest of the chain in N threads, objects spread round-robin or by client",
-        options: OPTIONS,
-        factory: Factory::Split(Arc::new(|opts: &StageOptions, build: DownstreamBuilder| {
-            let o: SplitOptions = opts.parse()?;
-            Ok(Box::new(Split::new(&o, build)?) as Box<dyn Receiver>)
-        })),
-    }
+    ModuleEntry::split(
+        MODULE,
+        "run the rest of the chain in N threads, objects spread round-robin or by client",
+        |o: SplitOptions, build: DownstreamBuilder| Ok(Box::new(Split::new(&o, build)?)),
+    )
 }

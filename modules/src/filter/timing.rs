@@ -9,10 +9,9 @@
 //! exact). A late one passes at once: drift is measured (`late`,
 //! `max_drift_us`) and reported as a warning, never fatal.
 
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
-use dnsluice_core::{Map, MapStage, Object, Producer, Receiver, StageError, StageStats};
-use serde::Deserialize;
-use std::sync::Arc;
+use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::{Map, Object, StageError, StageStats};
+use dnsluice_options::Options;
 use std::time::{Duration, Instant};
 
 const MODULE: &str = "filter.timing";
@@ -23,54 +22,21 @@ const LATE_AFTER: Duration = Duration::from_millis(1);
 /// Shortest sleep: shorter waits are gathered into later ones.
 const MIN_SLEEP: Duration = Duration::from_millis(1);
 
-/// Options of `filter.timing`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Options of `filter.timing`: at most one of `speed`, `rate` and `fast`
+/// (none keeps the capture's pace).
+#[derive(Debug, Clone, Default, Options)]
 pub struct TimingOptions {
-    /// Multiply the capture's pace (1 keeps it).
-    #[serde(default)]
+    /// Multiply the capture's pace (1.0 keeps it, 2.0 is twice as fast).
     pub speed: Option<f64>,
-    /// A fixed rate in objects per second.
-    #[serde(default)]
+    /// A fixed rate instead, in objects per second.
     pub rate: Option<f64>,
-    /// No pacing at all.
-    #[serde(default)]
+    /// No pacing: as fast as possible.
+    #[option(default)]
     pub fast: bool,
-    /// Warn when an object is this many milliseconds late.
-    #[serde(default = "default_warn")]
-    pub warn_drift_ms: u64,
+    /// Warn at the end when an object was this late.
+    #[option(default = Duration::from_millis(100))]
+    pub warn_drift: Duration,
 }
-
-fn default_warn() -> u64 {
-    100
-}
-
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc {
-        name: "speed",
-        kind: "float",
-        default: "1.0",
-        help: "multiply the capture's pace (2.0 = twice as fast)",
-    },
-    OptionDoc {
-        name: "rate",
-        kind: "float",
-        default: "(none)",
-        help: "a fixed rate in objects per second instead",
-    },
-    OptionDoc {
-        name: "fast",
-        kind: "bool",
-        default: "false",
-        help: "no pacing: as fast as possible",
-    },
-    OptionDoc {
-        name: "warn_drift_ms",
-        kind: "integer",
-        default: "100",
-        help: "warn at the end when an object was this late",
-    },
-];
 
 /// How objects are paced.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -136,7 +102,7 @@ impl Timing {
             (Some(speed), _, _) => Pace::Capture(positive("speed", speed)?),
             _ => Pace::Capture(1.0),
         };
-        Ok(Timing::new(pace, Duration::from_millis(o.warn_drift_ms)))
+        Ok(Timing::new(pace, o.warn_drift))
     }
 
     /// When the object with capture time `ts_ns` is due, counted from the first.
@@ -195,21 +161,11 @@ impl Map for Timing {
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: MODULE,
-        summary: "pace objects: the capture's timing, a multiple of it, a fixed rate, or as fast as possible",
-        options: OPTIONS,
-        factory: Factory::Filter {
-            push: Arc::new(|opts: &StageOptions, next: Box<dyn Receiver>| {
-                let timing = Timing::from_options(&opts.parse()?)?;
-                Ok(Box::new(MapStage::new(timing, next)) as Box<dyn Receiver>)
-            }),
-            pull: Arc::new(|opts: &StageOptions, prev: Box<dyn Producer>| {
-                let timing = Timing::from_options(&opts.parse()?)?;
-                Ok(Box::new(MapStage::new(timing, prev)) as Box<dyn Producer>)
-            }),
-        },
-    }
+    ModuleEntry::map(
+        MODULE,
+        "pace objects: the capture's timing, a multiple of it, a fixed rate, or as fast as possible",
+        |o: TimingOptions| Timing::from_options(&o),
+    )
 }
 
 #[cfg(test)]

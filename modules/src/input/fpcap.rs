@@ -2,66 +2,30 @@
 //! with large buffered reads, so `tcpdump -w - | dnsluice run ...` works.
 
 use super::{CaptureReader, RecordSource};
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
-use dnsluice_core::{Producer, StageError};
-use serde::Deserialize;
+use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::StageError;
+use dnsluice_options::Options;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Options of `input.fpcap`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Options)]
 pub struct FpcapOptions {
-    /// The capture file, or `-` for standard input.
+    /// The capture file (pcap or pcapng), or `-` for standard input.
     pub path: PathBuf,
-    /// Read size in KiB.
-    #[serde(default = "default_buffer_kib")]
+    /// The size of each read, in KiB (at most 1 GiB).
+    #[option(default = 1024, range = 1..=(1 << 20))]
     pub buffer_kib: usize,
 }
 
-/// The largest read size accepted (1 GiB).
-const MAX_BUFFER_KIB: usize = 1 << 20;
-
-fn default_buffer_kib() -> usize {
-    1024
-}
-
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc {
-        name: "path",
-        kind: "string",
-        default: "",
-        help: "capture file (pcap or pcapng), or \"-\" for standard input",
-    },
-    OptionDoc {
-        name: "buffer_kib",
-        kind: "integer",
-        default: "1024",
-        help: "size of each read in KiB",
-    },
-];
-
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: "input.fpcap",
-        summary: "read a pcap/pcapng file or stdin with buffered reads",
-        options: OPTIONS,
-        factory: Factory::Input(Arc::new(|opts: &StageOptions| {
-            let o: FpcapOptions = opts.parse()?;
-            if !(1..=MAX_BUFFER_KIB).contains(&o.buffer_kib) {
-                let message = format!("must be from 1 to {MAX_BUFFER_KIB}");
-                return Err(StageError::option(
-                    &opts.module,
-                    Some("buffer_kib"),
-                    message,
-                ));
-            }
-            Ok(Box::new(open(o.path, o.buffer_kib * 1024)?) as Box<dyn Producer>)
-        })),
-    }
+    ModuleEntry::input(
+        "input.fpcap",
+        "read a pcap/pcapng file or stdin with buffered reads",
+        |o: FpcapOptions| Ok(Box::new(open(o.path, o.buffer_kib * 1024)?)),
+    )
 }
 
 /// A reader with a growable buffer, as a [`RecordSource`].

@@ -2,40 +2,27 @@
 //! e.g. the names to look up. Line endings (`\n`, `\r\n`) are removed; blank
 //! lines and lines starting with `#` are skipped and counted.
 
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, StageError, StageStats, Text, TextKind};
-use serde::Deserialize;
+use dnsluice_options::Options;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Options of `input.lines`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Options)]
 pub struct LinesOptions {
-    /// The file, or `-` for standard input.
+    /// The text file, one item per line, or `-` for standard input.
     pub path: PathBuf,
 }
 
-const OPTIONS: &[OptionDoc] = &[OptionDoc {
-    name: "path",
-    kind: "string",
-    default: "",
-    help: "text file, one item per line, or \"-\" for standard input",
-}];
-
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: "input.lines",
-        summary: "read a text file or stdin one line at a time (names to look up)",
-        options: OPTIONS,
-        factory: Factory::Input(Arc::new(|opts: &StageOptions| {
-            let o: LinesOptions = opts.parse()?;
-            Ok(Box::new(LineReader::open(o.path)?) as Box<dyn Producer>)
-        })),
-    }
+    ModuleEntry::input(
+        "input.lines",
+        "read a text file or stdin one line at a time (names to look up)",
+        |o: LinesOptions| Ok(Box::new(LineReader::open(o.path)?)),
+    )
 }
 
 /// Reads lines; see the module docs.

@@ -2,10 +2,10 @@
 //! views into the map: no copy, no syscall per packet.
 
 use super::{CaptureReader, RecordSource};
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
-use dnsluice_core::{Producer, StageError};
+use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::StageError;
+use dnsluice_options::Options;
 use memmap2::{Advice, Mmap};
-use serde::Deserialize;
 use std::fs::File;
 use std::io;
 use std::path::PathBuf;
@@ -15,47 +15,23 @@ mod helper;
 use helper::Helper;
 
 /// Options of `input.mmpcap`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Options)]
 pub struct MmpcapOptions {
-    /// The capture file.
+    /// The capture file (pcap or pcapng) to map into memory.
     pub path: PathBuf,
-    /// Run the helper thread (page tables, cache, releasing; see
-    /// [`open_with`]).
-    #[serde(default = "yes")]
+    /// Run a helper thread that sets up page tables, reads ahead into the CPU
+    /// cache and releases what the walk is done with (false: one thread).
+    #[option(default = true)]
     pub helper: bool,
 }
 
-fn yes() -> bool {
-    true
-}
-
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc {
-        name: "path",
-        kind: "string",
-        default: "",
-        help: "capture file (pcap or pcapng) to map into memory",
-    },
-    OptionDoc {
-        name: "helper",
-        kind: "bool",
-        default: "true",
-        help: "a second thread sets up page tables, reads ahead into the CPU cache and releases what was read (false: one thread)",
-    },
-];
-
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: "input.mmpcap",
-        summary: "read a pcap/pcapng file through mmap (fastest; zero-copy)",
-        options: OPTIONS,
-        factory: Factory::Input(Arc::new(|opts: &StageOptions| {
-            let o: MmpcapOptions = opts.parse()?;
-            Ok(Box::new(open_with(o.path, o.helper)?) as Box<dyn Producer>)
-        })),
-    }
+    ModuleEntry::input(
+        "input.mmpcap",
+        "read a pcap/pcapng file through mmap (fastest; zero-copy)",
+        |o: MmpcapOptions| Ok(Box::new(open_with(o.path, o.helper)?)),
+    )
 }
 
 /// How far ahead of the current record the map is prefetched, in bytes.

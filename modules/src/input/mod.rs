@@ -3,10 +3,9 @@
 
 pub mod format;
 pub mod fpcap;
-#[cfg(feature = "libpcap")]
-pub mod libpcap;
 pub mod lines;
 pub mod mmpcap;
+pub mod pcap;
 mod reader;
 
 pub use reader::{CaptureReader, RecordSource};

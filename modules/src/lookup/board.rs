@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 /// How work is handed to workers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, dnsluice_options::Choice)]
 pub enum Scheduler {
     /// Per-nameserver priority queues + a global queue; connections kept.
     #[default]
@@ -28,19 +28,6 @@ pub enum Scheduler {
     Fifo,
     /// One queue in input order; a new connection for every query.
     Random,
-}
-
-impl std::str::FromStr for Scheduler {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "sticky" => Ok(Scheduler::Sticky),
-            "fifo" => Ok(Scheduler::Fifo),
-            "random" => Ok(Scheduler::Random),
-            _ => Err(format!("unknown scheduler `{s}` (sticky, fifo or random)")),
-        }
-    }
 }
 
 /// Consecutive failures after which a nameserver is deprioritised.

@@ -23,7 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
-/// Everything a lookup run is configured with.
+/// Everything a lookup run is configured with, made from the declared
+/// options ([`super::stage::LookupOptions::to_config`], where the defaults are).
 #[derive(Clone, Debug)]
 pub struct LookupConfig {
     /// What to ask.
@@ -52,26 +53,6 @@ pub struct LookupConfig {
     pub tcp_fallback: bool,
     /// RD, EDNS.
     pub query: QueryOptions,
-}
-
-impl Default for LookupConfig {
-    fn default() -> Self {
-        LookupConfig {
-            qtype: LookupType::Single(1),
-            transport: Transport::Udp,
-            nameservers: Vec::new(),
-            threads: 100,
-            inflight: 1,
-            retries: 1,
-            timeout: Duration::from_secs(3),
-            scheduler: Scheduler::Sticky,
-            steal_wait: None,
-            tls: TlsOptions::default(),
-            doh_method: DohMethod::Post,
-            tcp_fallback: true,
-            query: QueryOptions::default(),
-        }
-    }
 }
 
 /// One finished name: its record (one JSON object, no newline) and status.

@@ -36,6 +36,27 @@ impl LookupType {
     }
 }
 
+impl std::str::FromStr for LookupType {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        LookupType::parse(text)
+    }
+}
+
+impl std::fmt::Display for LookupType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LookupType::Single(rtype) => f.write_str(&mnemonic::rtype(*rtype)),
+            LookupType::Addresses => f.write_str("ALOOKUP"),
+        }
+    }
+}
+
+dnsluice_options::text_option!(
+    LookupType,
+    "record type (A, AAAA, NS, MX, TXT, ..., TYPEnnn) or ALOOKUP"
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +70,7 @@ mod tests {
         assert_eq!(LookupType::parse("TYPE99"), Ok(LookupType::Single(99)));
         assert_eq!(LookupType::parse("alookup"), Ok(LookupType::Addresses));
         assert!(LookupType::parse("BOGUS").unwrap_err().contains("ALOOKUP"));
+        assert_eq!(LookupType::Single(65).to_string(), "HTTPS");
+        assert_eq!(LookupType::Addresses.to_string(), "ALOOKUP");
     }
 }

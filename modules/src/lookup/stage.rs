@@ -6,150 +6,85 @@
 
 use super::engine::{Finished, LookupConfig, LookupEngine};
 use super::{LookupType, Scheduler};
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats, Text, TextKind};
 use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{DohMethod, Endpoint, TlsOptions, Transport};
-use serde::Deserialize;
+use dnsluice_net::{ClientOptions, Endpoint};
+use dnsluice_options::Options;
 use std::collections::VecDeque;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 const MODULE: &str = "lookup.dns";
 
-/// Options of `lookup.dns` (the same as `dnsluice lookup`'s flags).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Options of `lookup.dns`, which are also `dnsluice lookup`'s flags
+/// (`--name-servers` for `name_servers`).
+#[derive(Debug, Clone, Options)]
 pub struct LookupOptions {
-    /// Record type, or `ALOOKUP`.
-    #[serde(default = "default_type", rename = "type")]
-    pub qtype: String,
-    /// Nameservers for unpinned names.
-    #[serde(default)]
+    /// What to ask: a record type, or ALOOKUP (A and AAAA, following CNAMEs).
+    #[option(rename = "type", default = LookupType::Single(1))]
+    pub qtype: LookupType,
+    /// Nameservers for the names not pinned to one (`name,nameserver` lines):
+    /// IP, IP:PORT, [IPv6]:PORT, or for https a URL https://HOST:PORT/PATH.
+    #[option(default)]
     pub name_servers: Vec<String>,
-    /// `udp`, `tcp`, `tls` or `https`.
-    #[serde(default = "default_transport")]
-    pub transport: String,
-    /// Workers.
-    #[serde(default = "default_threads")]
-    pub threads: usize,
-    /// Names per worker at once.
-    #[serde(default = "default_inflight")]
-    pub inflight: usize,
-    /// Tries after the first.
-    #[serde(default = "default_retries")]
+    /// Transport, timeout, TCP fallback, DoH method and certificates.
+    #[option(flatten)]
+    pub client: ClientOptions,
+    /// Workers (tokio tasks), each keeping its own connections: ZDNS's `--threads`.
+    #[option(default = 100, range = 1..=100_000, flag_alias = "threads")]
+    pub workers: usize,
+    /// Names each worker resolves at once, pipelined on its connection.
+    #[option(default = 1, range = 1..=10_000)]
+    pub inflight_per_worker: usize,
+    /// Tries after the first, on a timeout or a failure.
+    #[option(default = 1, range = 0..=100)]
     pub retries: u32,
-    /// Per query, in ms.
-    #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
-    /// `sticky`, `fifo` or `random`.
-    #[serde(default = "default_scheduler")]
-    pub scheduler: String,
-    /// Sticky: ms to wait for home work before stealing (0: steal at once).
-    #[serde(default)]
-    pub steal_wait_ms: u64,
-    /// CA certificates (PEM) to trust instead of the system's.
-    #[serde(default)]
-    pub ca_file: Option<PathBuf>,
-    /// Do not verify certificates (test servers only).
-    #[serde(default)]
-    pub insecure: bool,
-    /// Name to verify the certificate against.
-    #[serde(default)]
-    pub tls_name: Option<String>,
-    /// `post` or `get` (DoH).
-    #[serde(default = "default_doh_method")]
-    pub doh_method: String,
-    /// Retry over TCP on TC=1.
-    #[serde(default = "default_true")]
-    pub tcp_fallback: bool,
-    /// Set RD.
-    #[serde(default = "default_true")]
+    /// How names are handed to workers: sticky (per-nameserver priority
+    /// queues and a global queue, connections kept), fifo (input order,
+    /// re-dial on a change of nameserver) or random (a new connection per
+    /// query).
+    #[option(default = Scheduler::Sticky)]
+    pub scheduler: Scheduler,
+    /// Sticky: how long a worker waits for work on its home queue before
+    /// stealing (0s: at once).
+    #[option(default = Duration::ZERO)]
+    pub steal_wait: Duration,
+    /// Set RD (recursion desired).
+    #[option(default = true)]
     pub recursion_desired: bool,
-    /// EDNS UDP size (0: no EDNS).
-    #[serde(default = "default_edns")]
+    /// The EDNS UDP payload size to advertise; 0 sends no EDNS record.
+    #[option(default = 1232)]
     pub edns_udp_size: u16,
-    /// Set DO.
-    #[serde(default)]
+    /// Set DO (DNSSEC OK).
+    #[option(default)]
     pub dnssec_ok: bool,
-}
-
-fn default_type() -> String {
-    "A".into()
-}
-fn default_transport() -> String {
-    "udp".into()
-}
-fn default_threads() -> usize {
-    100
-}
-fn default_inflight() -> usize {
-    1
-}
-fn default_retries() -> u32 {
-    1
-}
-fn default_timeout_ms() -> u64 {
-    3000
-}
-fn default_scheduler() -> String {
-    "sticky".into()
-}
-fn default_doh_method() -> String {
-    "post".into()
-}
-fn default_true() -> bool {
-    true
-}
-fn default_edns() -> u16 {
-    1232
 }
 
 impl LookupOptions {
     /// The engine configuration; errors name the option at fault.
     pub fn to_config(&self) -> Result<LookupConfig, StageError> {
-        let bad = |key: &str, message: String| StageError::option(MODULE, Some(key), message);
-        let transport: Transport = self.transport.parse().map_err(|e| bad("transport", e))?;
+        let transport = self.client.transport;
         let nameservers = self
             .name_servers
             .iter()
             .map(|text| {
-                Endpoint::parse(text, transport).map_err(|e| bad("name_servers", e.to_string()))
+                Endpoint::parse(text, transport)
+                    .map_err(|e| StageError::option(MODULE, Some("name_servers"), e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if self.threads == 0 || self.threads > 100_000 {
-            return Err(bad("threads", "must be from 1 to 100000".into()));
-        }
-        if self.inflight == 0 || self.inflight > 10_000 {
-            return Err(bad("inflight", "must be from 1 to 10000".into()));
-        }
-        if self.timeout_ms == 0 {
-            return Err(bad("timeout_ms", "must be at least 1".into()));
-        }
         Ok(LookupConfig {
-            qtype: LookupType::parse(&self.qtype).map_err(|e| bad("type", e))?,
+            qtype: self.qtype,
             transport,
             nameservers,
-            threads: self.threads,
-            inflight: self.inflight,
+            threads: self.workers,
+            inflight: self.inflight_per_worker,
             retries: self.retries,
-            timeout: Duration::from_millis(self.timeout_ms),
-            scheduler: self
-                .scheduler
-                .parse::<Scheduler>()
-                .map_err(|e| bad("scheduler", e))?,
-            steal_wait: (self.steal_wait_ms > 0).then(|| Duration::from_millis(self.steal_wait_ms)),
-            tls: TlsOptions {
-                ca_file: self.ca_file.clone(),
-                insecure: self.insecure,
-                server_name: self.tls_name.clone(),
-            },
-            doh_method: self
-                .doh_method
-                .parse::<DohMethod>()
-                .map_err(|e| bad("doh_method", e))?,
-            tcp_fallback: self.tcp_fallback,
+            timeout: self.client.timeout,
+            scheduler: self.scheduler,
+            steal_wait: (!self.steal_wait.is_zero()).then_some(self.steal_wait),
+            tls: self.client.tls.clone(),
+            doh_method: self.client.doh_method,
+            tcp_fallback: self.client.tcp_fallback,
             query: QueryOptions {
                 recursion_desired: self.recursion_desired,
                 edns_udp_size: (self.edns_udp_size > 0).then_some(self.edns_udp_size),
@@ -159,51 +94,27 @@ impl LookupOptions {
     }
 }
 
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc { name: "type", kind: "string", default: "A", help: "record type (A, AAAA, NS, MX, TXT, SOA, PTR, CNAME, SRV, CAA, HTTPS, ANY, TYPEnnn) or ALOOKUP" },
-    OptionDoc { name: "name_servers", kind: "array of strings", default: "[]", help: "nameservers for unpinned names: IP, IP:PORT, [IPv6]:PORT, or https://HOST:PORT/PATH" },
-    OptionDoc { name: "transport", kind: "string", default: "udp", help: "udp, tcp, tls (DoT) or https (DoH)" },
-    OptionDoc { name: "threads", kind: "integer", default: "100", help: "workers" },
-    OptionDoc { name: "inflight", kind: "integer", default: "1", help: "names each worker resolves at once, pipelined on its connection" },
-    OptionDoc { name: "retries", kind: "integer", default: "1", help: "tries after the first, on timeout or failure" },
-    OptionDoc { name: "timeout_ms", kind: "integer", default: "3000", help: "per query" },
-    OptionDoc { name: "scheduler", kind: "string", default: "sticky", help: "sticky (per-nameserver queues + global queue), fifo or random (baselines)" },
-    OptionDoc { name: "steal_wait_ms", kind: "integer", default: "0", help: "sticky: wait this long for home work before stealing" },
-    OptionDoc { name: "ca_file", kind: "string", default: "", help: "trust these CA certificates (PEM) instead of the system's" },
-    OptionDoc { name: "insecure", kind: "bool", default: "false", help: "do not verify certificates (test servers only)" },
-    OptionDoc { name: "tls_name", kind: "string", default: "", help: "name to verify the certificate against (default: URL host or IP)" },
-    OptionDoc { name: "doh_method", kind: "string", default: "post", help: "post or get" },
-    OptionDoc { name: "tcp_fallback", kind: "bool", default: "true", help: "ask again over TCP when a UDP answer is truncated (TC=1)" },
-    OptionDoc { name: "recursion_desired", kind: "bool", default: "true", help: "set RD" },
-    OptionDoc { name: "edns_udp_size", kind: "integer", default: "1232", help: "EDNS UDP payload size; 0 sends no EDNS" },
-    OptionDoc { name: "dnssec_ok", kind: "bool", default: "false", help: "set DO" },
-];
-
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: MODULE,
-        summary:
-            "bulk DNS lookups of names (lines) with sticky connections; one JSON record per name",
-        options: OPTIONS,
-        factory: Factory::Filter {
-            push: Arc::new(|opts: &StageOptions, next: Box<dyn Receiver>| {
-                Ok(Box::new(LookupPush {
-                    core: StageCore::new(opts)?,
-                    next,
-                }) as Box<dyn Receiver>)
-            }),
-            pull: Arc::new(|opts: &StageOptions, upstream: Box<dyn Producer>| {
-                Ok(Box::new(LookupPull {
-                    core: StageCore::new(opts)?,
-                    upstream,
-                    ready: VecDeque::new(),
-                    current: String::new(),
-                    upstream_done: false,
-                }) as Box<dyn Producer>)
-            }),
+    ModuleEntry::filter(
+        MODULE,
+        "bulk DNS lookups of names (lines) with sticky connections; one JSON record per name",
+        |o: LookupOptions, next| {
+            Ok(Box::new(LookupPush {
+                core: StageCore::new(&o)?,
+                next,
+            }))
         },
-    }
+        |o: LookupOptions, upstream| {
+            Ok(Box::new(LookupPull {
+                core: StageCore::new(&o)?,
+                upstream,
+                ready: VecDeque::new(),
+                current: String::new(),
+                upstream_done: false,
+            }))
+        },
+    )
 }
 
 /// What the push and pull forms share.
@@ -216,8 +127,7 @@ struct StageCore {
 }
 
 impl StageCore {
-    fn new(opts: &StageOptions) -> Result<StageCore, StageError> {
-        let options: LookupOptions = opts.parse()?;
+    fn new(options: &LookupOptions) -> Result<StageCore, StageError> {
         let engine = LookupEngine::start(options.to_config()?)
             .map_err(|e| StageError::config(MODULE, e.to_string()))?;
         Ok(StageCore {

@@ -1,15 +1,8 @@
 //! `output.null`: counts what it receives and discards it (for benchmarks and
 //! for chains run only for their statistics).
 
-use dnsluice_core::registry::{Factory, ModuleEntry, StageOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
-use serde::Deserialize;
-use std::sync::Arc;
-
-/// Options of `output.null` (none).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NullOptions {}
 
 /// Counts objects and packets.
 #[derive(Debug, Default)]
@@ -48,15 +41,9 @@ impl Receiver for Null {
     }
 }
 
-/// The registry entry.
+/// The registry entry (no options: any key is an error).
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: "output.null",
-        summary: "count objects and discard them",
-        options: &[],
-        factory: Factory::Output(Arc::new(|opts: &StageOptions| {
-            let _: NullOptions = opts.parse()?;
-            Ok(Box::new(Null::new()) as Box<dyn Receiver>)
-        })),
-    }
+    ModuleEntry::output("output.null", "count objects and discard them", |(): ()| {
+        Ok(Box::new(Null::new()))
+    })
 }

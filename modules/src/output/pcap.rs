@@ -4,21 +4,19 @@
 //! completed it). Reading the file back gives the same bytes and timestamps.
 
 use super::synth;
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{
     CaptureMeta, LinkType, Object, Packet, Receiver, Response, StageError, StageStats,
 };
-use serde::Deserialize;
+use dnsluice_options::{Choice, Options};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 const MODULE: &str = "output.pcap";
 
 /// Container format.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Choice)]
 pub enum Format {
     /// Classic pcap (one link type per file).
     Pcap,
@@ -27,8 +25,7 @@ pub enum Format {
 }
 
 /// Timestamp resolution of a classic pcap file.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Choice)]
 pub enum Resolution {
     /// Nanoseconds (magic 0xa1b23c4d): lossless.
     Ns,
@@ -37,58 +34,20 @@ pub enum Resolution {
 }
 
 /// Options of `output.pcap`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Options)]
 pub struct PcapOutputOptions {
     /// The file to write, or `-` for standard output.
     pub path: PathBuf,
-    /// `pcap` or `pcapng`.
-    #[serde(default = "default_format")]
+    /// The container format.
+    #[option(default = Format::Pcap)]
     pub format: Format,
-    /// Classic pcap timestamp resolution: `ns` or `us`.
-    #[serde(default = "default_resolution")]
+    /// The timestamp resolution of a classic pcap file.
+    #[option(default = Resolution::Ns)]
     pub resolution: Resolution,
-    /// Snapshot length written in the header(s).
-    #[serde(default = "default_snaplen")]
+    /// The snapshot length written in the header(s).
+    #[option(default = 262_144, range = 1..=0x7fff_ffff)]
     pub snaplen: u32,
 }
-
-fn default_format() -> Format {
-    Format::Pcap
-}
-fn default_resolution() -> Resolution {
-    Resolution::Ns
-}
-fn default_snaplen() -> u32 {
-    262_144
-}
-
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc {
-        name: "path",
-        kind: "string",
-        default: "",
-        help: "file to write, or \"-\" for standard output",
-    },
-    OptionDoc {
-        name: "format",
-        kind: "string",
-        default: "\"pcap\"",
-        help: "\"pcap\" or \"pcapng\"",
-    },
-    OptionDoc {
-        name: "resolution",
-        kind: "string",
-        default: "\"ns\"",
-        help: "classic pcap timestamps: \"ns\" (lossless) or \"us\"",
-    },
-    OptionDoc {
-        name: "snaplen",
-        kind: "integer",
-        default: "262144",
-        help: "snapshot length written in the header",
-    },
-];
 
 /// Writes packets to a capture file.
 pub struct PcapWriter {
@@ -351,13 +310,9 @@ impl Receiver for PcapWriter {
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: MODULE,
-        summary: "write packets (or the packets carrying DNS messages) to a pcap or pcapng file",
-        options: OPTIONS,
-        factory: Factory::Output(Arc::new(|opts: &StageOptions| {
-            let o: PcapOutputOptions = opts.parse()?;
-            Ok(Box::new(PcapWriter::create(o)?) as Box<dyn Receiver>)
-        })),
-    }
+    ModuleEntry::output(
+        MODULE,
+        "write packets (or the packets carrying DNS messages) to a pcap or pcapng file",
+        |o: PcapOutputOptions| Ok(Box::new(PcapWriter::create(o)?)),
+    )
 }

@@ -7,13 +7,12 @@
 //! (`filter.timing`) use `batch = 1` (`dnsluice replay` does).
 
 use crate::clients::{query_bytes, ClientMap};
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_net::{Endpoint, Transport};
-use serde::Deserialize;
+use dnsluice_options::Options;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
 
 const MODULE: &str = "output.udpcli";
 
@@ -21,46 +20,17 @@ const MODULE: &str = "output.udpcli";
 pub const MAX_BATCH: usize = 64;
 
 /// Options of `output.udpcli`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Options)]
 pub struct UdpCliOptions {
-    /// The server, `IP:PORT` or `HOST:PORT`.
+    /// The server to send to: `IP:PORT` or `HOST:PORT`.
     pub server: String,
-    /// Sending sockets; the capture's sources are spread over them.
-    #[serde(default = "one")]
+    /// Simulated clients: sending sockets the capture's sources are spread over.
+    #[option(default = 1, range = 1..=100_000)]
     pub clients: u32,
-    /// Datagrams per `sendmmsg` call (1..=64).
-    #[serde(default = "default_batch")]
+    /// Datagrams per `sendmmsg` call (1 for paced chains).
+    #[option(default = 32, range = 1..=MAX_BATCH)]
     pub batch: usize,
 }
-
-fn one() -> u32 {
-    1
-}
-fn default_batch() -> usize {
-    32
-}
-
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc {
-        name: "server",
-        kind: "string",
-        default: "",
-        help: "IP:PORT or HOST:PORT to send to",
-    },
-    OptionDoc {
-        name: "clients",
-        kind: "integer",
-        default: "1",
-        help: "sending sockets: the capture's sources are spread over them",
-    },
-    OptionDoc {
-        name: "batch",
-        kind: "integer",
-        default: "32",
-        help: "datagrams per sendmmsg call (1..=64; 1 for paced chains)",
-    },
-];
 
 /// Queries waiting for one socket's next batch, back to back.
 #[derive(Default)]
@@ -92,12 +62,6 @@ impl UdpCli {
     /// Opens `options.clients` sockets connected to the server.
     pub fn new(options: &UdpCliOptions) -> Result<Self, StageError> {
         let bad = |key: &str, message: String| StageError::option(MODULE, Some(key), message);
-        if options.batch == 0 || options.batch > MAX_BATCH {
-            return Err(bad("batch", format!("must be 1..={MAX_BATCH}")));
-        }
-        if options.clients == 0 || options.clients > 100_000 {
-            return Err(bad("clients", "must be 1..=100000".into()));
-        }
         let endpoint = Endpoint::parse(&options.server, Transport::Udp)
             .map_err(|e| bad("server", e.to_string()))?;
         let local: SocketAddr = if endpoint.addr.is_ipv4() {
@@ -374,13 +338,9 @@ impl Receiver for UdpCli {
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: MODULE,
-        summary: "fire-and-forget UDP sender of each query (batched sendmmsg), for load",
-        options: OPTIONS,
-        factory: Factory::Output(Arc::new(|opts: &StageOptions| {
-            let o: UdpCliOptions = opts.parse()?;
-            Ok(Box::new(UdpCli::new(&o)?) as Box<dyn Receiver>)
-        })),
-    }
+    ModuleEntry::output(
+        MODULE,
+        "fire-and-forget UDP sender of each query (batched sendmmsg), for load",
+        |o: UdpCliOptions| Ok(Box::new(UdpCli::new(&o)?)),
+    )
 }

@@ -17,25 +17,13 @@ const DNS_MESSAGE: &str = "application/dns-message";
 const MAX_BODY: usize = 65535;
 
 /// How DoH queries are sent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, dnsluice_options::Choice)]
 pub enum DohMethod {
     /// The message is the request body (RFC 8484 §4.1).
     #[default]
     Post,
     /// The message is base64url in the `dns` query parameter (cacheable).
     Get,
-}
-
-impl std::str::FromStr for DohMethod {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_uppercase().as_str() {
-            "POST" => Ok(DohMethod::Post),
-            "GET" => Ok(DohMethod::Get),
-            _ => Err(format!("unknown DoH method `{s}` (post or get)")),
-        }
-    }
 }
 
 /// An HTTP/2 connection carrying DNS queries.

@@ -14,130 +14,53 @@ pub mod tcp;
 use counters::DnsCounters;
 use defrag::{DatagramKey, DefragLimits, Defragmenter};
 use dnsluice_core::dns::scan_inspect;
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::wire::{be16, be32, parse_layers_into, Network, Transport};
 use dnsluice_core::{
-    DnsMessage, Filter, FilterStage, Flow, Object, Origin, Packet, PacketRef, Producer, Receiver,
-    StageError, StageStats,
+    DnsMessage, FlatMap, Flow, Object, Origin, Packet, PacketRef, Receiver, StageError, StageStats,
 };
-use serde::Deserialize;
-use std::sync::Arc;
+use dnsluice_options::Options;
+use std::time::Duration;
 use tcp::{FlowKey, TcpLimits, TcpReassembler};
 
 const MODULE: &str = "filter.dns";
-const NS_PER_S: i64 = 1_000_000_000;
 
 /// Options of `filter.dns`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Options)]
 pub struct DnsOptions {
-    /// Ports that carry DNS (either side).
-    #[serde(default = "default_ports")]
+    /// The ports that carry DNS (either side).
+    #[option(default = vec![53])]
     pub ports: Vec<u16>,
     /// Pass on packets that are not DNS (unchanged) instead of dropping them.
-    #[serde(default)]
+    #[option(default)]
     pub keep_non_dns: bool,
-    /// Reassemble DNS over TCP (off: TCP is ignored).
-    #[serde(default = "yes")]
+    /// Reassemble DNS over TCP streams (false: TCP is ignored).
+    #[option(default = true)]
     pub tcp: bool,
-    /// Reassemble fragmented UDP datagrams.
-    #[serde(default = "yes")]
+    /// Reassemble fragmented UDP datagrams (IPv4 and IPv6).
+    #[option(default = true)]
     pub defrag: bool,
-    /// TCP flows tracked at once.
-    #[serde(default = "default_max_flows")]
+    /// TCP flows tracked at once (the quietest is evicted).
+    #[option(default = 65_536, range = 1..=16_777_216)]
     pub max_tcp_flows: usize,
-    /// Bytes held per TCP flow.
-    #[serde(default = "default_flow_bytes")]
+    /// Bytes held per TCP flow before it is dropped.
+    #[option(default = 256 * 1024, range = 2..=(1 << 30))]
     pub max_flow_bytes: usize,
-    /// Capture-time seconds after which an idle TCP flow is dropped.
-    #[serde(default = "default_tcp_timeout")]
-    pub tcp_idle_timeout_s: u64,
+    /// Capture time after which an idle TCP flow is dropped.
+    #[option(default = Duration::from_secs(60))]
+    pub tcp_idle_timeout: Duration,
     /// Fragmented datagrams reassembled at once.
-    #[serde(default = "default_max_datagrams")]
+    #[option(default = 4096, range = 1..=16_777_216)]
     pub max_fragmented_datagrams: usize,
-    /// Capture-time seconds after which an incomplete datagram is given up.
-    #[serde(default = "default_fragment_timeout")]
-    pub fragment_timeout_s: u64,
+    /// Capture time after which an incomplete datagram is reported lost.
+    #[option(default = Duration::from_secs(30))]
+    pub fragment_timeout: Duration,
 }
 
-fn default_ports() -> Vec<u16> {
-    vec![53]
+/// Nanoseconds of `d`, saturated (capture timestamps are `i64` nanoseconds).
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
-fn yes() -> bool {
-    true
-}
-fn default_max_flows() -> usize {
-    65_536
-}
-fn default_flow_bytes() -> usize {
-    256 * 1024
-}
-fn default_tcp_timeout() -> u64 {
-    60
-}
-fn default_max_datagrams() -> usize {
-    4096
-}
-fn default_fragment_timeout() -> u64 {
-    30
-}
-
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc {
-        name: "ports",
-        kind: "array",
-        default: "[53]",
-        help: "ports that carry DNS (either side)",
-    },
-    OptionDoc {
-        name: "keep_non_dns",
-        kind: "bool",
-        default: "false",
-        help: "pass on packets that are not DNS instead of dropping them",
-    },
-    OptionDoc {
-        name: "tcp",
-        kind: "bool",
-        default: "true",
-        help: "reassemble DNS over TCP streams",
-    },
-    OptionDoc {
-        name: "defrag",
-        kind: "bool",
-        default: "true",
-        help: "reassemble fragmented UDP datagrams (IPv4 and IPv6)",
-    },
-    OptionDoc {
-        name: "max_tcp_flows",
-        kind: "integer",
-        default: "65536",
-        help: "TCP flows tracked at once (the quietest is evicted)",
-    },
-    OptionDoc {
-        name: "max_flow_bytes",
-        kind: "integer",
-        default: "262144",
-        help: "bytes held per TCP flow before it is dropped",
-    },
-    OptionDoc {
-        name: "tcp_idle_timeout_s",
-        kind: "integer",
-        default: "60",
-        help: "capture-time seconds before an idle TCP flow is dropped",
-    },
-    OptionDoc {
-        name: "max_fragmented_datagrams",
-        kind: "integer",
-        default: "4096",
-        help: "fragmented datagrams reassembled at once",
-    },
-    OptionDoc {
-        name: "fragment_timeout_s",
-        kind: "integer",
-        default: "30",
-        help: "capture-time seconds before an incomplete datagram is reported lost",
-    },
-];
 
 /// The DNS filter.
 pub struct DnsFilter {
@@ -156,15 +79,15 @@ impl DnsFilter {
             keep_non_dns: options.keep_non_dns,
             tcp: options.tcp.then(|| {
                 TcpReassembler::new(TcpLimits {
-                    max_flows: options.max_tcp_flows.max(1),
-                    max_flow_bytes: options.max_flow_bytes.max(2),
-                    idle_timeout_ns: (options.tcp_idle_timeout_s as i64).saturating_mul(NS_PER_S),
+                    max_flows: options.max_tcp_flows,
+                    max_flow_bytes: options.max_flow_bytes,
+                    idle_timeout_ns: nanos(options.tcp_idle_timeout),
                 })
             }),
             defrag: options.defrag.then(|| {
                 Defragmenter::new(DefragLimits {
-                    max_datagrams: options.max_fragmented_datagrams.max(1),
-                    timeout_ns: (options.fragment_timeout_s as i64).saturating_mul(NS_PER_S),
+                    max_datagrams: options.max_fragmented_datagrams,
+                    timeout_ns: nanos(options.fragment_timeout),
                 })
             }),
             counters: DnsCounters::default(),
@@ -176,7 +99,7 @@ impl DnsFilter {
         on_port(&self.ports, sport, dport)
     }
 
-    /// [`Filter::process`] for everything but the common UDP case: TCP,
+    /// [`FlatMap::process`] for everything but the common UDP case: TCP,
     /// fragments, unparsed layers, other packets.
     #[inline(never)]
     fn process_other<R: Receiver + ?Sized>(
@@ -408,7 +331,7 @@ fn udp_dns<'a>(ports: &[u16], packet: &Packet<'a>) -> Option<(&'a [u8], Flow)> {
     (!bytes.is_empty()).then_some((bytes, flow))
 }
 
-impl Filter for DnsFilter {
+impl FlatMap for DnsFilter {
     /// The common case, a UDP datagram on a DNS port whose layers are
     /// parsed, is handled here; everything else in `DnsFilter::process_other`,
     /// out of line, so this path stays small.
@@ -479,24 +402,14 @@ impl DnsFilter {
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    fn build(opts: &StageOptions) -> Result<DnsFilter, StageError> {
-        let o: DnsOptions = opts.parse()?;
-        if o.ports.is_empty() {
-            return Err(StageError::option(
-                MODULE,
-                Some("ports"),
-                "give at least one port",
-            ));
-        }
-        Ok(DnsFilter::new(&o))
-    }
-    ModuleEntry {
-        name: MODULE,
-        summary: "find DNS messages in UDP, TCP streams (reassembled) and IP fragments (reassembled); check each one",
-        options: OPTIONS,
-        factory: Factory::Filter {
-            push: Arc::new(|opts, next: Box<dyn Receiver>| Ok(Box::new(FilterStage::new(build(opts)?, next)) as Box<dyn Receiver>)),
-            pull: Arc::new(|opts, prev: Box<dyn Producer>| Ok(Box::new(FilterStage::new(build(opts)?, prev)) as Box<dyn Producer>)),
+    ModuleEntry::flat_map(
+        MODULE,
+        "find DNS messages in UDP, TCP streams (reassembled) and IP fragments (reassembled); check each one",
+        |o: DnsOptions| {
+            if o.ports.is_empty() {
+                return Err(StageError::option(MODULE, Some("ports"), "give at least one port"));
+            }
+            Ok(DnsFilter::new(&o))
         },
-    }
+    )
 }

@@ -19,11 +19,10 @@
 //! Either way every query the client sends gives exactly one response.
 
 use super::engine::Outcome;
-use super::{response_of, DnsCli, DnsCliOptions, OPTIONS};
-use dnsluice_core::registry::{Factory, ModuleEntry, StageOptions};
+use super::{response_of, DnsCli, DnsCliOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats};
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 /// The module's name.
 pub const MODULE: &str = "filter.dnscli";
@@ -48,7 +47,7 @@ impl ResponseProducer {
     pub fn new(options: &DnsCliOptions, upstream: Box<dyn Producer>) -> Result<Self, StageError> {
         Ok(ResponseProducer {
             upstream,
-            cli: DnsCli::new(options)?.keep_outcomes(),
+            cli: DnsCli::new(options, None)?.keep_outcomes(),
             ready: VecDeque::new(),
             current: None,
             output: 0,
@@ -91,35 +90,13 @@ impl Producer for ResponseProducer {
     }
 }
 
-/// The options, which are `output.dnscli`'s but for `responses`: the
-/// responses go to the next stage.
-fn options(opts: &StageOptions) -> Result<DnsCliOptions, StageError> {
-    let o: DnsCliOptions = opts.parse()?;
-    if o.responses.is_some() {
-        return Err(StageError::option(
-            MODULE,
-            Some("responses"),
-            "each response goes on to the next stage; to write them, put an output stage after this one (output.json, output.pcap)",
-        ));
-    }
-    Ok(o)
-}
-
-/// The registry entry.
+/// The registry entry. The options are `output.dnscli`'s but for
+/// `responses`: the responses go to the next stage.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: MODULE,
-        summary: "DNS client in a chain: replay queries over udp, tcp, tls or https and pass on each response (query, answer or error, latency)",
-        options: OPTIONS,
-        factory: Factory::Filter {
-            push: Arc::new(|opts: &StageOptions, next: Box<dyn Receiver>| {
-                let o = options(opts)?;
-                Ok(Box::new(DnsCli::new(&o)?.into_filter(next)) as Box<dyn Receiver>)
-            }),
-            pull: Arc::new(|opts: &StageOptions, upstream: Box<dyn Producer>| {
-                let o = options(opts)?;
-                Ok(Box::new(ResponseProducer::new(&o, upstream)?) as Box<dyn Producer>)
-            }),
-        },
-    }
+    ModuleEntry::filter(
+        MODULE,
+        "DNS client in a chain: replay queries over udp, tcp, tls or https and pass on each response (query, answer or error, latency)",
+        |o: DnsCliOptions, next| Ok(Box::new(DnsCli::new(&o, None)?.into_filter(next))),
+        |o: DnsCliOptions, upstream| Ok(Box::new(ResponseProducer::new(&o, upstream)?)),
+    )
 }

@@ -6,12 +6,12 @@
 //! addresses are spread over `clients` simulated clients, each with its own
 //! UDP socket or connection (reused and pipelined on TCP and TLS, one HTTP/2
 //! connection with a stream per query on HTTPS), so the server sees many
-//! clients. A truncated UDP answer is retried over TCP when `tcp_retry` is on.
+//! clients. A truncated UDP answer is retried over TCP when `tcp_fallback` is on.
 //!
 //! Over UDP, TCP and TLS the chain's thread writes each query straight to its
 //! client's socket and one receiver thread reads every answer (`direct`: no
 //! task, timer or channel per query). Over HTTPS the stage owns a tokio
-//! runtime (`threads` worker threads) running h2, and hands each query over a
+//! runtime (`https_threads` worker threads) running h2, and hands each query over a
 //! bounded channel.
 //! When `responses` names a file, every query's outcome (answer or error,
 //! with the latency) is written there as a JSON line ([`Object::Response`]),
@@ -33,12 +33,12 @@ pub mod tally;
 
 use crate::clients::{query_bytes, ClientMap};
 use crate::output::json::JsonLines;
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, Response, StageError, StageStats};
-use dnsluice_net::{ClientSetup, DohMethod, Endpoint, NetCounters, TlsOptions, Transport};
+use dnsluice_net::{ClientOptions, ClientSetup, Endpoint, NetCounters, Transport};
+use dnsluice_options::Options;
 use engine::{Job, Outcome, Shared};
-use serde::Deserialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -48,165 +48,53 @@ const MODULE: &str = "output.dnscli";
 /// Queries waiting in the channel between the chain and the runtime.
 const QUEUE: usize = 1024;
 
-/// Options of `output.dnscli`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Options of the replay client, `filter.dnscli`'s and (with `responses`)
+/// `output.dnscli`'s.
+#[derive(Debug, Clone, Options)]
+#[options(hint(
+    responses = "each response goes on to the next stage; to write them, put an output stage after this one (output.json, output.pcap)"
+))]
 pub struct DnsCliOptions {
-    /// The server: `IP:PORT`, `[IPv6]:PORT`, `HOST:PORT`, or for HTTPS a URL.
+    /// The server: `IP:PORT`, `[IPv6]:PORT`, `HOST:PORT`, or for https a URL
+    /// `https://HOST:PORT/PATH`.
     pub server: String,
-    /// `udp`, `tcp`, `tls` or `https`.
-    #[serde(default = "default_transport")]
-    pub transport: String,
-    /// Simulated clients (sockets or connections); sources are spread over them.
-    #[serde(default = "one")]
+    /// Transport, timeout, TCP fallback, DoH method and certificates.
+    #[option(flatten)]
+    pub client: ClientOptions,
+    /// Simulated clients: the capture's sources are spread over this many
+    /// sockets or connections, so the server sees many clients.
+    #[option(default = 1, range = 1..=100_000)]
     pub clients: u32,
     /// Queries outstanding at most, over all clients.
-    #[serde(default = "default_inflight")]
+    #[option(default = 100, range = 1..=1_000_000)]
     pub inflight: u32,
-    /// Per-query timeout in milliseconds.
-    #[serde(default = "default_timeout")]
-    pub timeout_ms: u64,
-    /// Connect (and TLS handshake) timeout in milliseconds.
-    #[serde(default = "default_connect_timeout")]
-    pub connect_timeout_ms: u64,
-    /// Retry a truncated (TC=1) UDP answer over TCP.
-    #[serde(default = "yes")]
-    pub tcp_retry: bool,
-    /// PEM file of the CA(s) to trust for TLS and HTTPS (default: the system's).
-    #[serde(default)]
-    pub ca_file: Option<PathBuf>,
-    /// Do not verify the server's certificate (test servers only).
-    #[serde(default)]
-    pub insecure: bool,
-    /// The name the certificate must carry (default: the URL's host, else the IP).
-    #[serde(default)]
-    pub tls_name: Option<String>,
-    /// `post` or `get`, for HTTPS.
-    #[serde(default = "default_method")]
-    pub method: String,
-    /// Tokio worker threads for HTTPS (UDP, TCP and TLS always use the chain's
-    /// thread to send and one receiver thread).
-    #[serde(default = "one")]
-    pub threads: u32,
-    /// Write every query's outcome as a JSON line here (`-` for stdout).
-    #[serde(default)]
-    pub responses: Option<PathBuf>,
-    /// Queries a client holds to send them together (UDP: one `sendmmsg`;
-    /// TCP: one write; TLS: one record), for replays as fast as possible.
-    /// 1 sends each query as it comes. HTTPS ignores it.
-    #[serde(default = "one")]
+    /// How long a connect and TLS handshake may take.
+    #[option(default = Duration::from_secs(5), range = Duration::from_millis(1)..=Duration::from_secs(3600))]
+    pub connect_timeout: Duration,
+    /// Threads of the HTTPS client runtime (udp, tcp and tls send from the
+    /// chain's thread and receive on one more).
+    #[option(default = 1, range = 1..=256)]
+    pub https_threads: u32,
+    /// Queries a client holds to send them together (udp: one `sendmmsg`;
+    /// tcp: one write; tls: one record), for replays as fast as possible.
+    ///
+    /// They also go when the window fills and at the end. Keep 1 when
+    /// pacing; https ignores it.
+    #[option(default = 1, range = 1..=1024)]
     pub send_batch: u32,
 }
 
-fn default_transport() -> String {
-    "udp".to_string()
+/// Options of `output.dnscli`.
+#[derive(Debug, Clone, Options)]
+pub struct DnsCliOutputOptions {
+    /// The client.
+    #[option(flatten)]
+    pub cli: DnsCliOptions,
+    /// Write every query's outcome here: JSON lines (answer or error,
+    /// latency), or for a `.pcap`/`.pcapng` file made-up UDP packets (the
+    /// query and its answer); `-` is standard output.
+    pub responses: Option<PathBuf>,
 }
-fn one() -> u32 {
-    1
-}
-fn yes() -> bool {
-    true
-}
-fn default_inflight() -> u32 {
-    100
-}
-fn default_timeout() -> u64 {
-    2000
-}
-fn default_connect_timeout() -> u64 {
-    5000
-}
-fn default_method() -> String {
-    "post".to_string()
-}
-
-const OPTIONS: &[OptionDoc] = &[
-    OptionDoc {
-        name: "server",
-        kind: "string",
-        default: "",
-        help: "IP:PORT, HOST:PORT, or https://HOST:PORT/PATH for https",
-    },
-    OptionDoc {
-        name: "transport",
-        kind: "string",
-        default: "\"udp\"",
-        help: "udp, tcp, tls (DNS-over-TLS) or https (DNS-over-HTTPS, HTTP/2)",
-    },
-    OptionDoc {
-        name: "clients",
-        kind: "integer",
-        default: "1",
-        help:
-            "simulated clients: the capture's sources are spread over this many sockets/connections",
-    },
-    OptionDoc {
-        name: "inflight",
-        kind: "integer",
-        default: "100",
-        help: "queries outstanding at most (over all clients)",
-    },
-    OptionDoc {
-        name: "timeout_ms",
-        kind: "integer",
-        default: "2000",
-        help: "per-query timeout",
-    },
-    OptionDoc {
-        name: "connect_timeout_ms",
-        kind: "integer",
-        default: "5000",
-        help: "connect and TLS handshake timeout",
-    },
-    OptionDoc {
-        name: "tcp_retry",
-        kind: "bool",
-        default: "true",
-        help: "retry a truncated (TC=1) UDP answer over TCP",
-    },
-    OptionDoc {
-        name: "ca_file",
-        kind: "string",
-        default: "(system roots)",
-        help: "PEM file of CA certificates to trust (tls, https)",
-    },
-    OptionDoc {
-        name: "insecure",
-        kind: "bool",
-        default: "false",
-        help: "do not verify the server certificate (test servers only)",
-    },
-    OptionDoc {
-        name: "tls_name",
-        kind: "string",
-        default: "(URL host or IP)",
-        help: "name the server certificate must carry, sent as SNI",
-    },
-    OptionDoc {
-        name: "method",
-        kind: "string",
-        default: "\"post\"",
-        help: "post or get (https)",
-    },
-    OptionDoc {
-        name: "threads",
-        kind: "integer",
-        default: "1",
-        help: "tokio worker threads for https (udp, tcp and tls use one sending and one receiving thread)",
-    },
-    OptionDoc {
-        name: "send_batch",
-        kind: "integer",
-        default: "1",
-        help: "queries each client holds to send together (udp: one sendmmsg; tcp: one write; tls: one record; they also go when the window fills and at the end); for replays as fast as possible, keep 1 when pacing",
-    },
-    OptionDoc {
-        name: "responses",
-        kind: "string",
-        default: "(none)",
-        help: "write each query's outcome here: as JSON lines (answer or error, latency), or, for a .pcap/.pcapng file, as made-up UDP packets (query and answer)",
-    },
-];
 
 /// The DNS client stage; see the module docs.
 pub struct DnsCli {
@@ -235,32 +123,16 @@ pub struct DnsCli {
 impl DnsCli {
     /// A client with `options`, its runtime started (no connection is opened
     /// before the first query).
-    pub fn new(options: &DnsCliOptions) -> Result<Self, StageError> {
+    pub fn new(options: &DnsCliOptions, responses: Option<&Path>) -> Result<Self, StageError> {
         let bad = |key: &str, message: String| StageError::option(MODULE, Some(key), message);
-        let transport: Transport = options
-            .transport
-            .parse()
-            .map_err(|e: String| bad("transport", e))?;
-        let method: DohMethod = options
-            .method
-            .parse()
-            .map_err(|e: String| bad("method", e))?;
-        if options.clients == 0 || options.clients > 100_000 {
-            return Err(bad("clients", "must be 1..=100000".into()));
-        }
-        if options.inflight == 0 || options.inflight > 1_000_000 {
-            return Err(bad("inflight", "must be 1..=1000000".into()));
-        }
-        if options.threads == 0 || options.threads > 256 {
-            return Err(bad("threads", "must be 1..=256".into()));
-        }
-        if options.send_batch == 0 || options.send_batch > 1024 {
-            return Err(bad("send_batch", "must be 1..=1024".into()));
-        }
-        if options.timeout_ms == 0 {
-            return Err(bad("timeout_ms", "must be at least 1".into()));
-        }
-        if options.insecure && options.ca_file.is_some() {
+        let ClientOptions {
+            transport,
+            timeout,
+            tcp_fallback,
+            doh_method: method,
+            tls,
+        } = options.client.clone();
+        if tls.insecure && tls.ca_file.is_some() {
             return Err(StageError::config(
                 MODULE,
                 "`insecure` and `ca_file` exclude each other: verify against the CA file, or not at all",
@@ -268,16 +140,11 @@ impl DnsCli {
         }
         let endpoint = Endpoint::parse(&options.server, transport)
             .map_err(|e| bad("server", e.to_string()))?;
-        let tls = TlsOptions {
-            ca_file: options.ca_file.clone(),
-            insecure: options.insecure,
-            server_name: options.tls_name.clone(),
-        };
         let counters = Arc::new(NetCounters::default());
-        let connect_timeout = Duration::from_millis(options.connect_timeout_ms.max(1));
+        let connect_timeout = options.connect_timeout;
         let setup = ClientSetup::new(transport, &tls, connect_timeout, method, counters.clone())
             .map_err(|e| StageError::config(MODULE, e.to_string()))?;
-        let tcp_retry = if transport == Transport::Udp && options.tcp_retry {
+        let tcp_retry = if transport == Transport::Udp && tcp_fallback {
             let tcp_endpoint = Endpoint {
                 transport: Transport::Tcp,
                 ..endpoint.clone()
@@ -294,7 +161,7 @@ impl DnsCli {
         } else {
             None
         };
-        let responses = match &options.responses {
+        let responses = match responses {
             Some(path) => Some(responses_writer(path)?),
             None => None,
         };
@@ -302,9 +169,9 @@ impl DnsCli {
             let plan = direct::Plan {
                 endpoint: endpoint.clone(),
                 tls,
-                tcp_retry: options.tcp_retry,
+                tcp_retry: tcp_fallback,
                 connect_timeout,
-                timeout: Duration::from_millis(options.timeout_ms),
+                timeout,
                 clients: options.clients,
                 inflight: options.inflight as usize,
                 keep_outcomes: responses.is_some(),
@@ -324,7 +191,7 @@ impl DnsCli {
                     endpoint: endpoint.clone(),
                     setup,
                     tcp_retry: None,
-                    timeout: Duration::from_millis(options.timeout_ms),
+                    timeout,
                     clients: Vec::new(),
                     tally: Mutex::new(tally::Tally::new()),
                     counters,
@@ -338,7 +205,7 @@ impl DnsCli {
             });
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(options.threads as usize)
+            .worker_threads(options.https_threads as usize)
             .thread_name("dnscli")
             .enable_all()
             .build()
@@ -350,7 +217,7 @@ impl DnsCli {
             endpoint,
             setup,
             tcp_retry,
-            timeout: Duration::from_millis(options.timeout_ms),
+            timeout,
             clients: (0..options.clients).map(|_| Default::default()).collect(),
             tally: Mutex::new(tally::Tally::new()),
             counters,
@@ -573,15 +440,11 @@ impl Receiver for DnsCli {
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: MODULE,
-        summary: "DNS client: replay queries over udp, tcp, tls or https, match answers, time them",
-        options: OPTIONS,
-        factory: Factory::Output(Arc::new(|opts: &StageOptions| {
-            let o: DnsCliOptions = opts.parse()?;
-            Ok(Box::new(DnsCli::new(&o)?) as Box<dyn Receiver>)
-        })),
-    }
+    ModuleEntry::output(
+        MODULE,
+        "DNS client: replay queries over udp, tcp, tls or https, match answers, time them",
+        |o: DnsCliOutputOptions| Ok(Box::new(DnsCli::new(&o.cli, o.responses.as_deref())?)),
+    )
 }
 
 /// Where `responses = PATH` goes: a capture file for `.pcap` / `.pcapng`

@@ -8,38 +8,25 @@
 //! `dns_len`, `reassembled`, `dns` (see `dns.rs`) and `dns_error`. A client's
 //! response (`output.dnscli`) has its own shape (see `response.rs`).
 
-use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
+use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::time::write_rfc3339_ns;
+use dnsluice_options::Options;
 mod dns;
 mod response;
 
 use dnsluice_core::wire::{Network, Transport};
 use dnsluice_core::{Object, Origin, Receiver, StageError, StageStats, Text, TextKind};
-use serde::Deserialize;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Options of `output.json`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Options)]
 pub struct JsonOptions {
-    /// Where to write: a file, or `-` for standard output.
-    #[serde(default = "stdout_path")]
+    /// The output file, or `-` for standard output.
+    #[option(default = PathBuf::from("-"))]
     pub path: PathBuf,
 }
-
-fn stdout_path() -> PathBuf {
-    PathBuf::from("-")
-}
-
-const OPTIONS: &[OptionDoc] = &[OptionDoc {
-    name: "path",
-    kind: "string",
-    default: "\"-\"",
-    help: "output file, or \"-\" for standard output",
-}];
 
 /// Bytes buffered before a write.
 const FLUSH_AT: usize = 256 * 1024;
@@ -289,13 +276,9 @@ impl Receiver for JsonLines {
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
-    ModuleEntry {
-        name: "output.json",
-        summary: "write one JSON object per packet (JSON lines) to stdout or a file",
-        options: OPTIONS,
-        factory: Factory::Output(Arc::new(|opts: &StageOptions| {
-            let o: JsonOptions = opts.parse()?;
-            Ok(Box::new(JsonLines::create(o.path)?) as Box<dyn Receiver>)
-        })),
-    }
+    ModuleEntry::output(
+        "output.json",
+        "write one JSON object per packet (JSON lines) to stdout or a file",
+        |o: JsonOptions| Ok(Box::new(JsonLines::create(o.path)?)),
+    )
 }
