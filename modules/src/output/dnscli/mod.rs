@@ -28,15 +28,17 @@
 
 pub mod chain;
 mod direct;
-mod engine;
+mod doh;
+mod outcome;
 pub mod tally;
 
 use crate::clients::{query_bytes, ClientMap};
 use crate::output::json::JsonLines;
 use dnsluice_core::registry::{Factory, ModuleEntry, OptionDoc, StageOptions};
-use dnsluice_core::{Object, Receiver, Response, StageError, StageStats};
+use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_net::{ClientSetup, DohMethod, Endpoint, NetCounters, TlsOptions, Transport};
-use engine::{Job, Outcome, Shared};
+use doh::{Job, Shared};
+use outcome::{hand_on, Outcome};
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -277,23 +279,6 @@ impl DnsCli {
         let connect_timeout = Duration::from_millis(options.connect_timeout_ms.max(1));
         let setup = ClientSetup::new(transport, &tls, connect_timeout, method, counters.clone())
             .map_err(|e| StageError::config(MODULE, e.to_string()))?;
-        let tcp_retry = if transport == Transport::Udp && options.tcp_retry {
-            let tcp_endpoint = Endpoint {
-                transport: Transport::Tcp,
-                ..endpoint.clone()
-            };
-            let tcp_setup = ClientSetup::new(
-                Transport::Tcp,
-                &tls,
-                connect_timeout,
-                method,
-                counters.clone(),
-            )
-            .map_err(|e| StageError::config(MODULE, e.to_string()))?;
-            Some((tcp_endpoint, tcp_setup))
-        } else {
-            None
-        };
         let responses = match &options.responses {
             Some(path) => Some(responses_writer(path)?),
             None => None,
@@ -323,7 +308,6 @@ impl DnsCli {
                 shared: Arc::new(Shared {
                     endpoint: endpoint.clone(),
                     setup,
-                    tcp_retry: None,
                     timeout: Duration::from_millis(options.timeout_ms),
                     clients: Vec::new(),
                     tally: Mutex::new(tally::Tally::new()),
@@ -349,7 +333,6 @@ impl DnsCli {
         let shared = Arc::new(Shared {
             endpoint,
             setup,
-            tcp_retry,
             timeout: Duration::from_millis(options.timeout_ms),
             clients: (0..options.clients).map(|_| Default::default()).collect(),
             tally: Mutex::new(tally::Tally::new()),
@@ -440,7 +423,7 @@ impl DnsCli {
         } else {
             (None, None)
         };
-        self.dispatcher = Some(runtime.spawn(engine::dispatch(
+        self.dispatcher = Some(runtime.spawn(doh::dispatch(
             self.shared.clone(),
             jobs_rx,
             inflight,
@@ -486,30 +469,6 @@ impl DnsCli {
     pub(crate) fn server_name(&self) -> &str {
         &self.server_name
     }
-}
-
-/// Passes `outcome` to `receiver` as an [`Object::Response`].
-fn hand_on(outcome: &Outcome, server: &str, receiver: &mut dyn Receiver) -> Result<(), StageError> {
-    receiver.receive(&mut response_of(outcome, server))
-}
-
-/// `outcome` as an [`Object::Response`] from `server`.
-fn response_of<'a>(outcome: &'a Outcome, server: &'a str) -> Object<'a> {
-    let (answer, error_kind, error) = match &outcome.result {
-        Ok(answer) => (Some(answer.as_slice()), None, ""),
-        Err((kind, text)) => (None, Some(*kind), text.as_str()),
-    };
-    Object::Response(Response {
-        query: &outcome.query,
-        answer,
-        error_kind,
-        error,
-        latency_ns: outcome.latency.as_nanos() as u64,
-        sent_ns: outcome.sent_ns,
-        client: outcome.client,
-        server,
-        transport: outcome.transport.as_str(),
-    })
 }
 
 impl Receiver for DnsCli {
