@@ -275,4 +275,29 @@ mod tests {
         assert_eq!(table.drain().count(), 1);
         assert!(table.expired(t0 + ms(99)).is_none());
     }
+
+    #[test]
+    fn an_old_deadline_does_not_time_out_a_new_query_with_the_same_id() {
+        let mut table = InFlight::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let q = query(0, "a.", 1);
+        let first = table.insert(Query(q.clone()), Some(t0 + ms(10))).unwrap();
+        assert!(table.answer(&response_to(&q, first)).is_ok());
+        // Insert (and drop) until the answered query's id comes round again.
+        let mut tries = 0u32;
+        loop {
+            let id = table.insert(Query(q.clone()), Some(t0 + ms(50))).unwrap();
+            if id == first {
+                break;
+            }
+            table.remove(id);
+            tries += 1;
+            assert!(tries < 10_000_000, "the id never came back");
+        }
+        // The first query's deadline (10 ms) is not the new one's (50 ms).
+        assert!(table.expired(t0 + ms(20)).is_none());
+        assert_eq!(table.len(), 1);
+        assert!(table.expired(t0 + ms(60)).is_some());
+    }
 }
