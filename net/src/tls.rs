@@ -1,11 +1,18 @@
-//! TLS client configuration: certificates verified by default.
+//! TLS client setup: certificates verified by default. [`TlsClient`] is built
+//! once per client (the CA file or the system roots loaded once) and gives
+//! each driver what it needs: the configuration and server name for
+//! tokio-rustls, or a sans-I/O [`ClientConnection`] for a driver that moves
+//! the bytes itself.
 
+use crate::endpoint::Endpoint;
 use crate::error::NetError;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{ring, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -23,6 +30,60 @@ pub struct TlsOptions {
     /// By default the DoH URL's host, else the server's IP address.
     #[option(rename = "tls_name")]
     pub server_name: Option<String>,
+}
+
+/// The application protocol a TLS client offers (ALPN).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alpn {
+    /// `dot`: DNS-over-TLS (RFC 7858 §3.2's registration).
+    Dot,
+    /// `h2`: HTTP/2, for DNS-over-HTTPS.
+    H2,
+}
+
+impl Alpn {
+    /// The protocol id on the wire.
+    pub fn id(self) -> &'static [u8] {
+        match self {
+            Alpn::Dot => b"dot",
+            Alpn::H2 => b"h2",
+        }
+    }
+}
+
+/// A TLS client's configuration and how it names servers; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct TlsClient {
+    config: Arc<ClientConfig>,
+    options: TlsOptions,
+}
+
+impl TlsClient {
+    /// Loads the trust anchors `options` ask for and offers `alpn`.
+    pub fn new(options: &TlsOptions, alpn: Alpn) -> Result<TlsClient, NetError> {
+        Ok(TlsClient {
+            config: client_config(options, &[alpn.id()])?,
+            options: options.clone(),
+        })
+    }
+
+    /// The rustls configuration.
+    pub fn config(&self) -> Arc<ClientConfig> {
+        self.config.clone()
+    }
+
+    /// The name `endpoint`'s certificate must carry (and the SNI sent): the
+    /// override, else a DoH URL's host, else the IP address.
+    pub fn server_name(&self, endpoint: &Endpoint) -> Result<ServerName<'static>, NetError> {
+        server_name(&self.options, endpoint.host.as_deref(), endpoint.addr.ip())
+    }
+
+    /// A new TLS session with `name` as rustls' state machine: the driver
+    /// feeds it the bytes it reads and writes out what it produces.
+    pub fn session(&self, name: &ServerName<'static>) -> Result<ClientConnection, NetError> {
+        ClientConnection::new(self.config.clone(), name.clone())
+            .map_err(|e| NetError::TlsSetup(e.to_string()))
+    }
 }
 
 fn provider() -> Arc<CryptoProvider> {

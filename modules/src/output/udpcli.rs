@@ -9,15 +9,16 @@
 use crate::clients::{query_bytes, ClientMap};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
+use dnsluice_net::sys::{gso_unsupported, send_some};
 use dnsluice_net::{Endpoint, Transport};
 use dnsluice_options::Options;
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 
 const MODULE: &str = "output.udpcli";
 
 /// The most datagrams one `sendmmsg` call carries.
-pub const MAX_BATCH: usize = 64;
+pub const MAX_BATCH: usize = dnsluice_net::sys::MAX_BATCH;
 
 /// Options of `output.udpcli`.
 #[derive(Debug, Clone, Options)]
@@ -64,11 +65,7 @@ impl UdpCli {
         let bad = |key: &str, message: String| StageError::option(MODULE, Some(key), message);
         let endpoint = Endpoint::parse(&options.server, Transport::Udp)
             .map_err(|e| bad("server", e.to_string()))?;
-        let local: SocketAddr = if endpoint.addr.is_ipv4() {
-            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-        } else {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-        };
+        let local = dnsluice_net::sys::any_local(endpoint.addr);
         let open = || -> io::Result<UdpSocket> {
             let socket = UdpSocket::bind(local)?;
             socket.connect(endpoint.addr)?;
@@ -165,130 +162,6 @@ fn send_all(socket: &UdpSocket, data: &[u8], lens: &[usize], gso: &mut bool) -> 
         }
     }
     out
-}
-
-/// `UDP_SEGMENT` (linux/udp.h): a cmsg giving the size of each datagram of a
-/// buffer the kernel cuts into several (UDP generic segmentation offload).
-#[cfg(target_os = "linux")]
-const UDP_SEGMENT: libc::c_int = 103;
-
-/// Most datagrams in one segmented send (the kernel's UDP_MAX_SEGMENTS).
-#[cfg(target_os = "linux")]
-const MAX_SEGMENTS: usize = 64;
-
-/// A connected UDP socket, std's or mio's: what [`send_some`] sends on.
-pub(crate) trait ConnectedUdp: std::os::fd::AsRawFd {
-    /// Sends one datagram to the connected peer (where there is no `sendmmsg`).
-    #[cfg_attr(target_os = "linux", allow(dead_code))]
-    fn send_one(&self, datagram: &[u8]) -> io::Result<usize>;
-}
-
-impl ConnectedUdp for UdpSocket {
-    fn send_one(&self, datagram: &[u8]) -> io::Result<usize> {
-        self.send(datagram)
-    }
-}
-
-impl ConnectedUdp for mio::net::UdpSocket {
-    fn send_one(&self, datagram: &[u8]) -> io::Result<usize> {
-        self.send(datagram)
-    }
-}
-
-/// One `sendmmsg` with up to [`MAX_BATCH`] of the datagrams at `offsets`; how
-/// many datagrams the kernel took (at least one on success). With `gso`, each
-/// run of consecutive datagrams of one length (back to back in `data`) goes
-/// as one message the kernel segments (UDP GSO): the per-datagram work of the
-/// send path is then done once per run.
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-pub(crate) fn send_some(
-    socket: &impl ConnectedUdp,
-    data: &[u8],
-    offsets: &[(usize, usize)],
-    gso: bool,
-) -> io::Result<usize> {
-    let available = offsets.len().min(MAX_BATCH);
-    // SAFETY: iovec and mmsghdr are plain C structs for which all-zero bytes
-    // are a valid value (null pointers, zero lengths).
-    let mut iovecs: [libc::iovec; MAX_BATCH] = unsafe { std::mem::zeroed() };
-    let mut messages: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
-    // One control buffer per message, 8-byte aligned, room for one u16 cmsg.
-    let mut controls = [[0u64; 4]; MAX_BATCH];
-    let mut runs = [0usize; MAX_BATCH];
-    let (mut count, mut i) = (0, 0);
-    while i < available {
-        let (start, len) = offsets[i];
-        let mut run = 1;
-        if gso && len > 0 {
-            while i + run < available
-                && run < MAX_SEGMENTS
-                && offsets[i + run].1 == len
-                && (run + 1) * len <= 65_000
-            {
-                run += 1;
-            }
-        }
-        iovecs[count].iov_base = data[start..].as_ptr() as *mut libc::c_void;
-        iovecs[count].iov_len = run * len;
-        messages[count].msg_hdr.msg_iov = &mut iovecs[count];
-        messages[count].msg_hdr.msg_iovlen = 1;
-        if run > 1 {
-            let control = &mut controls[count];
-            // SAFETY: `control` is 32 zeroed, 8-byte aligned bytes, more than
-            // CMSG_SPACE(2); CMSG_FIRSTHDR/CMSG_DATA point inside it.
-            unsafe {
-                let header = &mut messages[count].msg_hdr;
-                header.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-                header.msg_controllen = libc::CMSG_SPACE(2) as _;
-                let cmsg = libc::CMSG_FIRSTHDR(header);
-                (*cmsg).cmsg_level = libc::SOL_UDP;
-                (*cmsg).cmsg_type = UDP_SEGMENT;
-                (*cmsg).cmsg_len = libc::CMSG_LEN(2) as _;
-                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut u16, len as u16);
-            }
-        }
-        runs[count] = run;
-        count += 1;
-        i += run;
-    }
-    // SAFETY: `messages[..count]` point at `iovecs[..count]` (into `data`) and
-    // `controls[..count]`; all outlive the call, and the kernel only reads them
-    // (the socket is connected, so no address is given).
-    let n = unsafe {
-        libc::sendmmsg(
-            socket.as_raw_fd(),
-            messages.as_mut_ptr(),
-            count as libc::c_uint,
-            0,
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let messages_sent = (n as usize).max(1).min(count);
-    Ok(runs[..messages_sent].iter().sum())
-}
-
-/// Whether an error from a segmented send means this kernel (or socket) does
-/// not do UDP GSO, so sending should go on without it.
-pub(crate) fn gso_unsupported(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
-    )
-}
-
-/// One `send` (platforms without `sendmmsg`).
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn send_some(
-    socket: &impl ConnectedUdp,
-    data: &[u8],
-    offsets: &[(usize, usize)],
-    _gso: bool,
-) -> io::Result<usize> {
-    let (start, len) = offsets[0];
-    socket.send_one(&data[start..start + len]).map(|_| 1)
 }
 
 impl Receiver for UdpCli {

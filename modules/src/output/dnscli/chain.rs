@@ -18,8 +18,8 @@
 //! end of the input it waits for the last answers (or their timeouts).
 //! Either way every query the client sends gives exactly one response.
 
-use super::engine::Outcome;
-use super::{response_of, DnsCli, DnsCliOptions};
+use super::outcome::{response_of, Outcome};
+use super::{DnsCli, DnsCliOptions};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats};
 use std::collections::VecDeque;

@@ -28,16 +28,18 @@
 
 pub mod chain;
 mod direct;
-mod engine;
+mod doh;
+mod outcome;
 pub mod tally;
 
 use crate::clients::{query_bytes, ClientMap};
 use crate::output::json::JsonLines;
 use dnsluice_core::registry::ModuleEntry;
-use dnsluice_core::{Object, Receiver, Response, StageError, StageStats};
+use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_net::{ClientOptions, ClientSetup, Endpoint, NetCounters, Transport};
 use dnsluice_options::Options;
-use engine::{Job, Outcome, Shared};
+use doh::{Job, Shared};
+use outcome::{hand_on, Outcome};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -144,23 +146,6 @@ impl DnsCli {
         let connect_timeout = options.connect_timeout;
         let setup = ClientSetup::new(transport, &tls, connect_timeout, method, counters.clone())
             .map_err(|e| StageError::config(MODULE, e.to_string()))?;
-        let tcp_retry = if transport == Transport::Udp && tcp_fallback {
-            let tcp_endpoint = Endpoint {
-                transport: Transport::Tcp,
-                ..endpoint.clone()
-            };
-            let tcp_setup = ClientSetup::new(
-                Transport::Tcp,
-                &tls,
-                connect_timeout,
-                method,
-                counters.clone(),
-            )
-            .map_err(|e| StageError::config(MODULE, e.to_string()))?;
-            Some((tcp_endpoint, tcp_setup))
-        } else {
-            None
-        };
         let responses = match responses {
             Some(path) => Some(responses_writer(path)?),
             None => None,
@@ -190,7 +175,6 @@ impl DnsCli {
                 shared: Arc::new(Shared {
                     endpoint: endpoint.clone(),
                     setup,
-                    tcp_retry: None,
                     timeout,
                     clients: Vec::new(),
                     tally: Mutex::new(tally::Tally::new()),
@@ -216,7 +200,6 @@ impl DnsCli {
         let shared = Arc::new(Shared {
             endpoint,
             setup,
-            tcp_retry,
             timeout,
             clients: (0..options.clients).map(|_| Default::default()).collect(),
             tally: Mutex::new(tally::Tally::new()),
@@ -307,7 +290,7 @@ impl DnsCli {
         } else {
             (None, None)
         };
-        self.dispatcher = Some(runtime.spawn(engine::dispatch(
+        self.dispatcher = Some(runtime.spawn(doh::dispatch(
             self.shared.clone(),
             jobs_rx,
             inflight,
@@ -353,30 +336,6 @@ impl DnsCli {
     pub(crate) fn server_name(&self) -> &str {
         &self.server_name
     }
-}
-
-/// Passes `outcome` to `receiver` as an [`Object::Response`].
-fn hand_on(outcome: &Outcome, server: &str, receiver: &mut dyn Receiver) -> Result<(), StageError> {
-    receiver.receive(&mut response_of(outcome, server))
-}
-
-/// `outcome` as an [`Object::Response`] from `server`.
-fn response_of<'a>(outcome: &'a Outcome, server: &'a str) -> Object<'a> {
-    let (answer, error_kind, error) = match &outcome.result {
-        Ok(answer) => (Some(answer.as_slice()), None, ""),
-        Err((kind, text)) => (None, Some(*kind), text.as_str()),
-    };
-    Object::Response(Response {
-        query: &outcome.query,
-        answer,
-        error_kind,
-        error,
-        latency_ns: outcome.latency.as_nanos() as u64,
-        sent_ns: outcome.sent_ns,
-        client: outcome.client,
-        server,
-        transport: outcome.transport.as_str(),
-    })
 }
 
 impl Receiver for DnsCli {

@@ -1,4 +1,5 @@
-//! Building queries and matching answers to them.
+//! Building queries: the header, a name in wire form, the question, EDNS
+//! (RFC 1035 §4.1, RFC 6891 §6).
 
 /// The RR type code of OPT (EDNS).
 const TYPE_OPT: u16 = 41;
@@ -145,47 +146,6 @@ pub fn build(
     Ok(())
 }
 
-/// The question section's first entry in `msg` (name in wire form, type, class),
-/// when it is there uncompressed; `None` for a message without one.
-pub fn first_question(msg: &[u8]) -> Option<&[u8]> {
-    if msg.len() < 12 || u16::from_be_bytes([msg[4], msg[5]]) == 0 {
-        return None;
-    }
-    let mut at = 12;
-    loop {
-        let len = *msg.get(at)? as usize;
-        if len == 0 {
-            at += 1;
-            break;
-        }
-        if len > 63 {
-            return None; // a pointer or a reserved label type: not a plain name
-        }
-        at += 1 + len;
-    }
-    msg.get(12..at + 4)
-}
-
-/// Whether two questions (as [`first_question`] returns them) are the same:
-/// names equal without regard to ASCII case, type and class equal exactly.
-pub fn question_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len()
-        && a.len() >= 4
-        && a[..a.len() - 4].eq_ignore_ascii_case(&b[..b.len() - 4])
-        && a[a.len() - 4..] == b[b.len() - 4..]
-}
-
-/// Whether `response` answers `query`: same question (see [`question_eq`]),
-/// or no question in the response at all (some servers drop it from errors
-/// such as FORMERR).
-pub fn same_question(query: &[u8], response: &[u8]) -> bool {
-    match (first_question(query), first_question(response)) {
-        (Some(q), Some(r)) => question_eq(q, r),
-        (_, None) => response.len() >= 12 && u16::from_be_bytes([response[4], response[5]]) == 0,
-        (None, Some(_)) => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,25 +213,5 @@ mod tests {
             push_name("a\\256", &mut Vec::new()),
             Err(NameError::BadEscape)
         );
-    }
-
-    #[test]
-    fn questions_match_without_case() {
-        let mut q = Vec::new();
-        build(7, "Example.COM", 1, &QueryOptions::default(), &mut q).unwrap();
-        let mut r = Vec::new();
-        build(7, "example.com", 1, &QueryOptions::default(), &mut r).unwrap();
-        assert!(same_question(&q, &r));
-        let mut other = Vec::new();
-        build(7, "example.org", 1, &QueryOptions::default(), &mut other).unwrap();
-        assert!(!same_question(&q, &other));
-        build(7, "example.com", 28, &QueryOptions::default(), &mut other).unwrap();
-        assert!(!same_question(&q, &other));
-        // Type 65 (HTTPS) and 97 differ only by ASCII case as bytes: not the same.
-        build(7, "example.com", 65, &QueryOptions::default(), &mut q).unwrap();
-        build(7, "example.com", 97, &QueryOptions::default(), &mut other).unwrap();
-        assert!(!same_question(&q, &other));
-        // A bare header without a question (FORMERR style) is accepted.
-        assert!(same_question(&q, &[0, 7, 0x81, 1, 0, 0, 0, 0, 0, 0, 0, 0]));
     }
 }

@@ -1,11 +1,14 @@
 //! Many queries in flight on one UDP socket or one TCP/TLS stream, answers
-//! matched by id and question (RFC 7766 §6.2.1.1 on streams).
+//! matched by id and question (RFC 7766 §6.2.1.1 on streams). The table is
+//! [`InFlight`], the framing [`FrameReader`] and [`push_frame`], the
+//! dead-stream rule [`Liveness`]; this file moves bytes with tokio.
 
 use crate::error::NetError;
-use crate::ids::QueryIds;
-use crate::query::{first_question, question_eq};
+use crate::health::{udp_error_is_transient, Liveness};
 use crate::stats::NetCounters;
-use std::collections::HashMap;
+use crate::wire::frame::{push_frame, FrameReader};
+use crate::wire::inflight::{Asked, InFlight};
+use crate::wire::question::{first_question, set_id};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
@@ -18,27 +21,25 @@ struct Waiter {
     /// The query's own id, put back into the answer.
     original_id: u16,
     /// The query's first question (wire form), which the answer must repeat.
-    question: Vec<u8>,
+    question: Option<Vec<u8>>,
     /// Where the answer goes.
     answer: oneshot::Sender<Vec<u8>>,
 }
 
-/// The queries in flight, by wire id.
-struct Table {
-    waiting: HashMap<u16, Waiter>,
-    /// Where wire ids come from.
-    ids: QueryIds,
-    /// Set once the connection is unusable, with the reason.
-    closed: Option<String>,
-    /// Queries that timed out since the last answer (streams: a dead peer).
-    timeouts_in_row: u32,
+impl Asked for Waiter {
+    fn question(&self) -> Option<&[u8]> {
+        self.question.as_deref()
+    }
 }
 
-impl Table {
-    fn next_id(&mut self) -> Option<u16> {
-        let waiting = &self.waiting;
-        self.ids.next(waiting.len(), |id| waiting.contains_key(&id))
-    }
+/// The queries in flight, and the connection's state.
+#[derive(Default)]
+struct Table {
+    waiting: InFlight<Waiter>,
+    /// Set once the connection is unusable, with the reason.
+    closed: Option<String>,
+    /// Timeouts since the last answer (streams: a dead peer).
+    liveness: Liveness,
 }
 
 struct Shared {
@@ -54,32 +55,19 @@ impl Shared {
     }
 
     /// Hands `message` to the query it answers, if one waits for it.
-    fn deliver(&self, mut message: Vec<u8>) {
-        if message.len() < 12 {
-            NetCounters::bump(&self.counters.unmatched_responses);
-            return;
-        }
-        let id = u16::from_be_bytes([message[0], message[1]]);
+    fn deliver(&self, message: &[u8]) {
         let mut table = self.lock();
-        let matches = match table.waiting.get(&id) {
-            Some(waiter) => match first_question(&message) {
-                Some(question) => question_eq(question, &waiter.question),
-                // No question at all (FORMERR and friends): the id decides.
-                None => u16::from_be_bytes([message[4], message[5]]) == 0,
-            },
-            None => false,
-        };
-        if !matches {
+        let Ok(waiter) = table.waiting.answer(message) else {
+            drop(table);
             NetCounters::bump(&self.counters.unmatched_responses);
             return;
-        }
-        if let Some(waiter) = table.waiting.remove(&id) {
-            table.timeouts_in_row = 0;
-            drop(table);
-            message[..2].copy_from_slice(&waiter.original_id.to_be_bytes());
-            // The asker may have timed out and gone; nothing to do then.
-            let _ = waiter.answer.send(message);
-        }
+        };
+        table.liveness.answered();
+        drop(table);
+        let mut answer = message.to_vec();
+        set_id(&mut answer, waiter.original_id);
+        // The asker may have timed out and gone; nothing to do then.
+        let _ = waiter.answer.send(answer);
     }
 
     /// Marks the connection unusable and fails every query in flight.
@@ -89,7 +77,7 @@ impl Shared {
             table.closed = Some(reason);
         }
         // Dropping the senders wakes every waiter with "closed".
-        table.waiting.clear();
+        table.waiting.drain().for_each(drop);
     }
 }
 
@@ -111,10 +99,6 @@ impl Drop for Mux {
     }
 }
 
-/// Stream timeouts in a row, with no answer between them, after which the
-/// connection is taken for dead and closed (a black-holed peer).
-const DEAD_AFTER_TIMEOUTS: u32 = 3;
-
 /// Removes a query's waiter when its exchange ends without an answer (timeout,
 /// error, or the future being dropped), unless the id was reused meanwhile.
 struct Pending<'a> {
@@ -128,23 +112,21 @@ impl Drop for Pending<'_> {
         // Ours when its receiver is gone (this exchange's, dropped first).
         if table
             .waiting
-            .get(&self.id)
+            .get(self.id)
             .is_some_and(|w| w.answer.is_closed())
         {
-            table.waiting.remove(&self.id);
+            table.waiting.remove(self.id);
         }
     }
 }
 
+/// Bytes asked of the stream per read.
+const READ_CHUNK: usize = 16 * 1024;
+
 impl Mux {
     fn shared(counters: Arc<NetCounters>) -> Arc<Shared> {
         Arc::new(Shared {
-            table: Mutex::new(Table {
-                waiting: HashMap::new(),
-                ids: QueryIds::default(),
-                closed: None,
-                timeouts_in_row: 0,
-            }),
+            table: Mutex::new(Table::default()),
             counters,
         })
     }
@@ -183,26 +165,21 @@ impl Mux {
 
     /// Sends `query` and waits up to `timeout` for the answer.
     pub async fn exchange(&self, query: &[u8], timeout: Duration) -> Result<Vec<u8>, NetError> {
-        let question = first_question(query).unwrap_or_default().to_vec();
-        let original_id = u16::from_be_bytes([query[0], query[1]]);
         let (answer_tx, answer_rx) = oneshot::channel();
+        let waiter = Waiter {
+            original_id: u16::from_be_bytes([query[0], query[1]]),
+            question: first_question(query).map(<[u8]>::to_vec),
+            answer: answer_tx,
+        };
         let id = {
             let mut table = self.shared.lock();
             if let Some(reason) = &table.closed {
                 return Err(NetError::Closed(reason.clone()));
             }
-            let id = table
-                .next_id()
-                .ok_or(NetError::BadQuery("65535 queries already in flight"))?;
-            table.waiting.insert(
-                id,
-                Waiter {
-                    original_id,
-                    question,
-                    answer: answer_tx,
-                },
-            );
-            id
+            table
+                .waiting
+                .insert(waiter, None)
+                .map_err(|_| NetError::BadQuery("65535 queries already in flight"))?
         };
         // Declared before the future that owns the receiver, so it is dropped
         // after it (locals drop in reverse order), also when cancelled.
@@ -215,10 +192,10 @@ impl Mux {
             match tokio::time::timeout_at(deadline, self.write(id, query)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => {
-                    if self.is_stream() || error.kind() != std::io::ErrorKind::ConnectionRefused {
+                    // UDP: a refusal (ICMP) surfacing on send fails this query only.
+                    if self.is_stream() || !udp_error_is_transient(&error) {
                         self.shared.close(format!("write failed: {error}"));
                     }
-                    // UDP: a refusal (ICMP) surfacing on send fails this query only.
                     return Err(NetError::Send(error));
                 }
                 Err(_) => {
@@ -240,13 +217,9 @@ impl Mux {
         };
         let result = answer.await;
         if matches!(result, Err(NetError::Timeout)) && self.is_stream() {
-            let mut table = self.shared.lock();
-            table.timeouts_in_row += 1;
-            if table.timeouts_in_row >= DEAD_AFTER_TIMEOUTS {
-                drop(table);
-                self.shared.close(format!(
-                    "{DEAD_AFTER_TIMEOUTS} queries in a row got no answer: the connection looks dead"
-                ));
+            let dead = self.shared.lock().liveness.timed_out();
+            if dead {
+                self.shared.close(Liveness::reason());
             }
         }
         result
@@ -260,14 +233,13 @@ impl Mux {
         match &self.writer {
             Writer::Udp(socket) => {
                 let mut datagram = query.to_vec();
-                datagram[..2].copy_from_slice(&id.to_be_bytes());
+                set_id(&mut datagram, id);
                 socket.send(&datagram).await.map(|_| ())
             }
             Writer::Stream(writer) => {
-                let mut frame = Vec::with_capacity(query.len() + 2);
-                frame.extend_from_slice(&(query.len() as u16).to_be_bytes());
-                frame.extend_from_slice(query);
-                frame[2..4].copy_from_slice(&id.to_be_bytes());
+                let mut frame = Vec::new();
+                push_frame(&mut frame, query, id)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
                 let mut writer = writer.lock().await;
                 writer.write_all(&frame).await?;
                 writer.flush().await
@@ -280,10 +252,10 @@ async fn read_datagrams(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
     let mut buffer = vec![0u8; 65535];
     loop {
         match socket.recv(&mut buffer).await {
-            Ok(len) => shared.deliver(buffer[..len].to_vec()),
+            Ok(len) => shared.deliver(&buffer[..len]),
             // ICMP port unreachable and friends surface here on a connected
             // socket: the queries in flight will time out; keep listening.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+            Err(e) if udp_error_is_transient(&e) => continue,
             Err(e) => {
                 shared.close(format!("receive failed: {e}"));
                 return;
@@ -293,21 +265,23 @@ async fn read_datagrams(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
 }
 
 async fn read_frames<R: AsyncRead + Unpin>(mut reader: R, shared: Arc<Shared>) {
+    let mut frames = FrameReader::new();
+    let mut chunk = vec![0u8; READ_CHUNK];
     let reason = loop {
-        let mut prefix = [0u8; 2];
-        if let Err(e) = reader.read_exact(&mut prefix).await {
-            break if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                "the server closed the connection".to_string()
-            } else {
-                format!("receive failed: {e}")
-            };
+        match reader.read(&mut chunk).await {
+            Ok(0) if frames.is_mid_message() => {
+                break "the connection ended inside a message".to_string()
+            }
+            Ok(0) => break "the server closed the connection".to_string(),
+            Ok(n) => {
+                frames.push(&chunk[..n]);
+                while let Some(message) = frames.next_message() {
+                    shared.deliver(message);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break format!("receive failed: {e}"),
         }
-        let len = usize::from(u16::from_be_bytes(prefix));
-        let mut message = vec![0u8; len];
-        if let Err(e) = reader.read_exact(&mut message).await {
-            break format!("the connection ended inside a message: {e}");
-        }
-        shared.deliver(message);
     };
     shared.close(reason);
 }

@@ -1,8 +1,33 @@
 //! Query ids for one connection: unpredictable to an off-path spoofer
-//! (xorshift32 seeded from the operating system's randomness) and unique among
-//! the queries in flight.
+//! (xorshift32 seeded from the operating system's randomness, RFC 5452 §9.2)
+//! and unique among the queries in flight; and [`IdMap`], the map keyed by
+//! them.
 
-use std::hash::{BuildHasher, Hasher};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+
+/// Hashes a wire id (already random) to itself, spread over the word: the
+/// queries in flight are looked up once per answer, and SipHash would cost
+/// more than the rest of the lookup.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) | u64::from(*b);
+        }
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.0 = u64::from(n);
+    }
+}
+
+/// A map keyed by wire id.
+pub type IdMap<V> = HashMap<u16, V, BuildHasherDefault<IdHasher>>;
 
 /// The id source of one connection.
 #[derive(Clone, Debug)]
@@ -22,10 +47,13 @@ impl Default for QueryIds {
 }
 
 impl QueryIds {
-    /// The next id for which `taken` is false; `None` when all 65535 ids the
-    /// generator yields are in flight (`in_flight` of them).
+    /// Most ids in flight at once: [`QueryIds::next`] gives none past this.
+    pub const MAX_IN_FLIGHT: usize = u16::MAX as usize;
+
+    /// The next id for which `taken` is false; `None` when
+    /// [`QueryIds::MAX_IN_FLIGHT`] ids are in flight (`in_flight` of them).
     pub fn next(&mut self, in_flight: usize, taken: impl Fn(u16) -> bool) -> Option<u16> {
-        if in_flight >= usize::from(u16::MAX) {
+        if in_flight >= Self::MAX_IN_FLIGHT {
             return None;
         }
         loop {

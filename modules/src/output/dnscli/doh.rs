@@ -1,18 +1,16 @@
-//! The asynchronous side of `output.dnscli`: a tokio runtime owned by the
-//! stage, one connection slot per simulated client, at most `inflight`
-//! queries outstanding. The synchronous chain hands it [`Job`]s over a bounded
-//! channel and gets [`Outcome`]s back (when it asked for responses).
+//! The DNS-over-HTTPS engine of `output.dnscli`: a tokio runtime owned by
+//! the stage (h2 needs one), one connection per simulated client, at most
+//! `inflight` queries outstanding. The synchronous chain hands it [`Job`]s
+//! over a bounded channel and gets [`Outcome`]s back (when it asked for
+//! responses). The connections are `dnsluice_net`'s tokio driver.
 
+use super::outcome::Outcome;
 use super::tally::Tally;
-use dnsluice_net::{connect, ClientSetup, Connection, Endpoint, NetCounters, NetError, Transport};
+use dnsluice_net::health::{Failure, Redial};
+use dnsluice_net::{connect, ClientSetup, Connection, Endpoint, NetCounters, NetError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Semaphore};
-
-/// How long a client whose connect failed fails its queries at once before
-/// it tries to connect again (so a dead server costs one attempt a second per
-/// client, not one per query).
-const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
 /// One query to send.
 #[derive(Debug)]
@@ -23,54 +21,28 @@ pub struct Job {
     pub query: Vec<u8>,
 }
 
-/// What became of one query.
-#[derive(Debug)]
-pub struct Outcome {
-    /// The job's client.
-    pub client: u32,
-    /// The query as given.
-    pub query: Vec<u8>,
-    /// The answer, or the kind and text of the error.
-    pub result: Result<Vec<u8>, (&'static str, String)>,
-    /// From the first write to the answer or the error.
-    pub latency: Duration,
-    /// When the query was taken up, in ns since the Unix epoch.
-    pub sent_ns: i64,
-    /// The transport that carried the final attempt.
-    pub transport: Transport,
-}
-
 /// What every query task shares.
 pub struct Shared {
     /// Where to send.
     pub endpoint: Endpoint,
-    /// How to connect (the stage's transport).
+    /// How to connect.
     pub setup: ClientSetup,
-    /// How to connect over TCP for retries of truncated UDP answers; `None`
-    /// when those are not retried.
-    pub tcp_retry: Option<(Endpoint, ClientSetup)>,
     /// The per-query timeout.
     pub timeout: Duration,
-    /// One connection slot per client (and one for its TCP retries).
-    pub clients: Vec<ClientSlots>,
+    /// One connection slot per client.
+    pub clients: Vec<tokio::sync::Mutex<Slot>>,
     /// The counts.
     pub tally: Mutex<Tally>,
     /// The connection counters (shared with `setup`).
     pub counters: Arc<NetCounters>,
 }
 
-/// A client's connections, opened when first needed and reopened when broken.
+/// A client's connection, opened when first needed and reopened when broken.
 #[derive(Default)]
-pub struct ClientSlots {
-    main: tokio::sync::Mutex<Slot>,
-    tcp: tokio::sync::Mutex<Slot>,
-}
-
-#[derive(Default)]
-struct Slot {
+pub struct Slot {
     connection: Option<Arc<Connection>>,
-    /// The last connect failure: its time, kind and text.
-    failed: Option<(Instant, &'static str, String)>,
+    /// The last connect failure, repeated for a while instead of redialling.
+    redial: Redial,
 }
 
 impl Shared {
@@ -85,7 +57,7 @@ async fn connection(
     slot: &tokio::sync::Mutex<Slot>,
     endpoint: &Endpoint,
     setup: &ClientSetup,
-) -> Result<Arc<Connection>, (&'static str, String)> {
+) -> Result<Arc<Connection>, Failure> {
     let mut slot = slot.lock().await;
     if let Some(conn) = &slot.connection {
         if conn.broken().is_none() {
@@ -93,23 +65,15 @@ async fn connection(
         }
         slot.connection = None;
     }
-    if let Some((when, kind, text)) = &slot.failed {
-        if when.elapsed() < RECONNECT_AFTER {
-            return Err((kind, text.clone()));
-        }
-    }
+    slot.redial.check(Instant::now())?;
     match connect(endpoint, setup).await {
         Ok(conn) => {
             let conn = Arc::new(conn);
             slot.connection = Some(conn.clone());
-            slot.failed = None;
+            slot.redial.connected();
             Ok(conn)
         }
-        Err(e) => {
-            let failure = (e.kind(), e.to_string());
-            slot.failed = Some((Instant::now(), failure.0, failure.1.clone()));
-            Err(failure)
-        }
+        Err(e) => Err(slot.redial.failed(&e, Instant::now())),
     }
 }
 
@@ -127,7 +91,7 @@ async fn exchange_on(
     setup: &ClientSetup,
     query: &[u8],
     timeout: Duration,
-) -> Result<Vec<u8>, (&'static str, String)> {
+) -> Result<Vec<u8>, Failure> {
     let conn = connection(slot, endpoint, setup).await?;
     conn.exchange(query, timeout)
         .await
@@ -135,28 +99,19 @@ async fn exchange_on(
         .map_err(|e: NetError| (e.kind(), e.to_string()))
 }
 
-/// Sends one query (retrying a truncated UDP answer over TCP when asked) and
-/// counts what became of it.
+/// Sends one query and counts what became of it.
 pub async fn run_job(shared: &Shared, job: Job) -> Outcome {
     let sent_ns = now_ns();
     let started = Instant::now();
-    let slots = &shared.clients[job.client as usize % shared.clients.len()];
-    let mut transport = shared.endpoint.transport;
-    let mut result = exchange_on(
-        &slots.main,
+    let slot = &shared.clients[job.client as usize % shared.clients.len()];
+    let result = exchange_on(
+        slot,
         &shared.endpoint,
         &shared.setup,
         &job.query,
         shared.timeout,
     )
     .await;
-    if let (Ok(answer), Some((endpoint, setup))) = (&result, &shared.tcp_retry) {
-        if answer.get(2).is_some_and(|flags| flags & 0x02 != 0) {
-            shared.tally().tcp_retry();
-            transport = Transport::Tcp;
-            result = exchange_on(&slots.tcp, endpoint, setup, &job.query, shared.timeout).await;
-        }
-    }
     let latency = started.elapsed();
     {
         let mut tally = shared.tally();
@@ -171,7 +126,7 @@ pub async fn run_job(shared: &Shared, job: Job) -> Outcome {
         result,
         latency,
         sent_ns,
-        transport,
+        transport: shared.endpoint.transport,
     }
 }
 

@@ -1,4 +1,7 @@
-//! Connections to one nameserver, of every transport, with many queries in flight.
+//! The tokio driver: connections to one nameserver, of every transport, with
+//! many queries in flight, for async callers (the lookups; DoH everywhere).
+//! Framing, ids, matching and the dead-connection rule come from
+//! [`crate::wire`] and [`crate::health`]; this module only moves bytes.
 
 mod https;
 mod mux;
@@ -6,8 +9,7 @@ mod mux;
 use crate::endpoint::{Endpoint, Transport};
 use crate::error::NetError;
 use crate::stats::NetCounters;
-use crate::tls::{self, TlsOptions};
-use rustls::ClientConfig;
+use crate::tls::{Alpn, TlsClient, TlsOptions};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,10 +31,8 @@ pub struct Exchange {
 pub struct ClientSetup {
     /// The transport.
     pub transport: Transport,
-    /// The TLS configuration (TLS and HTTPS only).
-    tls: Option<Arc<ClientConfig>>,
-    /// How the server's name is chosen and checked.
-    tls_options: TlsOptions,
+    /// The TLS client (TLS and HTTPS only).
+    tls: Option<TlsClient>,
     /// How long a connect (and TLS handshake) may take.
     pub connect_timeout: Duration,
     /// POST or GET, for HTTPS.
@@ -52,14 +52,13 @@ impl ClientSetup {
         counters: Arc<NetCounters>,
     ) -> Result<ClientSetup, NetError> {
         let tls = match transport {
-            Transport::Tls => Some(tls::client_config(tls_options, &[b"dot"])?),
-            Transport::Https => Some(tls::client_config(tls_options, &[b"h2"])?),
+            Transport::Tls => Some(TlsClient::new(tls_options, Alpn::Dot)?),
+            Transport::Https => Some(TlsClient::new(tls_options, Alpn::H2)?),
             Transport::Udp | Transport::Tcp => None,
         };
         Ok(ClientSetup {
             transport,
             tls,
-            tls_options: tls_options.clone(),
             connect_timeout,
             doh_method,
             counters,
@@ -134,12 +133,7 @@ async fn open(endpoint: &Endpoint, setup: &ClientSetup) -> Result<Connection, Ne
 }
 
 async fn udp_socket(server: SocketAddr) -> std::io::Result<UdpSocket> {
-    let local: SocketAddr = if server.is_ipv4() {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let socket = UdpSocket::bind(local).await?;
+    let socket = UdpSocket::bind(crate::sys::any_local(server)).await?;
     socket.connect(server).await?;
     Ok(socket)
 }
@@ -161,17 +155,13 @@ async fn tls_connect(
     setup: &ClientSetup,
     name: &str,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, NetError> {
-    let config = setup
+    let tls = setup
         .tls
-        .clone()
+        .as_ref()
         .ok_or_else(|| NetError::TlsSetup("no TLS configuration".to_string()))?;
-    let server_name = tls::server_name(
-        &setup.tls_options,
-        endpoint.host.as_deref(),
-        endpoint.addr.ip(),
-    )?;
+    let server_name = tls.server_name(endpoint)?;
     let tcp = tcp_connect(endpoint.addr, name).await?;
-    let connector = tokio_rustls::TlsConnector::from(config);
+    let connector = tokio_rustls::TlsConnector::from(tls.config());
     let stream =
         connector
             .connect(server_name, tcp)

@@ -1,0 +1,87 @@
+//! One client's link (its UDP socket or TCP/TLS connection, or the TCP
+//! connection it retries truncated answers on) and the queries on it.
+
+use super::shared::Done;
+use dnsluice_net::health::Redial;
+use dnsluice_net::poll_driver::Conn;
+use dnsluice_net::wire::inflight::{Asked, InFlight};
+use dnsluice_net::wire::question::first_question;
+use dnsluice_net::{NetError, Transport};
+use std::io;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// A query handed to the engine, until it ends.
+pub(super) struct Pending {
+    /// The simulated client that sends it.
+    pub client: u32,
+    /// The query as given (original id).
+    pub query: Vec<u8>,
+    /// When it was first written (a retry keeps the first attempt's time).
+    pub started: Instant,
+    /// When it was taken up, in ns since the Unix epoch.
+    pub sent_ns: i64,
+    /// Sent again over TCP after a truncated UDP answer: it holds its place
+    /// in the window already.
+    pub retried: bool,
+}
+
+impl Asked for Pending {
+    fn question(&self) -> Option<&[u8]> {
+        first_question(&self.query)
+    }
+}
+
+/// A link: its transport and its state, locked by whichever thread uses it.
+pub(super) struct Link {
+    pub transport: Transport,
+    pub state: Mutex<LinkState>,
+}
+
+impl Link {
+    pub fn new(transport: Transport) -> Self {
+        Link {
+            transport,
+            state: Mutex::new(LinkState::default()),
+        }
+    }
+}
+
+/// The link's connection and the queries on it.
+#[derive(Default)]
+pub(super) struct LinkState {
+    pub conn: Option<Conn>,
+    /// The last connect failure, repeated for a while instead of redialling.
+    pub redial: Redial,
+    /// The queries written, by wire id, with their deadlines.
+    pub inflight: InFlight<Pending>,
+    /// Queries written but held, not sent yet (see `Plan::send_batch`);
+    /// they are in `inflight`.
+    pub held: usize,
+}
+
+impl LinkState {
+    /// Sends the held queries.
+    pub fn send_held(&mut self) -> io::Result<()> {
+        if self.held == 0 {
+            return Ok(());
+        }
+        self.held = 0;
+        match &mut self.conn {
+            Some(Conn::Udp(udp)) => udp.send_held(),
+            Some(Conn::Stream(stream)) => stream.send_held(),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the connection gone and fails every query on it.
+    pub fn close(&mut self, transport: Transport, reason: &str) -> Vec<Done> {
+        self.conn = None;
+        self.held = 0;
+        let message = NetError::Closed(reason.to_string()).to_string();
+        self.inflight
+            .drain()
+            .map(|pending| Done::failed(pending, ("closed", message.clone()), transport))
+            .collect()
+    }
+}

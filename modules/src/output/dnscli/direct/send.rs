@@ -1,0 +1,177 @@
+//! The sending side, on the chain's thread: pick the link, connect when it
+//! has no connection (blocking, with the connect timeout), put the query in
+//! the link's table and write it (one `send` or `write` per query, or held
+//! for a batch).
+
+use super::link::{Link, LinkState, Pending};
+use super::shared::{lock, Core, Done};
+use dnsluice_net::health::Failure;
+use dnsluice_net::poll_driver::{Conn, Dialer};
+use dnsluice_net::{NetCounters, NetError, Transport};
+use mio::Token;
+use std::io;
+use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
+
+impl Core {
+    /// Waits while the window is full (then until it is down to its low
+    /// water), sending retries meanwhile.
+    pub fn wait_for_room(&self) {
+        if !self.window.is_full() {
+            return;
+        }
+        // The held queries go out before we wait for their answers.
+        self.send_all_held();
+        let low = self.window.low_water();
+        self.window.wait_until(
+            |inflight| inflight <= low && lock(&self.retries).is_empty(),
+            Duration::from_millis(100),
+            || self.run_retries(),
+        );
+    }
+
+    /// Waits until nothing is in flight and nothing is left to retry.
+    pub fn wait_for_all(&self) {
+        self.send_all_held();
+        self.window.wait_until(
+            |inflight| inflight == 0 && lock(&self.retries).is_empty(),
+            Duration::from_millis(20),
+            || self.run_retries(),
+        );
+    }
+
+    /// Sends the queries of truncated UDP answers again over TCP.
+    pub fn run_retries(&self) {
+        let retries = std::mem::take(&mut *lock(&self.retries));
+        for pending in retries {
+            let link = self.main_link(pending.client) + 1;
+            self.send(link, pending);
+        }
+    }
+
+    /// Writes `pending` on link `index`, connecting first if needed; a failure
+    /// is counted at once. A query that is already in flight (a retry) keeps
+    /// its place in the window.
+    pub fn send(&self, index: usize, mut pending: Pending) {
+        let link = &self.links[index];
+        let retry = pending.retried;
+        let mut state = lock(&link.state);
+        if let Err(failure) = self.ensure_connected(index, link.transport, &mut state) {
+            drop(state);
+            let done = Done::failed(pending, failure, link.transport);
+            self.finish_all(vec![done], usize::from(retry));
+            return;
+        }
+        if !retry {
+            pending.started = Instant::now();
+            self.window.enter();
+        }
+        let deadline = Instant::now() + self.plan.timeout;
+        let batch = self.plan.send_batch;
+        // A retry goes at once: its query has waited already.
+        let hold = batch > 1 && !retry;
+        let st = &mut *state;
+        let id = match st.inflight.insert(pending, Some(deadline)) {
+            Ok(id) => id,
+            Err((full, pending)) => {
+                drop(state);
+                let failure = ("bad_query", format!("bad query: {full}"));
+                let done = Done::failed(pending, failure, link.transport);
+                self.finish_all(vec![done], 1);
+                return;
+            }
+        };
+        let Some(query) = st.inflight.get(id).map(|p| p.query.as_slice()) else {
+            return;
+        };
+        let written = match st.conn.as_mut() {
+            Some(Conn::Udp(udp)) if hold => {
+                udp.hold(id, query);
+                Ok(())
+            }
+            Some(Conn::Udp(udp)) => udp.send(id, query),
+            Some(Conn::Stream(stream)) => stream.write_query(id, query, hold),
+            None => Err(io::Error::new(io::ErrorKind::NotConnected, "not connected")),
+        };
+        match written {
+            Ok(()) => {
+                NetCounters::bump(&self.counters.queries_sent);
+                st.held += usize::from(hold);
+                if st.held >= batch {
+                    if let Err(e) = st.send_held() {
+                        self.fail_link(link, state, e, None);
+                    }
+                }
+            }
+            Err(e) => {
+                let pending = st.inflight.remove(id);
+                self.fail_link(link, state, e, pending);
+            }
+        }
+    }
+
+    /// A write on `link` failed with `e`: closes it, failing what waits on
+    /// it (and `pending`, the query that was being written, if any).
+    fn fail_link(
+        &self,
+        link: &Link,
+        mut state: MutexGuard<'_, LinkState>,
+        e: io::Error,
+        pending: Option<Pending>,
+    ) {
+        let reason = format!("write failed: {e}");
+        let mut failed = state.close(link.transport, &reason);
+        drop(state);
+        if let Some(pending) = pending {
+            let failure = ("send", NetError::Send(e).to_string());
+            failed.push(Done::failed(pending, failure, link.transport));
+        }
+        let n = failed.len();
+        self.finish_all(failed, n);
+    }
+
+    /// Sends every link's held queries (before waiting, and at the end).
+    pub fn send_all_held(&self) {
+        if self.plan.send_batch <= 1 {
+            return;
+        }
+        for link in &self.links {
+            let mut state = lock(&link.state);
+            if let Err(e) = state.send_held() {
+                self.fail_link(link, state, e, None);
+            }
+        }
+    }
+
+    /// Opens the link's socket or connection if it has none (unless a connect
+    /// failed a moment ago: see [`dnsluice_net::health::RECONNECT_AFTER`]).
+    fn ensure_connected(
+        &self,
+        index: usize,
+        transport: Transport,
+        state: &mut LinkState,
+    ) -> Result<(), Failure> {
+        if state.conn.is_some() {
+            return Ok(());
+        }
+        state.redial.check(Instant::now())?;
+        let endpoint = match transport {
+            Transport::Tcp => &self.tcp_endpoint,
+            _ => &self.plan.endpoint,
+        };
+        let dialer = Dialer {
+            registry: &self.registry,
+            connect_timeout: self.plan.connect_timeout,
+            tls: self.tls.as_ref().map(|(client, name)| (client, name)),
+            counters: &self.counters,
+        };
+        match dialer.connect(endpoint, Token(index)) {
+            Ok(conn) => {
+                state.conn = Some(conn);
+                state.redial.connected();
+                Ok(())
+            }
+            Err(e) => Err(state.redial.failed(&e, Instant::now())),
+        }
+    }
+}
