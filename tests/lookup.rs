@@ -544,11 +544,14 @@ fn lookup_pipeline_pushed_and_pulled() {
     for drive in ["push", "pull"] {
         let pipeline = dir.join(format!("{drive}.toml"));
         std::fs::write(&pipeline, format!("drive = \"{drive}\"\n{config}")).unwrap();
+        let stats_path = dir.join(format!("{drive}-stats.json"));
         let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
             .args(["run", pipeline.to_str().unwrap(), "-q"])
             .arg(format!("--set=0.path={}", names.display()))
             .arg(format!("--set=1.name_servers=[\"{}\"]", servers.knot))
             .arg("--set=1.workers=8")
+            .arg("--stats-json")
+            .arg(&stats_path)
             .output()
             .unwrap();
         assert!(
@@ -556,6 +559,11 @@ fn lookup_pipeline_pushed_and_pulled() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let stats: Value =
+            serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+        let counters = &stats["stages"][1]["counters"];
+        assert_eq!(counters["names"], 301, "{drive}");
+        assert_eq!(counters["status_NOERROR"], 300, "{drive}");
         let records = json_lines(&String::from_utf8(out.stdout).unwrap());
         assert_eq!(records.len(), 301, "{drive}");
         let r = by_name(&records);
@@ -567,6 +575,44 @@ fn lookup_pipeline_pushed_and_pulled() {
         }
         assert_eq!(r["bad..name"]["status"], "ERROR");
     }
+}
+
+/// The stage reports the counters `dnsluice lookup --stats-json` does,
+/// failed connects included (one list of counters serves both).
+#[test]
+fn the_lookup_stage_counts_failed_connects() {
+    let dir = tempdir();
+    let names = dir.join("names.txt");
+    std::fs::write(&names, "a.test\nb.test\nc.test\n").unwrap();
+    // Nothing listens on port 1 of 127.0.0.1: every connect is refused.
+    let pipeline = dir.join("refused.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "[[stage]]\nmodule = \"input.lines\"\npath = \"{}\"\n\
+             [[stage]]\nmodule = \"lookup.dns\"\nname_servers = [\"127.0.0.1:1\"]\ntransport = \"tcp\"\n\
+             workers = 1\nretries = 0\n[[stage]]\nmodule = \"output.null\"\n",
+            names.display()
+        ),
+    )
+    .unwrap();
+    let stats_path = dir.join("refused-stats.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+        .args(["run", pipeline.to_str().unwrap(), "-q", "--stats-json"])
+        .arg(&stats_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    let counters = &stats["stages"][1]["counters"];
+    assert_eq!(counters["names"], 3, "{counters}");
+    assert_eq!(counters["connect_failures"], 3, "{counters}");
+    assert_eq!(counters["status_ERROR"], 3, "{counters}");
 }
 
 /// A TCP connection on which 3 queries in a row time out is taken for dead:

@@ -149,3 +149,46 @@ fn pacing_follows_the_capture_or_the_rate() {
         assert!(elapsed >= low && elapsed < high, "{args:?}: {elapsed}");
     }
 }
+
+/// `dnsluice replay -` reads the capture from standard input (input.fpcap,
+/// chosen for `-`), and `--input-module` takes any input module: each sends
+/// every query of the capture.
+#[test]
+fn replay_reads_stdin_and_any_input_module() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let capture = temp("stdin.pcap");
+    write_capture(&capture, &zone_queries(300, 3));
+    for how in ["stdin", "input-module"] {
+        let (addr, stop, counter) = sink();
+        let stats_path = temp(&format!("stdin-{how}.json"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dnsluice"));
+        command.arg("replay");
+        if how == "stdin" {
+            command.arg("-").stdin(Stdio::piped());
+        } else {
+            command
+                .arg(&capture)
+                .args(["--input-module", "input.fpcap"]);
+        }
+        let mut child = command
+            .args(["--server", &addr, "--no-responses", "--rate", "20000", "-q"])
+            .arg("--stats-json")
+            .arg(&stats_path)
+            .spawn()
+            .unwrap();
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(&std::fs::read(&capture).unwrap()).unwrap();
+        }
+        assert!(child.wait().unwrap().success(), "{how}");
+        std::thread::sleep(Duration::from_millis(200));
+        stop.store(true, Ordering::Relaxed);
+        let (received, _, _) = counter.join().unwrap();
+        let stats: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+        assert_eq!(n(&stats, "sent"), 300, "{how}: {stats}");
+        assert_eq!(received, 300, "{how}");
+        let input = &stats["stages"][0]["module"];
+        assert_eq!(input, "input.fpcap", "{how}");
+    }
+}

@@ -67,7 +67,7 @@ pub fn dns_message(msg: &[u8]) {
             origin: Origin::Datagram,
         };
         let mut line = Vec::new();
-        crate::output::json::write_object(&Object::Dns(message), &mut line, &mut Vec::new());
+        crate::json::write_object(&Object::Dns(message), &mut line, &mut Vec::new());
         assert!(line.starts_with(b"{") && line.ends_with(b"}"));
         assert!(std::str::from_utf8(&line).is_ok(), "JSON must be UTF-8");
     }

@@ -6,7 +6,7 @@
 //! Record `name`s are printed without the trailing dot (as ZDNS does); `answer`
 //! is the RDATA in presentation form, as `dig` prints it.
 
-use crate::output::json::{push_json_str, Fields};
+use crate::json::{push_json_str, Fields};
 use dnsluice_core::dns::{self, mnemonic, rdata, Section};
 use dnsluice_core::time::write_rfc3339_ns;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -154,6 +154,33 @@ fn write_section(msg: &[u8], section: Section, out: &mut Vec<u8>) {
 pub fn status_of(response: &[u8]) -> String {
     let info = dns::scan(response, false);
     mnemonic::rcode(info.rcode()).into_owned()
+}
+
+/// One finished name: its record (one JSON object, no newline) and status.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    /// Input order.
+    pub index: u64,
+    /// `NOERROR`, `TIMEOUT`, ...
+    pub status: String,
+    /// The JSON record.
+    pub json: String,
+}
+
+impl Finished {
+    /// The record for `name` with `outcome`.
+    pub fn new(index: u64, name: &str, outcome: &Outcome) -> Finished {
+        let mut json = Vec::with_capacity(256);
+        write(name, outcome, &mut json);
+        Finished {
+            index,
+            status: outcome.status.clone(),
+            // Built from `&str`s and escaped ASCII: valid UTF-8, so the
+            // fallback (a lossy copy) never runs.
+            json: String::from_utf8(json)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,10 +2,11 @@
 //! connection with retries, and hand the result record on.
 
 use super::board::{Nameserver, Scheduler};
-use super::engine::{Finished, Shared};
 use super::job::Job;
 use super::qtype::LookupType;
+use super::record::Finished;
 use super::record::{self, Outcome};
+use super::shared::Shared;
 use dnsluice_core::dns::{self, Section};
 use dnsluice_net::{connect, Connection, NetError, Transport};
 use std::collections::HashMap;

@@ -4,7 +4,9 @@
 //! untouched when pushed; pulled, they are counted (`not_lines`) and dropped
 //! (a lending producer cannot hand on its upstream's object after pulling more).
 
-use super::engine::{Finished, LookupConfig, LookupEngine};
+use super::config::LookupConfig;
+use super::engine::LookupEngine;
+use super::record::Finished;
 use super::{LookupType, Scheduler};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats, Text, TextKind};
@@ -152,17 +154,7 @@ impl StageCore {
         s.output = self.records + self.passed_through;
         if let Some(engine) = &self.engine {
             let summary = engine.summary();
-            for (key, value) in [
-                ("names", summary.names),
-                ("queries", summary.queries),
-                ("connections_opened", summary.connections_opened),
-                ("tls_handshakes", summary.tls_handshakes),
-                ("connections_reused", summary.connections_reused),
-                ("retries", summary.retries),
-                ("stale_redials", summary.stale_redials),
-                ("timeouts", summary.timeouts),
-                ("steals", summary.steals),
-            ] {
+            for (key, value) in summary.counters() {
                 s.add_counter(key, value);
             }
             for (status, n) in &summary.statuses {
