@@ -544,27 +544,18 @@ fn lookup_pipeline_pushed_and_pulled() {
     for drive in ["push", "pull"] {
         let pipeline = dir.join(format!("{drive}.toml"));
         std::fs::write(&pipeline, format!("drive = \"{drive}\"\n{config}")).unwrap();
-        let stats_path = dir.join(format!("{drive}-stats.json"));
-        let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
-            .args(["run", pipeline.to_str().unwrap(), "-q"])
-            .arg(format!("--set=0.path={}", names.display()))
-            .arg(format!("--set=1.name_servers=[\"{}\"]", servers.knot))
-            .arg("--set=1.workers=8")
-            .arg("--stats-json")
-            .arg(&stats_path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let (stdout, stats) = run_with_stats(
+            &pipeline,
+            &[
+                format!("--set=0.path={}", names.display()),
+                format!("--set=1.name_servers=[\"{}\"]", servers.knot),
+                "--set=1.workers=8".to_string(),
+            ],
         );
-        let stats: Value =
-            serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
         let counters = &stats["stages"][1]["counters"];
         assert_eq!(counters["names"], 301, "{drive}");
         assert_eq!(counters["status_NOERROR"], 300, "{drive}");
-        let records = json_lines(&String::from_utf8(out.stdout).unwrap());
+        let records = json_lines(&stdout);
         assert_eq!(records.len(), 301, "{drive}");
         let r = by_name(&records);
         for i in 0..300u32 {
@@ -575,6 +566,26 @@ fn lookup_pipeline_pushed_and_pulled() {
         }
         assert_eq!(r["bad..name"]["status"], "ERROR");
     }
+}
+
+/// Runs `dnsluice run PIPELINE -q ARGS --stats-json`, checks it succeeded;
+/// its standard output and the statistics.
+fn run_with_stats(pipeline: &std::path::Path, args: &[String]) -> (String, Value) {
+    let stats_path = pipeline.with_extension("stats.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+        .args(["run", pipeline.to_str().unwrap(), "-q"])
+        .args(args)
+        .arg("--stats-json")
+        .arg(&stats_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    (String::from_utf8(out.stdout).unwrap(), stats)
 }
 
 /// The stage reports the counters `dnsluice lookup --stats-json` does,
@@ -596,19 +607,7 @@ fn the_lookup_stage_counts_failed_connects() {
         ),
     )
     .unwrap();
-    let stats_path = dir.join("refused-stats.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
-        .args(["run", pipeline.to_str().unwrap(), "-q", "--stats-json"])
-        .arg(&stats_path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stats: Value =
-        serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    let (_, stats) = run_with_stats(&pipeline, &[]);
     let counters = &stats["stages"][1]["counters"];
     assert_eq!(counters["names"], 3, "{counters}");
     assert_eq!(counters["connect_failures"], 3, "{counters}");
