@@ -654,6 +654,13 @@ class World:
             "    rrset-cache-size: 128m",
             "    outgoing-range: 1024",
             "    num-queries-per-thread: 1024",
+            # A silent server gives SERVFAIL in seconds, not minutes; the
+            # slow one (2 x delay) stays well inside the bound.
+            "    infra-cache-max-rtt: 2000",
+            "    outbound-msg-retry: 2",
+            # Debian's 1.17.1 has the backported discard-timeout (default
+            # 1.9 s): a client whose answer takes longer gets none at all.
+            "    discard-timeout: 0",
             "remote-control:",
             "    control-enable: no",
         ]
