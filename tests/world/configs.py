@@ -14,6 +14,7 @@ TTL = 3600
 
 def knot(world, inst, d):
     conf = os.path.join(d, "knot.conf")
+    busy = inst["name"] in ("root", "tld-a", "tld-b")
     os.makedirs(os.path.join(d, "db"), exist_ok=True)
     listen = ", ".join(f"{a}@53" for a in inst["addresses"])
     lines = [
@@ -21,8 +22,12 @@ def knot(world, inst, d):
         "server:",
         f'    rundir: "{d}"',
         f"    listen: [ {listen} ]",
-        "    udp-workers: 1",
-        "    tcp-workers: 2",
+        # The root and TLD servers are asked most: more workers, and with
+        # reuseport each TCP worker has its own listen queue (knot 3.2's
+        # backlog is a fixed 10).
+        f"    udp-workers: {2 if busy else 1}",
+        f"    tcp-workers: {4 if busy else 2}",
+        f"    tcp-reuseport: {'on' if busy else 'off'}",
         "    background-workers: 1",
         f'    version: "{inst["version"]}"' if inst["version"] else '    version: ""',
         '    identity: ""',
