@@ -131,6 +131,23 @@ fn records(path: &Path) -> Vec<(Option<i64>, u32, u32, Vec<u8>)> {
     out
 }
 
+/// The records as a little-endian file holds them: a LINKTYPE_NULL
+/// packet's 4-byte address family (written in the capturing host's byte
+/// order, the file's) in little-endian order. Families are small numbers,
+/// so the smaller reading is the family.
+fn little_endian_families(
+    mut records: Vec<(Option<i64>, u32, u32, Vec<u8>)>,
+) -> Vec<(Option<i64>, u32, u32, Vec<u8>)> {
+    for (_, _, link, data) in &mut records {
+        if *link == 0 && data.len() >= 4 {
+            let family: [u8; 4] = data[..4].try_into().unwrap();
+            let family = u32::from_le_bytes(family).min(u32::from_be_bytes(family));
+            data[..4].copy_from_slice(&family.to_le_bytes());
+        }
+    }
+    records
+}
+
 fn write(file: &str, format: &str, resolution: &str) -> (std::path::PathBuf, Value) {
     let written = temp_path(&format!("out.{format}"));
     let stats = temp_path("stats.json");
@@ -160,10 +177,14 @@ fn pcap_round_trip_keeps_bytes_and_timestamps() {
         "vlan_qinq.pcap",
         "pcapng_bigendian.pcapng",
     ] {
-        let original = records(&corpus_dir().join(file));
+        let original = little_endian_families(records(&corpus_dir().join(file)));
         for format in ["pcap", "pcapng"] {
             let (written, _) = write(file, format, "ns");
-            assert_eq!(records(&written), original, "{file} → {format}");
+            let copy = records(&written);
+            assert_eq!(copy.len(), original.len(), "{file} → {format}");
+            for (i, (c, o)) in copy.iter().zip(&original).enumerate() {
+                assert!(c == o, "{file} → {format}: record {} differs", i + 1);
+            }
         }
         // The copy's per-record view is tshark's view of the original.
         let t = truth(file);

@@ -25,6 +25,7 @@
 
 pub mod clients;
 pub mod filter;
+pub mod format;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod input;
