@@ -2,8 +2,10 @@
 //! and DoH; started by tests/servers/up.sh): every query answered and counted,
 //! rcodes as the zone says, connections reused, certificates verified.
 
+mod common;
 mod replay_kit;
 
+use common::readers::{capinfos_packets, tcpdump_bytes, tshark_frames};
 use replay_kit::*;
 use serde_json::Value;
 
@@ -422,6 +424,42 @@ fn responses_as_pcap_read_back_with_tshark() {
     let exist = (0..QUERIES).filter(|i| i % 5 != 4).count() as u64;
     assert_eq!(rcodes["0"], exist);
     assert_eq!(rcodes["3"], QUERIES as u64 - exist);
+    // The file reads the same in capinfos, tshark (timestamps, lengths) and
+    // tcpdump (bytes) as in our own reader.
+    assert_eq!(capinfos_packets(&out), 2 * QUERIES as u64);
+    let ours = our_records(&out);
+    let frames = tshark_frames(&out);
+    let bytes = tcpdump_bytes(&out);
+    assert_eq!(
+        (ours.len(), frames.len(), bytes.len()),
+        (2 * QUERIES, 2 * QUERIES, 2 * QUERIES)
+    );
+    for (i, ((ts, data), frame)) in ours.iter().zip(&frames).enumerate() {
+        let epoch = format!("{}.{:09}", ts / 1_000_000_000, ts % 1_000_000_000);
+        assert_eq!(frame.ts, epoch, "record {}", i + 1);
+        assert_eq!(
+            (frame.len, frame.caplen),
+            (data.len() as u64, data.len() as u64)
+        );
+        assert!(
+            bytes[i] == *data,
+            "record {}: tcpdump reads other bytes",
+            i + 1
+        );
+    }
+}
+
+/// (timestamp, bytes) of each record, read with our own reader.
+fn our_records(path: &std::path::Path) -> Vec<(i64, Vec<u8>)> {
+    use dnsluice::core::{Object, Producer};
+    let mut reader = dnsluice::modules::input::mmpcap::open(path.to_path_buf()).unwrap();
+    let mut records = Vec::new();
+    while let Some(obj) = reader.produce().unwrap() {
+        if let Object::Packet(p) = obj {
+            records.push((p.meta.ts_ns.unwrap(), p.data.to_vec()));
+        }
+    }
+    records
 }
 
 /// `examples/lua/replay.lua` (dnsjit's replay example, ported) replays a

@@ -115,3 +115,28 @@ fn packets(text: &str) -> Vec<String> {
     }
     packets
 }
+
+/// The bytes after the link header of each packet of `path`, as tcpdump
+/// prints them in hex (`-x`).
+pub fn tcpdump_bytes(path: &Path) -> Vec<Vec<u8>> {
+    tcpdump(path, "")
+        .iter()
+        .map(|packet| {
+            packet
+                .lines()
+                .skip(1)
+                .flat_map(|line| {
+                    let hex = line.trim().split_once(':').map_or("", |(_, h)| h);
+                    hex.split_whitespace()
+                        .flat_map(|group| {
+                            (0..group.len())
+                                .step_by(2)
+                                .map(|i| u8::from_str_radix(&group[i..i + 2], 16).unwrap())
+                                .collect::<Vec<_>>()
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        })
+        .collect()
+}
