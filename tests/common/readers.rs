@@ -22,6 +22,7 @@ pub struct Frame {
 }
 
 fn run(program: &str, args: &[&str], path: &Path) -> String {
+    // spawns: tshark capinfos (the callers' `program`)
     let out = Command::new(program)
         .args(args)
         .arg(path)
