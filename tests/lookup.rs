@@ -230,6 +230,55 @@ fn alookup_follows_cnames() {
     assert!(addrs("n7.lookup.test", "ipv6_addresses").is_empty());
 }
 
+/// ALOOKUP's own CNAME following, against a fault server that answers a
+/// CNAME alone (`cname<N>` → `cname<N-1>`, `cname0` = `ok`; `loopa` ↔
+/// `loopb`): a target the first answer does not resolve gets a query of its
+/// own; a chain of exactly the hop limit (8) resolves, one more is an error;
+/// a loop across two answers is an error naming where it closed.
+#[test]
+fn alookup_asks_again_at_a_cname_and_stops_loops_and_long_chains() {
+    let server = FaultServer::start(FaultKind::Udp);
+    let (records, _) = lookup(
+        &[
+            "ALOOKUP",
+            "--name-servers",
+            &server.addr().to_string(),
+            "--retries",
+            "0",
+        ],
+        "cname1.f\ncname8.f\ncname9.f\nloopa.f\n",
+    );
+    assert_eq!(records.len(), 4);
+    let r = by_name(&records);
+    let addresses = |name: &str, key: &str| -> Vec<String> {
+        r[name]["data"][key]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {key} in {}", r[name]))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    for (name, hops) in [("cname1.f", 1), ("cname8.f", 8)] {
+        assert_eq!(r[name]["status"], "NOERROR", "{}", r[name]);
+        assert_eq!(addresses(name, "ipv4_addresses"), ["192.0.2.1"], "{name}");
+        // (The fault server answers every type with an A record: no AAAA.)
+        assert!(addresses(name, "ipv6_addresses").is_empty(), "{name}");
+        // A and AAAA each: the name, then each CNAME's target.
+        assert_eq!(r[name]["attempts"], 2 * (hops + 1), "{}", r[name]);
+        assert!(r[name]["error"].is_null(), "{}", r[name]);
+    }
+    // Nine CNAMEs: the ninth is not followed.
+    assert_eq!(r["cname9.f"]["status"], "ERROR");
+    assert_eq!(r["cname9.f"]["error"], "more than 8 CNAMEs");
+    assert!(addresses("cname9.f", "ipv4_addresses").is_empty());
+    assert_eq!(r["cname9.f"]["attempts"], 9);
+    // loopa → loopb (a second query) → loopa.
+    assert_eq!(r["loopa.f"]["status"], "ERROR");
+    assert_eq!(r["loopa.f"]["error"], "CNAME loop at loopa.f.");
+    assert_eq!(r["loopa.f"]["attempts"], 2);
+    assert_eq!(server.queries_received(), 2 * 2 + 2 * 9 + 9 + 2);
+}
+
 /// A truncated UDP answer is asked again over TCP.
 #[test]
 fn truncated_udp_falls_back_to_tcp() {

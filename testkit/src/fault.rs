@@ -74,6 +74,16 @@ pub enum Behaviour {
     /// the connection, which the client then holds idle and closed (as after
     /// a server's idle timeout); over UDP and HTTPS like `ok`.
     OkThenClose,
+    /// `cname<N>` (N ≥ 1): a CNAME to `cname<N-1>` under the same parent,
+    /// and nothing else, so a client must ask again for the target;
+    /// `cname0` is answered like `ok`. `cname<N>` thus starts a chain of N
+    /// CNAMEs that ends in the `ok` address.
+    Cname(u32),
+    /// `loopa` / `loopb`: a CNAME to `loopb` / `loopa` under the same
+    /// parent (a loop that only shows across two queries).
+    LoopA,
+    /// See [`Behaviour::LoopA`].
+    LoopB,
 }
 
 impl Behaviour {
@@ -90,10 +100,19 @@ impl Behaviour {
             "garbage" => Behaviour::Garbage,
             "big" => Behaviour::Big,
             "okclose" => Behaviour::OkThenClose,
-            _ => match label.strip_prefix("late").and_then(|ms| ms.parse().ok()) {
-                Some(ms) => Behaviour::Late(ms),
-                None => Behaviour::Refused,
-            },
+            "cname0" => Behaviour::Ok,
+            "loopa" => Behaviour::LoopA,
+            "loopb" => Behaviour::LoopB,
+            _ => {
+                let number = |prefix| label.strip_prefix(prefix).and_then(|n| n.parse().ok());
+                if let Some(ms) = number("late") {
+                    Behaviour::Late(ms)
+                } else if let Some(hops) = number("cname") {
+                    Behaviour::Cname(hops as u32)
+                } else {
+                    Behaviour::Refused
+                }
+            }
         }
     }
 }
@@ -156,6 +175,11 @@ fn decide(msg: &[u8], transport: Transport) -> Action {
             let len = if transport == Transport::Stream { 2 } else { 3 };
             Action::Send(junk[..len].to_vec())
         }
+        Behaviour::Cname(hops) => {
+            Action::Send(wire::cname_response(&query, &format!("cname{}", hops - 1)))
+        }
+        Behaviour::LoopA => Action::Send(wire::cname_response(&query, "loopb")),
+        Behaviour::LoopB => Action::Send(wire::cname_response(&query, "loopa")),
         Behaviour::Big => {
             let addrs: Vec<_> = (1..=BIG_COUNT)
                 .map(|i| Ipv4Addr::new(192, 0, 2, i))
@@ -555,6 +579,9 @@ mod tests {
         assert_eq!(Behaviour::of("late"), Behaviour::Refused);
         assert_eq!(Behaviour::of("nx"), Behaviour::NxDomain);
         assert_eq!(Behaviour::of("www"), Behaviour::Refused);
+        assert_eq!(Behaviour::of("cname3"), Behaviour::Cname(3));
+        assert_eq!(Behaviour::of("cname0"), Behaviour::Ok);
+        assert_eq!(Behaviour::of("cname"), Behaviour::Refused);
     }
 
     #[test]
