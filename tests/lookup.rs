@@ -496,6 +496,42 @@ fn tls_verifies_certificates() {
     assert_eq!(records[0]["status"], "ERROR");
 }
 
+/// `lookup --transport https` sends POST, and GET (`?dns=`) with
+/// `--doh-method get`: the fault server counts the method of each request.
+#[test]
+fn doh_method_is_post_by_default_and_get_when_asked() {
+    let cert = TestCert::generate("dns.test");
+    let names: String = (0..5).map(|i| format!("ok.f{i}\n")).collect();
+    for (method, extra) in [("POST", vec![]), ("GET", vec!["--doh-method", "get"])] {
+        let server = FaultServer::start(FaultKind::Https { cert: cert.clone() });
+        let url = format!("https://{}/dns-query", server.addr());
+        let mut args = vec![
+            "A",
+            "--transport",
+            "https",
+            "--name-servers",
+            &url,
+            "--ca-file",
+            cert.ca_file().to_str().unwrap(),
+            "--tls-name",
+            "dns.test",
+        ];
+        args.extend_from_slice(&extra);
+        let (records, _) = lookup(&args, &names);
+        assert_eq!(records.len(), 5);
+        for r in &records {
+            assert_eq!(r["status"], "NOERROR", "{method}: {r}");
+            assert_eq!(answers(r), ["192.0.2.1"]);
+        }
+        let want = if method == "GET" { (5, 0) } else { (0, 5) };
+        assert_eq!(
+            (server.doh_gets(), server.doh_posts()),
+            want,
+            "{method}: (GET, POST)"
+        );
+    }
+}
+
 /// Malformed lines get an ERROR record each; nothing is dropped.
 #[test]
 fn malformed_lines_get_error_records() {

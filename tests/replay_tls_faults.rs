@@ -179,3 +179,23 @@ fn a_reset_over_tls_and_https_fails_its_query_and_the_next_reconnects() {
         );
     }
 }
+
+/// DoH sends POST unless `--method get` asks for GET (`?dns=`): the fault
+/// server counts the method of every request it gets.
+#[test]
+fn doh_posts_by_default_and_gets_when_asked() {
+    let ca = TestCert::generate("dns.test");
+    let capture = capture_of(&[("ok", 20)], "doh-method.pcap");
+    for (method, extra) in [("POST", vec![]), ("GET", vec!["--method", "get"])] {
+        let server = FaultServer::start(FaultKind::Https { cert: ca.clone() });
+        let address = server_arg("https", &server);
+        let (stats, _) = replay_verified(&capture, "https", &address, &ca, &extra);
+        assert_eq!(n(&stats, "answered"), 20, "{method}: {stats}");
+        let want = if method == "GET" { (20, 0) } else { (0, 20) };
+        assert_eq!(
+            (server.doh_gets(), server.doh_posts()),
+            want,
+            "{method}: (GET, POST) requests"
+        );
+    }
+}

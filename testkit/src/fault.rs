@@ -204,6 +204,8 @@ struct Counters {
     connections: AtomicU64,
     queries: AtomicU64,
     handshakes: AtomicU64,
+    doh_gets: AtomicU64,
+    doh_posts: AtomicU64,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -284,6 +286,16 @@ impl FaultServer {
     /// Queries received so far (every UDP datagram, TCP/TLS message, or DoH request).
     pub fn queries_received(&self) -> u64 {
         self.counters.queries.load(Ordering::Relaxed)
+    }
+
+    /// DoH requests that came as `GET /dns-query?dns=...` (HTTPS servers).
+    pub fn doh_gets(&self) -> u64 {
+        self.counters.doh_gets.load(Ordering::Relaxed)
+    }
+
+    /// DoH requests that came as `POST /dns-query` (HTTPS servers).
+    pub fn doh_posts(&self) -> u64 {
+        self.counters.doh_posts.load(Ordering::Relaxed)
     }
 
     /// TLS handshakes completed so far.
@@ -480,6 +492,11 @@ async fn serve_doh_request(
     counters: Arc<Counters>,
     close: Arc<Notify>,
 ) {
+    match *request.method() {
+        http::Method::GET => bump(&counters.doh_gets),
+        http::Method::POST => bump(&counters.doh_posts),
+        _ => {}
+    }
     let query = match doh_query(request).await {
         Ok(query) => query,
         Err(status) => return send_http(&mut respond, status, Vec::new()),

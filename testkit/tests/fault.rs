@@ -362,4 +362,6 @@ fn https_post_and_get_multiplexed_and_reset_closes() {
     });
     assert_eq!(server.tls_handshakes(), 1);
     assert_eq!(server.queries_received(), 4);
+    // One GET (ok), three POSTs (late200, nx, reset).
+    assert_eq!((server.doh_gets(), server.doh_posts()), (1, 3));
 }
