@@ -244,52 +244,16 @@ fn a_truncated_udp_answer_is_retried_over_tcp() {
     }
 }
 
+/// dnsdist's certificate (signed by the test CA, which the system does not
+/// know) is taken with `--insecure`. (That verification fails without it,
+/// with no CA file or with a name the certificate lacks, is tested against
+/// the in-process TLS server in `replay_tls_faults.rs`: deterministic,
+/// where dnsdist under a loaded machine has been seen to reset a handshake
+/// before the certificate check.)
 #[test]
-fn a_certificate_that_does_not_verify_fails_unless_insecure() {
+fn an_unverifiable_certificate_is_taken_with_insecure() {
     let s = servers();
     let capture = capture("cert.pcap");
-    for (what, extra) in [
-        // The test CA is not among the system's roots.
-        ("system roots", vec!["--tls-name", &s["TLS_NAME"]]),
-        // The right CA, the wrong name.
-        (
-            "wrong name",
-            vec!["--ca-file", &s["CA_FILE"], "--tls-name", "other.test"],
-        ),
-    ] {
-        let mut args = vec![
-            "--server",
-            &s["DOT"],
-            "--transport",
-            "tls",
-            "--clients",
-            "2",
-        ];
-        args.extend_from_slice(&extra);
-        // Only the first failure's message is printed; under load (the whole
-        // suite in parallel) dnsdist has been seen to reset one handshake
-        // before the certificate check: run again then (at most twice more).
-        let mut tries = 0;
-        let (stats, stderr) = loop {
-            let (stats, stderr) = replay(&capture, &args);
-            tries += 1;
-            if stderr.contains("certificate") || tries == 3 {
-                break (stats, stderr);
-            }
-        };
-        check_contract(&stats);
-        assert_eq!(n(&stats, "answered"), 0, "{what}: {stats}");
-        assert_eq!(n(&stats, "errors"), QUERIES as u64, "{what}: {stats}");
-        assert_eq!(n(&stats, "tls_handshakes"), 0, "{what}: {stats}");
-        assert_eq!(
-            stats["errors_by_kind"]["tls_handshake"], QUERIES as u64,
-            "{what}"
-        );
-        assert!(
-            stderr.contains("TLS handshake with") && stderr.contains("certificate"),
-            "{what}: {stderr}"
-        );
-    }
     let (stats, _) = replay(
         &capture,
         &[
