@@ -63,6 +63,9 @@ pub enum Behaviour {
     /// `reset`: over TCP and TLS closes the connection at once (HTTPS: the
     /// whole HTTP/2 connection) without answering; over UDP like `drop`.
     Reset,
+    /// `resetonce`: the first such query a server gets is a `reset`; every
+    /// later one is answered like `ok`.
+    ResetOnce,
     /// `garbage`: UDP: 3 random bytes; TCP/TLS: a 2-byte length prefix and 2
     /// junk bytes; HTTPS: a 200 response with 3 junk bytes.
     Garbage,
@@ -97,6 +100,7 @@ impl Behaviour {
             "wrongid" => Behaviour::WrongId,
             "tc" => Behaviour::Truncated,
             "reset" => Behaviour::Reset,
+            "resetonce" => Behaviour::ResetOnce,
             "garbage" => Behaviour::Garbage,
             "big" => Behaviour::Big,
             "okclose" => Behaviour::OkThenClose,
@@ -140,7 +144,7 @@ enum Action {
     SendThenClose(Vec<u8>),
 }
 
-fn decide(msg: &[u8], transport: Transport) -> Action {
+fn decide(msg: &[u8], transport: Transport, counters: &Counters) -> Action {
     let Some(query) = wire::parse_query(msg) else {
         return Action::Nothing;
     };
@@ -168,7 +172,11 @@ fn decide(msg: &[u8], transport: Transport) -> Action {
             Action::SendThenClose(answer(wire::NOERROR, &[OK_ADDR]))
         }
         Behaviour::OkThenClose => Action::Send(answer(wire::NOERROR, &[OK_ADDR])),
-        Behaviour::Reset if transport == Transport::Udp => Action::Nothing,
+        Behaviour::ResetOnce if counters.reset_once.swap(true, Ordering::Relaxed) => {
+            Action::Send(answer(wire::NOERROR, &[OK_ADDR]))
+        }
+        Behaviour::ResetOnce | Behaviour::Reset if transport == Transport::Udp => Action::Nothing,
+        Behaviour::ResetOnce => Action::Close,
         Behaviour::Reset => Action::Close,
         Behaviour::Garbage => {
             let junk = RandomState::new().hash_one(msg).to_be_bytes();
@@ -206,6 +214,8 @@ struct Counters {
     handshakes: AtomicU64,
     doh_gets: AtomicU64,
     doh_posts: AtomicU64,
+    /// A `resetonce` query has been reset.
+    reset_once: std::sync::atomic::AtomicBool,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -363,7 +373,7 @@ async fn serve_udp(socket: UdpSocket, counters: Arc<Counters>) {
             continue;
         };
         bump(&counters.queries);
-        match decide(&buf[..n], Transport::Udp) {
+        match decide(&buf[..n], Transport::Udp, &counters) {
             // A datagram has no connection to close.
             Action::Send(msg) | Action::SendThenClose(msg) => {
                 let _ = socket.send_to(&msg, peer).await;
@@ -436,7 +446,7 @@ where
             break;
         }
         bump(&counters.queries);
-        match decide(&buf, Transport::Stream) {
+        match decide(&buf, Transport::Stream, &counters) {
             Action::Send(msg) => {
                 let _ = tx.send(msg);
             }
@@ -502,7 +512,7 @@ async fn serve_doh_request(
         Err(status) => return send_http(&mut respond, status, Vec::new()),
     };
     bump(&counters.queries);
-    match decide(&query, Transport::Https) {
+    match decide(&query, Transport::Https, &counters) {
         // One stream of the HTTP/2 connection: the connection stays.
         Action::Send(msg) | Action::SendThenClose(msg) => {
             send_http(&mut respond, http::StatusCode::OK, msg)
@@ -596,6 +606,7 @@ mod tests {
         assert_eq!(Behaviour::of("late"), Behaviour::Refused);
         assert_eq!(Behaviour::of("nx"), Behaviour::NxDomain);
         assert_eq!(Behaviour::of("www"), Behaviour::Refused);
+        assert_eq!(Behaviour::of("resetonce"), Behaviour::ResetOnce);
         assert_eq!(Behaviour::of("cname3"), Behaviour::Cname(3));
         assert_eq!(Behaviour::of("cname0"), Behaviour::Ok);
         assert_eq!(Behaviour::of("cname"), Behaviour::Refused);
