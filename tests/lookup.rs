@@ -826,7 +826,6 @@ fn a_connection_the_server_closed_is_reopened_on_next_use() {
             let what = format!("{transport}, {feeding}");
             let server = FaultServer::start(kind.clone());
             let ns = server.addr().to_string();
-            let started = Instant::now();
             let (records, stats) = lookup_fed(
                 &[
                     "A",
@@ -850,11 +849,8 @@ fn a_connection_the_server_closed_is_reopened_on_next_use() {
                 &chunks,
                 pause,
             );
-            assert!(
-                started.elapsed() < Duration::from_secs(3),
-                "{what}: {:?}",
-                started.elapsed()
-            );
+            // (No try waited out the 2 s timeout: `timeouts` and `retries`
+            // below are 0; a wall-clock bound would only add flakiness.)
             assert_eq!(records.len(), 10, "{what}");
             for record in &records {
                 assert_eq!(record["status"], "NOERROR", "{what}: {record}");
