@@ -441,7 +441,8 @@ async fn addresses(
             list.extend(addresses);
             match end {
                 ChainEnd::Done => break,
-                ChainEnd::Follow(next) if visited.len() <= MAX_CNAME_HOPS => target = next,
+                // `visited` holds the name asked for and each CNAME's target.
+                ChainEnd::Follow(next) if visited.len() - 1 <= MAX_CNAME_HOPS => target = next,
                 ChainEnd::Follow(_) => {
                     outcome.status = "ERROR".to_string();
                     outcome.error = Some(format!("more than {MAX_CNAME_HOPS} CNAMEs"));
