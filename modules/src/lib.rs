@@ -25,6 +25,7 @@
 
 pub mod clients;
 pub mod filter;
+pub mod format;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod input;
@@ -32,6 +33,7 @@ pub mod json;
 pub mod lookup;
 pub mod output;
 mod sync;
+pub mod synth;
 
 use dnsluice_core::Registry;
 

@@ -72,6 +72,7 @@ PY
 
 # start NAME "ADDR:PORT..." COMMAND...: runs COMMAND in the background unless
 # NAME is alive, after checking that its ports are free.
+# spawns: knotd dnsdist (through start; .ci/run installs what this names)
 start() {
     local name=$1 ports=$2
     shift 2

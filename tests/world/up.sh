@@ -78,6 +78,7 @@ done <"$STATE/instances.tsv"
 ((${#ports[@]})) && python3 "$HERE/ctl.py" free "${ports[@]}"
 while IFS=$'\t' read -r name _ _ cmd; do
     [[ " ${todo[*]} " == *" $name "* ]] || continue
+    # spawns: knotd nsd dnsdist unbound python3 (instances.tsv's command lines)
     # shellcheck disable=SC2086 # the command line gen.py wrote
     nohup $cmd >"$STATE/logs/$name.log" 2>&1 </dev/null &
     echo $! >"$STATE/pids/$name.pid"

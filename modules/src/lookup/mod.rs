@@ -4,15 +4,20 @@
 //! gets exactly one result record, success or failure. The [`board`] holds the
 //! work: per-nameserver priority queues plus a global queue, so workers keep
 //! their connection to a nameserver yet idle ones steal work. [`worker`]s
-//! resolve over UDP, TCP, DoT or DoH with retries, sharing what [`shared`]
+//! take jobs and hand each to [`modules`] (one question, or `ALOOKUP`'s
+//! several), which asks through [`ask::Ask`]: [`direct`] asks the job's
+//! nameserver over UDP, TCP, DoT or DoH with retries, sharing what [`shared`]
 //! holds; [`engine`] runs them; [`dns`] is the `lookup.dns` module (its
 //! options, [`dns::LookupOptions`], are also `dnsluice lookup`'s flags).
 
+pub mod ask;
 pub mod board;
 pub mod config;
+pub mod direct;
 pub mod dns;
 pub mod engine;
 pub mod job;
+pub mod modules;
 pub mod qtype;
 pub mod record;
 pub mod shared;
