@@ -9,7 +9,7 @@ which ctl.py waits for.
 import json
 import os
 
-TTL = 3600
+from model import TTL
 
 
 def knot(world, inst, d):
@@ -123,14 +123,13 @@ def delay_proxy(world, inst, d):
 def authserver_py(world, inst, d):
     ip = world.ip
     conf = os.path.join(d, "authserver.json")
-    rr = lambda r: list(r)  # noqa: E731
-    zones = {apex: [rr(r) for r in world.model.zones[apex].records]
+    zones = {apex: [list(r) for r in world.model.zones[apex].records]
              for apex in inst["zones"]}
     servers = [
         {"addr": ip(53, 1), "mode": "silent"},
         {"addr": ip(54, 1), "mode": "poison", "zone": "poison.com.",
-         "additional": [rr(r) for r in world.poison["additional"]],
-         "authority": [rr(r) for r in world.poison["authority"]]},
+         "additional": [list(r) for r in world.poison["additional"]],
+         "authority": [list(r) for r in world.poison["authority"]]},
         {"addr": ip(54, 2), "mode": "normal", "zone": "handmade.org."},
         {"addr": ip(55, 1), "mode": "upward",
          "referral": [[".", TTL, "NS", "a.root-servers.net."]],

@@ -24,10 +24,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import configs  # noqa: E402
-from model import Model, is_below  # noqa: E402
+from model import TTL, Model, is_below  # noqa: E402
 
 TLDS = ["com", "net", "org", "io", "xyz"]
-TTL = 3600
 NEG_TTL = 300
 SERIAL = 2026010101
 HOSTS_PER_ZONE = 20
@@ -211,7 +210,7 @@ class World:
         z = self.new_zone("glueless.org.", ["edge"], [("ns1.gluelessdns.io.", [e3])])
         z.add("www.glueless.org.", TTL, "A", "192.0.2.1")
         # sibling.com: NS in another com zone; com has its glue.
-        z = self.zone_on("siblinghost.com.", "edge", [e1])
+        self.zone_on("siblinghost.com.", "edge", [e1])
         z = self.new_zone("sibling.com.", ["edge"], [("ns1.siblinghost.com.", [e1])])
         z.add("www.sibling.com.", TTL, "A", "192.0.2.2")
         # mixed.com: one in-zone NS with glue, one glueless out of zone.
