@@ -8,7 +8,8 @@ use crate::endpoint::{Endpoint, Transport};
 use crate::error::NetError;
 use crate::stats::NetCounters;
 use crate::wire::frame::{push_frame, FrameReader};
-use crate::wire::question::id_of;
+use crate::wire::ids::QueryIds;
+use crate::wire::question::set_id;
 use crate::wire::transfer::{Progress, TransferState};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -26,7 +27,8 @@ pub struct Transfer {
     pub latency: Duration,
 }
 
-/// Transfers what `query` (an AXFR query) asks for from `endpoint`: over
+/// Transfers what `query` (an AXFR query; its id is replaced by an
+/// unpredictable one, RFC 5452 §9.2) asks for from `endpoint`: over
 /// TLS for a TLS endpoint, else over TCP (whatever the transport of the
 /// other queries). `timeout` bounds the connect and each wait for more bytes.
 pub async fn transfer(
@@ -84,9 +86,14 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     query: &[u8],
     timeout: Duration,
 ) -> Result<Transfer, NetError> {
+    if query.len() < 12 {
+        return Err(NetError::BadQuery("shorter than a DNS header"));
+    }
+    let id = QueryIds::default().next(0, |_| false).unwrap_or(1);
+    let mut query = query.to_vec();
+    set_id(&mut query, id);
     let mut frame = Vec::with_capacity(query.len() + 2);
-    let id = id_of(query).ok_or(NetError::BadQuery("shorter than a DNS header"))?;
-    push_frame(&mut frame, query, id).map_err(|_| NetError::BadQuery("longer than 65535 bytes"))?;
+    push_frame(&mut frame, &query, id).map_err(|_| NetError::BadQuery("longer than 65535 bytes"))?;
     let started = Instant::now();
     let written = async {
         stream.write_all(&frame).await?;
@@ -97,7 +104,7 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         Ok(Err(error)) => return Err(NetError::Send(error)),
         Err(_) => return Err(NetError::Timeout),
     }
-    let mut state = TransferState::new(query);
+    let mut state = TransferState::new(&query);
     let mut frames = FrameReader::new();
     let mut messages = Vec::new();
     let mut total = 0usize;
