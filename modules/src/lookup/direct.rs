@@ -288,14 +288,19 @@ fn note_step(
     started: Instant,
 ) {
     if let Some(trace) = &mut outcome.trace {
+        // Names as ZDNS writes them in a trace: without the trailing dot.
+        let name = match question.name.strip_suffix('.') {
+            Some(n) if !n.is_empty() => n,
+            _ => question.name,
+        };
         trace.push(TraceStep {
-            name: question.name.to_string(),
+            name: name.to_string(),
             qtype: question.qtype,
             qclass: question.qclass,
             nameserver: ns.endpoint.resolver_name(),
             protocol: transport.protocol_name(),
             depth: 1,
-            layer: question.name.to_string(),
+            layer: name.to_string(),
             cached: false,
             try_number: attempt,
             response: result.as_ref().ok().cloned(),
