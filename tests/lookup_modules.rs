@@ -22,9 +22,18 @@ fn lookup(args: &[&str], input: &str) -> Vec<Value> {
         .stderr(Stdio::piped())
         .spawn()
         .expect("dnsluice runs");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -66,7 +75,9 @@ fn answer_of<'a>(answers: &'a Value, rtype: &str) -> &'a Value {
         .as_array()
         .unwrap_or_else(|| panic!("no answers: {answers}"))
         .iter()
-        .find(|a| a["type"] == rtype || (matches!(rtype, "CERT" | "SSHFP") && a.get("name").is_some()))
+        .find(|a| {
+            a["type"] == rtype || (matches!(rtype, "CERT" | "SSHFP") && a.get("name").is_some())
+        })
         .unwrap_or_else(|| panic!("no {rtype} in {answers}"))
 }
 
@@ -102,7 +113,10 @@ fn structured_rdata_of_every_type_equals_the_generators_record() {
         // Nothing beyond the base fields and the generator's.
         for key in ours.as_object().unwrap().keys() {
             let base = ["name", "type", "class", "ttl"].contains(&key.as_str());
-            assert!(base || fields.contains_key(key), "{name}: unexpected {key} in {ours}");
+            assert!(
+                base || fields.contains_key(key),
+                "{name}: unexpected {key} in {ours}"
+            );
         }
         if t["via"] == "axfr" {
             continue;
@@ -132,11 +146,22 @@ fn structured_rdata_equals_kdigs_presentation() {
         let r = one(&[rtype, "--output-format", "zdns"], name);
         let ours = answer_of(&r["results"][rtype]["data"]["answers"], rtype);
         let dig = kdig(name, rtype, "IN");
-        let dig = dig.lines().next().unwrap_or_else(|| panic!("kdig: nothing for {name}"));
+        let dig = dig
+            .lines()
+            .next()
+            .unwrap_or_else(|| panic!("kdig: nothing for {name}"));
         if rtype == "LOC" {
-            assert_eq!(numbers(dig), numbers(ours["coordinates"].as_str().unwrap()), "{name}");
+            assert_eq!(
+                numbers(dig),
+                numbers(ours["coordinates"].as_str().unwrap()),
+                "{name}"
+            );
         } else {
-            assert_eq!(normal(&presentation(rtype, ours)), normal(dig), "{name} {rtype}");
+            assert_eq!(
+                normal(&presentation(rtype, ours)),
+                normal(dig),
+                "{name} {rtype}"
+            );
         }
         checked += 1;
     }
@@ -145,7 +170,10 @@ fn structured_rdata_equals_kdigs_presentation() {
 
 /// Whitespace collapsed, lower case (kdig writes hex in upper case).
 fn normal(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ").to_ascii_lowercase()
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_ascii_lowercase()
 }
 
 /// The numbers of a LOC text (hemispheres as signs), `m` units dropped.
@@ -168,8 +196,20 @@ fn presentation(rtype: &str, a: &Value) -> String {
         other => format!("TYPE{}", other.unwrap()),
     };
     match rtype {
-        "DNSKEY" | "CDNSKEY" => format!("{} {} {} {}", s("flags"), s("protocol"), s("algorithm"), s("public_key")),
-        "DS" | "CDS" => format!("{} {} {} {}", s("key_tag"), s("algorithm"), s("digest_type"), s("digest")),
+        "DNSKEY" | "CDNSKEY" => format!(
+            "{} {} {} {}",
+            s("flags"),
+            s("protocol"),
+            s("algorithm"),
+            s("public_key")
+        ),
+        "DS" | "CDS" => format!(
+            "{} {} {} {}",
+            s("key_tag"),
+            s("algorithm"),
+            s("digest_type"),
+            s("digest")
+        ),
         "RRSIG" => format!(
             "{} {} {} {} {} {} {} {} {}",
             type_name(&a["type_covered"]),
@@ -183,9 +223,27 @@ fn presentation(rtype: &str, a: &Value) -> String {
             s("signature")
         ),
         "NSEC" => format!("{}. {}", s("next_domain"), s("type_bit_map")),
-        "NSEC3PARAM" => format!("{} {} {} {}", s("hash_algorithm"), s("flags"), s("iterations"), s("salt")),
-        "TLSA" => format!("{} {} {} {}", s("cert_usage"), s("selector"), s("matching_type"), s("certificate")),
-        "SMIMEA" => format!("{} {} {} {}", s("usage"), s("selector"), s("matching_type"), s("certificate")),
+        "NSEC3PARAM" => format!(
+            "{} {} {} {}",
+            s("hash_algorithm"),
+            s("flags"),
+            s("iterations"),
+            s("salt")
+        ),
+        "TLSA" => format!(
+            "{} {} {} {}",
+            s("cert_usage"),
+            s("selector"),
+            s("matching_type"),
+            s("certificate")
+        ),
+        "SMIMEA" => format!(
+            "{} {} {} {}",
+            s("usage"),
+            s("selector"),
+            s("matching_type"),
+            s("certificate")
+        ),
         "SSHFP" => format!("{} {} {}", s("algorithm"), s("type"), s("fingerprint")),
         "NAPTR" => format!(
             "{} {} {} {} {} {}",
@@ -198,7 +256,11 @@ fn presentation(rtype: &str, a: &Value) -> String {
         ),
         "CERT" => {
             let number = |k: &str, table: &[(&str, u32)]| {
-                table.iter().find(|(n, _)| *n == s(k)).map(|(_, v)| *v).unwrap()
+                table
+                    .iter()
+                    .find(|(n, _)| *n == s(k))
+                    .map(|(_, v)| *v)
+                    .unwrap()
             };
             format!(
                 "{} {} {} {}",
@@ -213,10 +275,26 @@ fn presentation(rtype: &str, a: &Value) -> String {
             let mut text = format!("{} {}", s("priority"), s("target"));
             let params = a["svcparams"].as_object();
             // kdig writes the parameters in key order.
-            for key in ["mandatory", "alpn", "no-default-alpn", "port", "ipv4hint", "ech", "ipv6hint", "key65000"] {
-                let Some(v) = params.and_then(|p| p.get(key)) else { continue };
+            for key in [
+                "mandatory",
+                "alpn",
+                "no-default-alpn",
+                "port",
+                "ipv4hint",
+                "ech",
+                "ipv6hint",
+                "key65000",
+            ] {
+                let Some(v) = params.and_then(|p| p.get(key)) else {
+                    continue;
+                };
                 let list = |v: &Value| {
-                    v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect::<Vec<_>>().join(",")
+                    v.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_str().unwrap().to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
                 };
                 text += &match (key, v) {
                     ("no-default-alpn", _) => " no-default-alpn".to_string(),
@@ -242,10 +320,20 @@ fn presentation(rtype: &str, a: &Value) -> String {
             s("expire"),
             s("min_ttl")
         ),
-        "SRV" => format!("{} {} {} {}", s("priority"), s("weight"), s("port"), s("target")),
+        "SRV" => format!(
+            "{} {} {} {}",
+            s("priority"),
+            s("weight"),
+            s("port"),
+            s("target")
+        ),
         "MX" => format!("{} {}", s("preference"), s("answer")),
         "HINFO" => format!("{} {}", q("cpu"), q("os")),
-        "TXT" => s("answer").split('\n').map(|p| format!("\"{p}\"")).collect::<Vec<_>>().join(" "),
+        "TXT" => s("answer")
+            .split('\n')
+            .map(|p| format!("\"{p}\""))
+            .collect::<Vec<_>>()
+            .join(" "),
         _ => s("answer"),
     }
 }
@@ -284,7 +372,10 @@ fn nslookup_gives_each_nameserver_with_its_addresses() {
     // One question: the glue in the additional section answered the rest.
     assert_eq!(r["attempts"], 1);
     let r = one(&["NSLOOKUP"], "mx.lookup.test");
-    assert_eq!((r["status"].as_str(), r["data"].get("servers")), (Some("NOERROR"), None));
+    assert_eq!(
+        (r["status"].as_str(), r["data"].get("servers")),
+        (Some("NOERROR"), None)
+    );
     assert_eq!(one(&["NSLOOKUP"], "nx.lookup.test")["status"], "NXDOMAIN");
 }
 
@@ -304,12 +395,21 @@ fn mxlookup_gives_each_exchange_with_its_addresses() {
              "ipv4_addresses": ["192.0.2.26"], "ttl": 3600},
         ])
     );
-    assert_eq!(r["attempts"], 3, "the MX question and one A question per exchange");
+    assert_eq!(
+        r["attempts"], 3,
+        "the MX question and one A question per exchange"
+    );
     let v6 = one(&["MXLOOKUP", "--ipv6-lookup"], "mx.lookup.test");
     let exchanges = v6["data"]["exchanges"].as_array().unwrap();
     assert_eq!(exchanges.len(), 2);
-    assert!(exchanges.iter().all(|x| x.get("ipv4_addresses").is_none()), "{v6}");
-    assert_eq!(one(&["MXLOOKUP"], "lookup.test")["data"]["exchanges"], json!([]));
+    assert!(
+        exchanges.iter().all(|x| x.get("ipv4_addresses").is_none()),
+        "{v6}"
+    );
+    assert_eq!(
+        one(&["MXLOOKUP"], "lookup.test")["data"]["exchanges"],
+        json!([])
+    );
     assert_eq!(one(&["MXLOOKUP"], "nx.lookup.test")["status"], "NXDOMAIN");
 }
 
@@ -317,8 +417,14 @@ fn mxlookup_gives_each_exchange_with_its_addresses() {
 #[test]
 fn bindversion_reads_version_bind_in_class_chaos() {
     let env = std::fs::read_to_string(testkit::servers().dir.join("servers.env")).unwrap();
-    let version = env.lines().find_map(|l| l.strip_prefix("KNOT_VERSION=")).unwrap();
-    assert_eq!(kdig("version.bind", "TXT", "CH").trim(), format!("\"{version}\""));
+    let version = env
+        .lines()
+        .find_map(|l| l.strip_prefix("KNOT_VERSION="))
+        .unwrap();
+    assert_eq!(
+        kdig("version.bind", "TXT", "CH").trim(),
+        format!("\"{version}\"")
+    );
     let r = one(&["BINDVERSION"], "any.name");
     assert_eq!(r["status"], "NOERROR");
     assert_eq!(r["data"]["version"], version);
@@ -329,10 +435,18 @@ fn bindversion_reads_version_bind_in_class_chaos() {
 #[test]
 fn spf_and_dmarc_pick_the_record_zdns_picks() {
     for (name, status, spf) in [
-        ("spf", "NOERROR", Some("v=spf1 include:_spf.lookup.test -all")),
+        (
+            "spf",
+            "NOERROR",
+            Some("v=spf1 include:_spf.lookup.test -all"),
+        ),
         ("spf-case", "NOERROR", Some("V=SPF1 ip4:192.0.2.0/24 -all")),
         // Two strings: joined by a newline, as ZDNS joins them.
-        ("spf-split", "NOERROR", Some("v=spf1 \nip4:192.0.2.0/24 -all")),
+        (
+            "spf-split",
+            "NOERROR",
+            Some("v=spf1 \nip4:192.0.2.0/24 -all"),
+        ),
         // ZDNS's rule is a prefix: `v=spf10` passes.
         ("nospf", "NOERROR", Some("v=spf10 is not spf")),
         ("txt", "NORECORD", None),
@@ -343,7 +457,11 @@ fn spf_and_dmarc_pick_the_record_zdns_picks() {
         assert_eq!(r["data"].get("spf").and_then(Value::as_str), spf, "{r}");
     }
     for (name, status, dmarc) in [
-        ("_dmarc", "NOERROR", Some("v=DMARC1; p=reject; rua=mailto:dmarc@lookup.test")),
+        (
+            "_dmarc",
+            "NOERROR",
+            Some("v=DMARC1; p=reject; rua=mailto:dmarc@lookup.test"),
+        ),
         ("_dmarc.spaced", "NOERROR", Some("v = DMARC1 ;\\009p=none")),
         ("_dmarc.bad", "NORECORD", None),
     ] {
@@ -366,28 +484,52 @@ fn axfr_transfers_from_each_nameserver_or_says_why_not() {
     let r = one(&["AXFR"], "axfr.test");
     assert_eq!(r["status"], "NOERROR");
     let servers = r["data"]["servers"].as_array().unwrap();
-    let summary: Vec<_> = servers.iter().map(|s| (s["server"].clone(), s["Status"].clone())).collect();
+    let summary: Vec<_> = servers
+        .iter()
+        .map(|s| (s["server"].clone(), s["Status"].clone()))
+        .collect();
     assert_eq!(
         summary,
-        [("127.0.0.1", "NOERROR"), ("127.0.0.3", "NOERROR"), ("127.0.0.9", "ERROR")]
-            .map(|(a, b)| (json!(a), json!(b)))
+        [
+            ("127.0.0.1", "NOERROR"),
+            ("127.0.0.3", "NOERROR"),
+            ("127.0.0.9", "ERROR")
+        ]
+        .map(|(a, b)| (json!(a), json!(b)))
     );
-    assert!(servers[2]["error"].as_str().unwrap().contains("refused"), "{}", servers[2]);
+    assert!(
+        servers[2]["error"].as_str().unwrap().contains("refused"),
+        "{}",
+        servers[2]
+    );
     for server in &servers[..2] {
         let records = server["records"].as_array().unwrap();
         // The zone is over 200 kB: several TCP messages, read to the closing SOA.
         assert_eq!(records.len(), written.len() + 1);
-        assert_eq!((&records[0]["type"], &records[records.len() - 1]["type"]), (&json!("SOA"), &json!("SOA")));
+        assert_eq!(
+            (&records[0]["type"], &records[records.len() - 1]["type"]),
+            (&json!("SOA"), &json!("SOA"))
+        );
         let key = |r: &Value| {
-            let name = r["name"].as_str().unwrap().trim_end_matches('.').to_string();
-            (name, r["type"].as_str().unwrap().to_string(), r["answer"].as_str().unwrap().to_string())
+            let name = r["name"]
+                .as_str()
+                .unwrap()
+                .trim_end_matches('.')
+                .to_string();
+            (
+                name,
+                r["type"].as_str().unwrap().to_string(),
+                r["answer"].as_str().unwrap().to_string(),
+            )
         };
         // NSEC3's fields are checked against the generator's by
         // structured_rdata_of_every_type_equals_the_generators_record.
         let mut ours: Vec<_> = records[..records.len() - 1].iter().map(key).collect();
         let mut theirs: Vec<_> = written.iter().map(key).collect();
         for list in [&mut ours, &mut theirs] {
-            list.iter_mut().filter(|k| k.1 == "NSEC3").for_each(|k| k.2.clear());
+            list.iter_mut()
+                .filter(|k| k.1 == "NSEC3")
+                .for_each(|k| k.2.clear());
             list.sort();
         }
         let differ = ours.iter().zip(&theirs).find(|(a, b)| a != b);
@@ -403,7 +545,10 @@ fn axfr_transfers_from_each_nameserver_or_says_why_not() {
     let pinned = lookup(&["AXFR"], &format!("axfr.test,127.0.0.3:{port}\n"));
     let servers = pinned[0]["data"]["servers"].as_array().unwrap();
     assert_eq!(servers.len(), 1);
-    assert_eq!((servers[0]["server"].as_str(), servers[0]["Status"].as_str()), (Some("127.0.0.3"), Some("NOERROR")));
+    assert_eq!(
+        (servers[0]["server"].as_str(), servers[0]["Status"].as_str()),
+        (Some("127.0.0.3"), Some("NOERROR"))
+    );
     assert_eq!(pinned[0]["attempts"], 1, "no NS lookup for a pinned line");
 }
 
@@ -412,28 +557,88 @@ fn axfr_transfers_from_each_nameserver_or_says_why_not() {
 #[test]
 fn zdns_shape_and_verbosity_levels() {
     let knot = testkit::servers().knot.to_string();
-    let short = one(&["MX", "--output-format", "zdns", "--result-verbosity", "short"], "mx.lookup.test");
+    let short = one(
+        &[
+            "MX",
+            "--output-format",
+            "zdns",
+            "--result-verbosity",
+            "short",
+        ],
+        "mx.lookup.test",
+    );
     let mx = &short["results"]["MX"];
     assert_eq!(mx["status"], "NOERROR");
     let answers = mx["data"]["answers"].as_array().unwrap();
-    assert_eq!(answers[0], json!({"name": "mx.lookup.test", "type": "MX", "class": "IN",
-        "preference": 10, "answer": "mail1.lookup.test."}));
-    assert!(mx["data"].get("protocol").is_none() && short.get("class").is_none(), "{short}");
+    assert_eq!(
+        answers[0],
+        json!({"name": "mx.lookup.test", "type": "MX", "class": "IN",
+        "preference": 10, "answer": "mail1.lookup.test."})
+    );
+    assert!(
+        mx["data"].get("protocol").is_none() && short.get("class").is_none(),
+        "{short}"
+    );
     let normal = one(&["MX", "--output-format", "zdns"], "mx.lookup.test");
     let data = &normal["results"]["MX"]["data"];
-    assert_eq!((data["protocol"].as_str(), data["resolver"].as_str()), (Some("udp"), Some(knot.as_str())));
+    assert_eq!(
+        (data["protocol"].as_str(), data["resolver"].as_str()),
+        (Some("udp"), Some(knot.as_str()))
+    );
     assert_eq!(data["answers"][0]["ttl"], 3600);
-    assert!(data.get("flags").is_none() && data.get("authorities").is_none(), "{normal}");
+    assert!(
+        data.get("flags").is_none() && data.get("authorities").is_none(),
+        "{normal}"
+    );
     // The EDNS record among the additionals, as ZDNS shows it.
-    let edns = data["additionals"].as_array().unwrap().iter().find(|a| a["type"] == "EDNS0").unwrap();
-    assert_eq!(edns, &json!({"type": "EDNS0", "version": 0, "flags": "", "udpsize": 1232}));
-    let long = one(&["MX", "--output-format", "zdns", "--result-verbosity", "long"], "mx.lookup.test");
+    let edns = data["additionals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["type"] == "EDNS0")
+        .unwrap();
+    assert_eq!(
+        edns,
+        &json!({"type": "EDNS0", "version": 0, "flags": "", "udpsize": 1232})
+    );
+    let long = one(
+        &[
+            "MX",
+            "--output-format",
+            "zdns",
+            "--result-verbosity",
+            "long",
+        ],
+        "mx.lookup.test",
+    );
     assert_eq!(long["class"], "IN");
-    assert_eq!(long["results"]["MX"]["data"]["flags"]["authoritative"], true);
-    let trace = one(&["MXLOOKUP", "--output-format", "zdns", "--result-verbosity", "trace"], "mx.lookup.test");
+    assert_eq!(
+        long["results"]["MX"]["data"]["flags"]["authoritative"],
+        true
+    );
+    let trace = one(
+        &[
+            "MXLOOKUP",
+            "--output-format",
+            "zdns",
+            "--result-verbosity",
+            "trace",
+        ],
+        "mx.lookup.test",
+    );
     let steps = trace["results"]["MXLOOKUP"]["trace"].as_array().unwrap();
-    let asked: Vec<_> = steps.iter().map(|s| (s["name"].as_str().unwrap(), s["type"].as_u64().unwrap())).collect();
-    assert_eq!(asked, [("mx.lookup.test", 15), ("mail1.lookup.test", 1), ("mail2.lookup.test", 1)]);
+    let asked: Vec<_> = steps
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["type"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            ("mx.lookup.test", 15),
+            ("mail1.lookup.test", 1),
+            ("mail2.lookup.test", 1)
+        ]
+    );
     for s in steps {
         assert_eq!(s["name_server"], knot.as_str());
         assert!(s["duration"].as_f64().unwrap() > 0.0);
@@ -442,7 +647,10 @@ fn zdns_shape_and_verbosity_levels() {
     assert_eq!(steps[1]["results"]["answers"][0]["answer"], "192.0.2.25");
     // Our own shape carries the trace too, and no trace below that level.
     let native = one(&["A", "--result-verbosity", "trace"], "n5.lookup.test");
-    assert_eq!(native["trace"][0]["results"]["answers"][0]["answer"], "10.0.0.5");
+    assert_eq!(
+        native["trace"][0]["results"]["answers"][0]["answer"],
+        "10.0.0.5"
+    );
     assert!(one(&["A"], "n5.lookup.test").get("trace").is_none());
 }
 
@@ -462,10 +670,19 @@ fn zdns_itself_agrees_when_available() {
     let mut cases: Vec<(String, String)> = typed()
         .iter()
         .filter(|t| t["via"] == "query" && t["type"] != "URI")
-        .map(|t| (t["type"].as_str().unwrap().to_string(), t["name"].as_str().unwrap().to_string()))
+        .map(|t| {
+            (
+                t["type"].as_str().unwrap().to_string(),
+                t["name"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    for (module, name) in [("NSLOOKUP", "lookup.test"), ("MXLOOKUP", "mx.lookup.test"),
-        ("SPF", "spf.lookup.test"), ("DMARC", "_dmarc.bad.lookup.test")] {
+    for (module, name) in [
+        ("NSLOOKUP", "lookup.test"),
+        ("MXLOOKUP", "mx.lookup.test"),
+        ("SPF", "spf.lookup.test"),
+        ("DMARC", "_dmarc.bad.lookup.test"),
+    ] {
         cases.push((module.to_string(), name.to_string()));
     }
     let strip = |mut v: Value| {
@@ -484,7 +701,10 @@ fn zdns_itself_agrees_when_available() {
             .stdout(Stdio::piped())
             .spawn()
             .and_then(|mut c| {
-                c.stdin.take().unwrap().write_all(format!("{name}\n").as_bytes())?;
+                c.stdin
+                    .take()
+                    .unwrap()
+                    .write_all(format!("{name}\n").as_bytes())?;
                 c.wait_with_output()
             })
             .unwrap();

@@ -179,7 +179,11 @@ fn write_dnssec(d: &DNSSECRData, rdata: &[u8], f: &mut Fields, out: &mut Vec<u8>
             if rdata.len() < 4 {
                 return Written::Nothing;
             }
-            f.num(out, "flags", u64::from(u16::from_be_bytes([rdata[0], rdata[1]])));
+            f.num(
+                out,
+                "flags",
+                u64::from(u16::from_be_bytes([rdata[0], rdata[1]])),
+            );
             f.num(out, "protocol", u64::from(rdata[2]));
             f.num(out, "algorithm", u64::from(rdata[3]));
             f.string(out, "public_key", &base64(&rdata[4..]));
@@ -188,14 +192,22 @@ fn write_dnssec(d: &DNSSECRData, rdata: &[u8], f: &mut Fields, out: &mut Vec<u8>
             if rdata.len() < 4 {
                 return Written::Nothing;
             }
-            f.num(out, "key_tag", u64::from(u16::from_be_bytes([rdata[0], rdata[1]])));
+            f.num(
+                out,
+                "key_tag",
+                u64::from(u16::from_be_bytes([rdata[0], rdata[1]])),
+            );
             f.num(out, "algorithm", u64::from(rdata[2]));
             f.num(out, "digest_type", u64::from(rdata[3]));
             f.string(out, "digest", &hex(&rdata[4..]));
         }
         DNSSECRData::RRSIG(sig) => {
             let input = sig.input();
-            f.num(out, "type_covered", u64::from(u16::from(input.type_covered)));
+            f.num(
+                out,
+                "type_covered",
+                u64::from(u16::from(input.type_covered)),
+            );
             f.num(out, "algorithm", u64::from(u8::from(input.algorithm)));
             f.num(out, "labels", u64::from(input.num_labels));
             f.num(out, "original_ttl", u64::from(input.original_ttl));
@@ -206,11 +218,19 @@ fn write_dnssec(d: &DNSSECRData, rdata: &[u8], f: &mut Fields, out: &mut Vec<u8>
             f.string(out, "signature", &base64(sig.sig()));
         }
         DNSSECRData::NSEC(nsec) => {
-            f.string(out, "next_domain", trim_dot(&nsec.next_domain_name().to_string()));
+            f.string(
+                out,
+                "next_domain",
+                trim_dot(&nsec.next_domain_name().to_string()),
+            );
             f.string(out, "type_bit_map", &type_list(nsec.type_bit_maps()));
         }
         DNSSECRData::NSEC3(n) => {
-            f.num(out, "hash_algorithm", u64::from(u8::from(n.hash_algorithm())));
+            f.num(
+                out,
+                "hash_algorithm",
+                u64::from(u8::from(n.hash_algorithm())),
+            );
             f.num(out, "flags", u64::from(n.flags()));
             f.num(out, "iterations", u64::from(n.iterations()));
             f.num(out, "salt_length", n.salt().len() as u64);
@@ -222,7 +242,11 @@ fn write_dnssec(d: &DNSSECRData, rdata: &[u8], f: &mut Fields, out: &mut Vec<u8>
         DNSSECRData::NSEC3PARAM(n) => {
             // ZDNS writes NSEC3PARAM in its NSEC3 shape with salt_length,
             // hash_length, next_domain and type_bit_map left empty.
-            f.num(out, "hash_algorithm", u64::from(u8::from(n.hash_algorithm())));
+            f.num(
+                out,
+                "hash_algorithm",
+                u64::from(u8::from(n.hash_algorithm())),
+            );
             f.num(out, "flags", u64::from(n.flags()));
             f.num(out, "iterations", u64::from(n.iterations()));
             f.num(out, "salt_length", 0);
@@ -299,8 +323,16 @@ fn write_uri(rdata: &[u8], f: &mut Fields, out: &mut Vec<u8>) -> Written {
     if rdata.len() < 4 {
         return Written::Nothing;
     }
-    f.num(out, "priority", u64::from(u16::from_be_bytes([rdata[0], rdata[1]])));
-    f.num(out, "weight", u64::from(u16::from_be_bytes([rdata[2], rdata[3]])));
+    f.num(
+        out,
+        "priority",
+        u64::from(u16::from_be_bytes([rdata[0], rdata[1]])),
+    );
+    f.num(
+        out,
+        "weight",
+        u64::from(u16::from_be_bytes([rdata[2], rdata[3]])),
+    );
     f.string(out, "target", &String::from_utf8_lossy(&rdata[4..]));
     Written::Fields
 }
@@ -479,7 +511,10 @@ mod tests {
             zdns_txt([&b"a\"b\\c"[..], &b"tab\there\xc3\xa9"[..]]),
             "a\\\"b\\\\c\ntab\\009here\\195\\169"
         );
-        assert_eq!(zdns_ipv6("::ffff:192.0.2.1".parse().unwrap()), "::ffff:192.0.2.1");
+        assert_eq!(
+            zdns_ipv6("::ffff:192.0.2.1".parse().unwrap()),
+            "::ffff:192.0.2.1"
+        );
         assert_eq!(zdns_ipv6("::192.0.2.1".parse().unwrap()), "::192.0.2.1");
         assert_eq!(zdns_ipv6("::1".parse().unwrap()), "::1");
         assert_eq!(zdns_ipv6("2001:db8::1".parse().unwrap()), "2001:db8::1");

@@ -208,7 +208,10 @@ async fn transfer(
             protocol: endpoint.transport.protocol_name(),
             depth: 1,
             layer: zone.to_string(),
-            response: result.as_ref().ok().and_then(|t| t.messages.first().cloned()),
+            response: result
+                .as_ref()
+                .ok()
+                .and_then(|t| t.messages.first().cloned()),
             error: result.as_ref().err().map(ToString::to_string),
             duration: started.elapsed(),
             ..TraceStep::default()
@@ -251,7 +254,15 @@ async fn ask(
         outcome.attempts += 1;
         let started = Instant::now();
         let result = exchange_once(shared, connections, ns, config.transport, &query).await;
-        note_step(outcome, ns, config.transport, question, attempt, &result, started);
+        note_step(
+            outcome,
+            ns,
+            config.transport,
+            question,
+            attempt,
+            &result,
+            started,
+        );
         match result {
             Ok(response) => {
                 outcome.protocol = config.transport.protocol_name();
@@ -265,7 +276,15 @@ async fn ask(
                 outcome.protocol = Transport::Tcp.protocol_name();
                 let started = Instant::now();
                 let result = exchange_once(shared, connections, ns, Transport::Tcp, &query).await;
-                note_step(outcome, ns, Transport::Tcp, question, attempt, &result, started);
+                note_step(
+                    outcome,
+                    ns,
+                    Transport::Tcp,
+                    question,
+                    attempt,
+                    &result,
+                    started,
+                );
                 match result {
                     Ok(response) => return Ok(response),
                     Err(error) => last = error,

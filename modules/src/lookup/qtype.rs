@@ -6,8 +6,25 @@ use dnsluice_core::dns::mnemonic;
 /// The record types `dnsluice lookup` accepts by name (any other mnemonic known
 /// to the DNS module, or `TYPEnnn`, works too).
 pub const COMMON_TYPES: &[&str] = &[
-    "A", "AAAA", "NS", "MX", "TXT", "SOA", "PTR", "CNAME", "SRV", "CAA", "HTTPS", "ANY", "ALOOKUP",
-    "NSLOOKUP", "MXLOOKUP", "AXFR", "BINDVERSION", "SPF", "DMARC",
+    "A",
+    "AAAA",
+    "NS",
+    "MX",
+    "TXT",
+    "SOA",
+    "PTR",
+    "CNAME",
+    "SRV",
+    "CAA",
+    "HTTPS",
+    "ANY",
+    "ALOOKUP",
+    "NSLOOKUP",
+    "MXLOOKUP",
+    "AXFR",
+    "BINDVERSION",
+    "SPF",
+    "DMARC",
 ];
 
 /// The modules by name, as ZDNS names them.

@@ -14,7 +14,7 @@
 
 use super::format::{OutputFormat, RecordStyle};
 use super::results::{self, ModuleData};
-use super::sections::write_sections;
+use super::sections::{flags_json, write_sections};
 use super::trace::{self, TraceStep};
 use crate::json::Fields;
 use dnsluice_core::dns::{self, mnemonic};
@@ -121,11 +121,18 @@ fn write_zdns(name: &str, outcome: &Outcome, style: &RecordStyle, out: &mut Vec<
     // ZDNS's default time format is RFC 3339 to the second.
     let mut now = Vec::new();
     write_now(&mut now);
-    if let (Some(dot), Some(z)) = (now.iter().position(|&b| b == b'.'), now.iter().rposition(|&b| b == b'Z')) {
+    if let (Some(dot), Some(z)) = (
+        now.iter().position(|&b| b == b'.'),
+        now.iter().rposition(|&b| b == b'Z'),
+    ) {
         now.drain(dot..z);
     }
     out.extend_from_slice(&now);
-    r.raw(out, "duration", &format!("{}", outcome.duration.as_secs_f64()));
+    r.raw(
+        out,
+        "duration",
+        &format!("{}", outcome.duration.as_secs_f64()),
+    );
     // ZDNS leaves `data` out when a lookup got nothing back.
     if outcome.response.is_some() || outcome.data.is_some() || outcome.addresses.is_some() {
         r.key(out, "data");
@@ -160,7 +167,11 @@ fn write_data(outcome: &Outcome, style: &RecordStyle, out: &mut Vec<u8>) {
         write_sections(response, style, &mut f, out);
         // Flags: in dnsluice's records from normal verbosity on, in ZDNS's
         // from long on.
-        let flags = if style.zdns() { style.long() } else { style.normal() };
+        let flags = if style.zdns() {
+            style.long()
+        } else {
+            style.normal()
+        };
         if let (true, Some(header)) = (flags, dns::Header::parse(response)) {
             f.raw(out, "flags", &flags_json(&header));
         }
@@ -186,22 +197,6 @@ fn write_data(outcome: &Outcome, style: &RecordStyle, out: &mut Vec<u8>) {
         }
     }
     out.push(b'}');
-}
-
-/// The header flags as ZDNS writes them (`error_code`: the RCODE).
-pub fn flags_json(h: &dns::Header) -> String {
-    format!(
-        "{{\"response\":{},\"opcode\":{},\"authoritative\":{},\"truncated\":{},\"recursion_desired\":{},\"recursion_available\":{},\"authenticated\":{},\"checking_disabled\":{},\"error_code\":{}}}",
-        h.qr(),
-        h.opcode(),
-        h.aa(),
-        h.tc(),
-        h.rd(),
-        h.ra(),
-        h.ad(),
-        h.cd(),
-        h.rcode()
-    )
 }
 
 /// The status of a response: its RCODE's mnemonic (extended RCODEs included).

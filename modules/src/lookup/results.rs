@@ -152,7 +152,10 @@ fn write_transfer_records(messages: &[Vec<u8>], style: &RecordStyle, out: &mut V
 }
 
 fn write_addresses(host: &Host, g: &mut Fields, out: &mut Vec<u8>) {
-    for (key, list) in [("ipv4_addresses", &host.ipv4), ("ipv6_addresses", &host.ipv6)] {
+    for (key, list) in [
+        ("ipv4_addresses", &host.ipv4),
+        ("ipv6_addresses", &host.ipv6),
+    ] {
         if !list.is_empty() {
             g.key(out, key);
             write_strings(list, out);

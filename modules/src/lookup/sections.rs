@@ -104,3 +104,19 @@ fn write_edns(record: &Record, f: &mut Fields, out: &mut Vec<u8>) {
     f.string(out, "flags", if dnssec_ok { "do" } else { "" });
     f.num(out, "udpsize", u64::from(record.class));
 }
+
+/// The header flags as ZDNS writes them (`error_code`: the RCODE).
+pub fn flags_json(h: &dns::Header) -> String {
+    format!(
+        "{{\"response\":{},\"opcode\":{},\"authoritative\":{},\"truncated\":{},\"recursion_desired\":{},\"recursion_available\":{},\"authenticated\":{},\"checking_disabled\":{},\"error_code\":{}}}",
+        h.qr(),
+        h.opcode(),
+        h.aa(),
+        h.tc(),
+        h.rd(),
+        h.ra(),
+        h.ad(),
+        h.cd(),
+        h.rcode()
+    )
+}

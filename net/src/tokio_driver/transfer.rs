@@ -93,7 +93,8 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     let mut query = query.to_vec();
     set_id(&mut query, id);
     let mut frame = Vec::with_capacity(query.len() + 2);
-    push_frame(&mut frame, &query, id).map_err(|_| NetError::BadQuery("longer than 65535 bytes"))?;
+    push_frame(&mut frame, &query, id)
+        .map_err(|_| NetError::BadQuery("longer than 65535 bytes"))?;
     let started = Instant::now();
     let written = async {
         stream.write_all(&frame).await?;

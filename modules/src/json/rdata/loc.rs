@@ -21,14 +21,21 @@ pub fn write(rdata: &[u8], f: &mut Fields, out: &mut Vec<u8>) -> Written {
     f.num(out, "latitude", u64::from(lat));
     f.num(out, "longitude", u64::from(lon));
     f.num(out, "altitude", u64::from(alt));
-    f.string(out, "coordinates", &coordinates(lat, lon, alt, [size, horiz, vert]));
+    f.string(
+        out,
+        "coordinates",
+        &coordinates(lat, lon, alt, [size, horiz, vert]),
+    );
     Written::Fields
 }
 
 /// `52 22 23.000 N 4 53 32.000 E -2.00m 0m 10000m 10m`.
 fn coordinates(lat: u32, lon: u32, alt: u32, sizes: [u8; 3]) -> String {
     let altitude = f64::from(alt) / 100.0 - 100_000.0;
-    let sizes: Vec<String> = sizes.iter().map(|&s| format!("{}m", go_g(metres(s)))).collect();
+    let sizes: Vec<String> = sizes
+        .iter()
+        .map(|&s| format!("{}m", go_g(metres(s))))
+        .collect();
     format!(
         "{} {} {altitude:.2}m {}",
         angle(lat, 'N', 'S'),
@@ -66,7 +73,11 @@ fn go_g(value: f64) -> String {
     if !(-4..6).contains(&exponent) {
         let mantissa = value / 10f64.powi(exponent);
         let sign = if exponent < 0 { '-' } else { '+' };
-        return format!("{}e{sign}{:02}", trim_zeros(format!("{mantissa:.6}")), exponent.abs());
+        return format!(
+            "{}e{sign}{:02}",
+            trim_zeros(format!("{mantissa:.6}")),
+            exponent.abs()
+        );
     }
     trim_zeros(format!("{value:.6}"))
 }

@@ -11,7 +11,12 @@ use crate::lookup::results::{ModuleData, ServerTransfer};
 use std::net::IpAddr;
 
 /// Transfers `zone` from its nameservers.
-pub async fn run<A: Ask>(ask: &A, zone: &str, options: &ModuleOptions, outcome: Outcome) -> Outcome {
+pub async fn run<A: Ask>(
+    ask: &A,
+    zone: &str,
+    options: &ModuleOptions,
+    outcome: Outcome,
+) -> Outcome {
     let servers: Vec<Option<IpAddr>> = match ask.pinned() {
         Some(_) => vec![None],
         None => {
@@ -44,7 +49,9 @@ async fn transfer_all<A: Ask>(
 ) -> Outcome {
     let mut transfers = Vec::new();
     for server in servers {
-        let address = server.or_else(|| ask.pinned()).map_or_else(String::new, |ip| ip.to_string());
+        let address = server
+            .or_else(|| ask.pinned())
+            .map_or_else(String::new, |ip| ip.to_string());
         let result = ask.transfer(zone, server, &mut outcome).await;
         transfers.push(match result {
             Ok(messages) => ServerTransfer {

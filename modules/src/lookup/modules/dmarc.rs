@@ -9,7 +9,10 @@ use crate::lookup::results::ModuleData;
 /// Looks up `name`'s DMARC record.
 pub async fn run<A: Ask>(ask: &A, name: &str, outcome: Outcome) -> Outcome {
     let question = Question::new(name, 16);
-    first_match(ask, question, outcome, is_dmarc, |t| ModuleData::Text("dmarc", t)).await
+    first_match(ask, question, outcome, is_dmarc, |t| {
+        ModuleData::Text("dmarc", t)
+    })
+    .await
 }
 
 /// Whether `text` starts `v=DMARC1;`, with tabs or spaces around `=` and

@@ -13,7 +13,12 @@ const TYPE_MX: u16 = 15;
 
 /// Looks up `name`'s mail exchanges and their addresses. A response that is
 /// not NOERROR leaves `data` out, as ZDNS does.
-pub async fn run<A: Ask>(ask: &A, name: &str, options: &ModuleOptions, outcome: Outcome) -> Outcome {
+pub async fn run<A: Ask>(
+    ask: &A,
+    name: &str,
+    options: &ModuleOptions,
+    outcome: Outcome,
+) -> Outcome {
     let mut outcome = single(ask, Question::new(name, TYPE_MX), outcome).await;
     let Some(response) = outcome.response.take() else {
         return outcome;
@@ -53,7 +58,12 @@ fn mx_answers(msg: &[u8]) -> Vec<(u16, String, u32, String)> {
             let at = r.rdata_at as usize;
             let preference = u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?]);
             let exchange = dns::name::to_string(msg, at + 2).ok()?;
-            Some((preference, canonical(&exchange), r.ttl, mnemonic::class(r.class).into_owned()))
+            Some((
+                preference,
+                canonical(&exchange),
+                r.ttl,
+                mnemonic::class(r.class).into_owned(),
+            ))
         })
         .collect()
 }

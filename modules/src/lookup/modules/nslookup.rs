@@ -13,7 +13,12 @@ use dnsluice_core::dns::{self, Section};
 const TYPE_NS: u16 = 2;
 
 /// Looks up `name`'s nameservers and their addresses.
-pub async fn run<A: Ask>(ask: &A, name: &str, options: &ModuleOptions, outcome: Outcome) -> Outcome {
+pub async fn run<A: Ask>(
+    ask: &A,
+    name: &str,
+    options: &ModuleOptions,
+    outcome: Outcome,
+) -> Outcome {
     let mut outcome = single(ask, Question::new(name, TYPE_NS), outcome).await;
     let hosts = match outcome.response.take() {
         Some(response) if outcome.status == "NOERROR" => {

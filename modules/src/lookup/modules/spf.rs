@@ -9,12 +9,16 @@ use crate::lookup::results::ModuleData;
 /// Looks up `name`'s SPF record.
 pub async fn run<A: Ask>(ask: &A, name: &str, outcome: Outcome) -> Outcome {
     let question = Question::new(name, 16);
-    first_match(ask, question, outcome, is_spf, |t| ModuleData::Text("spf", t)).await
+    first_match(ask, question, outcome, is_spf, |t| {
+        ModuleData::Text("spf", t)
+    })
+    .await
 }
 
 /// Whether `text` starts `v=spf1`, ignoring case.
 pub fn is_spf(text: &str) -> bool {
-    text.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("v=spf1"))
+    text.get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("v=spf1"))
 }
 
 #[cfg(test)]
