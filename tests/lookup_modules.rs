@@ -695,6 +695,7 @@ fn zdns_itself_agrees_when_available() {
         v
     };
     for (module, name) in cases {
+        // spawns: (ZDNS from $ZDNS only: optional, CI does not build it)
         let theirs = Command::new(&zdns)
             .args([&module, "--name-servers", &knot, "-q"])
             .stdin(Stdio::piped())
