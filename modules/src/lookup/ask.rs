@@ -7,11 +7,19 @@
 //! ([`super::direct::DirectAsk`]: retries, the TCP fallback, kept
 //! connections) or is resolved from the root (an iterative resolver
 //! implements [`Ask`] the same way). Each implementation counts what it does
-//! in the job's [`Outcome`] (`attempts`, `protocol`).
+//! in the job's [`Outcome`] (`attempts`, `protocol`) and, when the outcome
+//! collects a trace (`outcome.trace` is `Some`), adds a
+//! [`super::trace::TraceStep`] for every exchange.
+//!
+//! Zone transfers (AXFR) are a streaming exchange of their own: many
+//! messages for one query, over TCP. [`Ask::transfer`] does one, from a
+//! given address or from the nameserver the job's line pinned
+//! ([`Ask::pinned`]).
 
 use super::record::Outcome;
 use dnsluice_net::NetError;
 use std::future::Future;
+use std::net::IpAddr;
 
 /// One question of a lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +52,25 @@ pub trait Ask: Sync {
         question: Question<'_>,
         outcome: &mut Outcome,
     ) -> impl Future<Output = Result<Vec<u8>, NetError>> + Send;
+
+    /// Transfers `zone` (AXFR, RFC 5936, over TCP, or TLS when that is the
+    /// transport) from `server`, at the port this Ask's nameservers listen
+    /// on (53 for authorities found by iterating), or with `server` `None`
+    /// from the nameserver the job's line pinned. The messages in order,
+    /// the first opening and the last closing with the zone's SOA.
+    fn transfer(
+        &self,
+        zone: &str,
+        server: Option<IpAddr>,
+        outcome: &mut Outcome,
+    ) -> impl Future<Output = Result<Vec<Vec<u8>>, NetError>> + Send;
+
+    /// The address of the nameserver the job's line named (`name,server`),
+    /// when it named one: AXFR then transfers from it alone, without
+    /// looking up the zone's nameservers.
+    fn pinned(&self) -> Option<IpAddr> {
+        None
+    }
 }
 
 /// Records `error` in `outcome`: the status ZDNS gives it (`TIMEOUT`, else

@@ -88,7 +88,12 @@ impl LookupEngine {
             Ok(job) => job,
             Err(bad) => {
                 self.shared.run.finished("ERROR");
-                sink(worker::bad_line_record(index, &bad.name, &bad.reason));
+                sink(worker::bad_line_record(
+                    index,
+                    &bad.name,
+                    &bad.reason,
+                    &self.shared.config.style,
+                ));
                 return true;
             }
         };
@@ -100,7 +105,12 @@ impl LookupEngine {
                     self.shared.run.finished("ERROR");
                     let reason =
                         "no nameserver: give --name-servers or pin the line (name,nameserver)";
-                    sink(worker::bad_line_record(index, &job.name, reason));
+                    sink(worker::bad_line_record(
+                        index,
+                        &job.name,
+                        reason,
+                        &self.shared.config.style,
+                    ));
                     return true;
                 }
             },
