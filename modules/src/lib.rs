@@ -8,6 +8,7 @@
 //! | `input.fpcap` | input | [`input::fpcap`] |
 //! | `input.pcap` | input (reads with the feature `libpcap`) | [`input::pcap`] |
 //! | `input.lines` | input | [`input::lines`] |
+//! | `input.nats` | input | [`input::nats`] |
 //! | `filter.layer` | filter | [`filter::layer`] |
 //! | `filter.dns` | filter | [`filter::dns`] |
 //! | `filter.select` | filter | [`filter::select`] |
@@ -20,6 +21,7 @@
 //! | `output.dnscli` | output | [`output::dnscli`] |
 //! | `filter.dnscli` | filter | [`output::dnscli::chain`] |
 //! | `output.udpcli` | output | [`output::udpcli`] |
+//! | `output.nats` | output | [`output::nats`] |
 //!
 //! [`registry`] returns a registry holding all of them.
 
@@ -31,6 +33,7 @@ pub mod fuzzing;
 pub mod input;
 pub mod json;
 pub mod lookup;
+pub mod nats;
 pub mod output;
 mod sync;
 pub mod synth;
@@ -55,7 +58,9 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(output::dnscli::chain::entry())
         .add(filter::split::entry())
         .add(output::udpcli::entry())
-        .add(input::pcap::entry());
+        .add(input::pcap::entry())
+        .add(input::nats::entry())
+        .add(output::nats::entry());
 }
 
 /// A registry with every built-in module.

@@ -1,6 +1,9 @@
 //! `lookup.dns`: the lookup engine as a chain stage. Lines (`input.lines`) go
 //! in, one JSON record per line comes out (`output.json` writes it as it is);
-//! blank and `#` lines get none. Objects that are not lines are passed on
+//! blank and `#` lines get none (an empty line is a turn: nothing to look
+//! up, but the records finished so far are passed on; `input.nats` gives
+//! such turns while it waits). A record's `number` is its line's (a work
+//! item's ticket, for `output.nats`). Objects that are not lines are passed on
 //! untouched when pushed; pulled, they are counted (`not_lines`) and dropped
 //! (a lending producer cannot hand on its upstream's object after pulling more).
 
@@ -231,18 +234,18 @@ impl Receiver for LookupPush {
         let Object::Text(Text {
             kind: TextKind::Line,
             text,
-            ..
+            number,
         }) = obj
         else {
             self.core.passed_through += 1;
             return self.next.receive(obj);
         };
-        self.core.lines += 1;
+        self.core.lines += u64::from(!text.is_empty());
         let mut failed = None;
         let next = &mut self.next;
         let records = &mut self.core.records;
         let engine = self.core.engine.as_mut().expect("engine present");
-        engine.submit(text, &mut |done| {
+        engine.submit_as(text, number.saturating_sub(1), &mut |done| {
             Self::forward(next.as_mut(), records, done, &mut failed)
         });
         while let Some(done) = engine.try_result() {
@@ -313,12 +316,14 @@ impl Producer for LookupPull {
                 Some(Object::Text(Text {
                     kind: TextKind::Line,
                     text,
-                    ..
+                    number,
                 })) => {
-                    self.core.lines += 1;
+                    self.core.lines += u64::from(!text.is_empty());
                     let ready = &mut self.ready;
                     let engine = self.core.engine.as_mut().expect("engine present");
-                    engine.submit(text, &mut |done| ready.push_back(done));
+                    engine.submit_as(text, number.saturating_sub(1), &mut |done| {
+                        ready.push_back(done)
+                    });
                     while let Some(done) = engine.try_result() {
                         ready.push_back(done);
                     }

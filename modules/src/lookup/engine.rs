@@ -73,12 +73,19 @@ impl LookupEngine {
     /// Blank lines and lines starting with `#` are no names: they are skipped
     /// (and get no record); the return value says whether the line was a name.
     pub fn submit(&mut self, line: &str, sink: &mut dyn FnMut(Finished)) -> bool {
+        let taken = self.submit_as(line, self.next_index, sink);
+        self.next_index += u64::from(taken);
+        taken
+    }
+
+    /// As [`LookupEngine::submit`], the record's index chosen by the caller
+    /// (`lookup.dns`: the line's number less one, so that a record carries
+    /// the number of its line, which may be a work item's ticket).
+    pub fn submit_as(&mut self, line: &str, index: u64, sink: &mut dyn FnMut(Finished)) -> bool {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             return false;
         }
-        let index = self.next_index;
-        self.next_index += 1;
         let job = match parse_line(
             index,
             line,

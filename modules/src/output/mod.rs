@@ -2,6 +2,7 @@
 
 pub mod dnscli;
 pub mod json;
+pub mod nats;
 pub mod null;
 pub mod pcap;
 pub mod udpcli;

@@ -1,0 +1,142 @@
+//! The streams and the consumer dnsluice makes, with only fields that
+//! nats-server 2.9 (Debian 12's) knows, and the message ids that make a
+//! second copy of a work item or of a result a duplicate the server drops.
+
+use async_nats::jetstream::{self, consumer, stream};
+use std::time::Duration;
+
+/// The header JetStream de-duplicates on.
+pub const MSG_ID: &str = "Nats-Msg-Id";
+
+/// How long the servers remember message ids by default: longer than a
+/// worker's worst case between taking an item and a redelivery being
+/// answered (`ack_wait` × `max_deliver`: 30 s × 5 by default). The server
+/// keeps every id of the window in memory (about 100 bytes each).
+pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(600);
+
+/// A work-queue stream: a message stays until a worker acknowledges it; its
+/// subject is its name.
+pub fn work_stream(name: &str, dedup_window: Duration) -> stream::Config {
+    stream::Config {
+        name: name.to_string(),
+        subjects: vec![name.to_string()],
+        retention: stream::RetentionPolicy::WorkQueue,
+        storage: stream::StorageType::File,
+        duplicate_window: dedup_window,
+        ..Default::default()
+    }
+}
+
+/// A results stream: keeps everything (limits retention, no limits), so
+/// `queue get` can read it again; its subject is its name.
+pub fn results_stream(name: &str, dedup_window: Duration) -> stream::Config {
+    stream::Config {
+        name: name.to_string(),
+        subjects: vec![name.to_string()],
+        retention: stream::RetentionPolicy::Limits,
+        storage: stream::StorageType::File,
+        duplicate_window: dedup_window,
+        ..Default::default()
+    }
+}
+
+/// How workers share a work stream: one durable pull consumer.
+#[derive(Clone, Debug)]
+pub struct WorkConsumer {
+    /// Its durable name: every worker naming it shares it.
+    pub name: String,
+    /// How long an item may stay unacknowledged before it goes to another worker.
+    pub ack_wait: Duration,
+    /// Deliveries of one item at most; the last one gets an ERROR record.
+    pub max_deliver: i64,
+    /// Unacknowledged items across all workers at most.
+    pub max_ack_pending: i64,
+}
+
+impl WorkConsumer {
+    /// The consumer's configuration.
+    pub fn config(&self) -> consumer::pull::Config {
+        consumer::pull::Config {
+            durable_name: Some(self.name.clone()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            deliver_policy: consumer::DeliverPolicy::All,
+            ack_wait: self.ack_wait,
+            max_deliver: self.max_deliver,
+            max_ack_pending: self.max_ack_pending,
+            ..Default::default()
+        }
+    }
+}
+
+/// Finds stream `name`, or says that it does not exist (naming it) or why it
+/// cannot be read.
+pub async fn existing_stream(
+    js: &jetstream::Context,
+    name: &str,
+) -> Result<jetstream::stream::Stream, String> {
+    js.get_stream(name).await.map_err(|e| {
+        if matches!(e.kind(), jetstream::context::GetStreamErrorKind::JetStream(j) if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND)
+        {
+            format!("no stream `{name}` on the broker (nothing was put there yet?)")
+        } else {
+            format!("cannot read stream `{name}`: {e}")
+        }
+    })
+}
+
+/// The id of a work item made from line `number` (1-based) of a put: the
+/// number and a digest of the text, so putting the same file again adds
+/// nothing while another file's line `number` is a new item.
+pub fn item_id(kind: char, number: u64, text: &str) -> String {
+    format!("{kind}{number}-{:016x}", fnv1a(text.as_bytes()))
+}
+
+/// The id of the result of a work item: its stream and its own id (or,
+/// for an item put without one, its stream sequence).
+pub fn result_id(stream: &str, item_id: Option<&str>, sequence: u64) -> String {
+    match item_id {
+        Some(id) => format!("{stream}:{id}"),
+        None => format!("{stream}:#{sequence}"),
+    }
+}
+
+/// 64-bit FNV-1a: a stable digest (the same in every build and on every machine).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_stable_and_distinguish_content() {
+        // FNV-1a's published test vector: "a" → af63dc4c8601ec8c.
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(item_id('L', 7, "a"), "L7-af63dc4c8601ec8c");
+        assert_ne!(item_id('L', 7, "a"), item_id('L', 7, "b"));
+        assert_eq!(result_id("W", Some("L7-x"), 9), "W:L7-x");
+        assert_eq!(result_id("W", None, 9), "W:#9");
+    }
+
+    #[test]
+    fn configs_say_what_the_design_needs() {
+        let w = work_stream("WORK", DEFAULT_DEDUP_WINDOW);
+        assert_eq!(w.retention, stream::RetentionPolicy::WorkQueue);
+        assert_eq!(w.subjects, vec!["WORK"]);
+        let c = WorkConsumer {
+            name: "workers".into(),
+            ack_wait: Duration::from_secs(3),
+            max_deliver: 4,
+            max_ack_pending: 100,
+        }
+        .config();
+        assert_eq!(c.ack_policy, consumer::AckPolicy::Explicit);
+        assert_eq!((c.max_deliver, c.max_ack_pending), (4, 100));
+    }
+}

@@ -1,0 +1,303 @@
+//! `output.nats`: publishes every record to a JetStream results stream,
+//! waiting for the server's publish acks in a window (async publish). A
+//! record made of a work item from `input.nats` (its number is a ticket,
+//! [`crate::nats::tickets`]) is published with the item's result id as its
+//! `Nats-Msg-Id`, and the item is acknowledged once the server has stored
+//! the record: a redelivered item's second result is dropped by the
+//! server's de-duplication. Other records get an id only when `id_prefix`
+//! is set (`{id_prefix}{number}`). A publish whose ack does not come (the
+//! broker restarting) is sent again with the same id until the connection
+//! has been lost for `reconnect_for`.
+//!
+//! Lines and records are published as their text, other objects as
+//! `output.json` writes them. Empty lines (`input.nats`'s turns) are not
+//! published. The stream is made when missing (limits retention, file
+//! storage, `dedup_window`).
+
+use crate::json::{write_object, write_response};
+use crate::nats::connect::Link;
+use crate::nats::streams::{self, MSG_ID};
+use crate::nats::{runtime, tickets, NatsAddress, NatsAuthOptions};
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::Context;
+use bytes::Bytes;
+use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::{Object, Receiver, StageError, StageStats};
+use dnsluice_options::Options;
+use futures_util::stream::FuturesUnordered;
+use futures_util::StreamExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+const MODULE: &str = "output.nats";
+
+/// Options of `output.nats`.
+#[derive(Debug, Clone, Options)]
+pub struct NatsOutputOptions {
+    /// The results stream: nats://HOST:PORT/STREAM (tls://... for TLS).
+    pub url: String,
+    /// Publishes awaiting the server's ack at most.
+    #[option(default = 1024, range = 1..=100_000)]
+    pub window: usize,
+    /// For records that are not made of a work item: publish each with the
+    /// message id `{id_prefix}{number}` (de-duplicated by the server);
+    /// without it they carry no id.
+    pub id_prefix: Option<String>,
+    /// How long the server remembers message ids, when this stage makes
+    /// the stream: longer than ack_wait × max_deliver of the work.
+    #[option(default = streams::DEFAULT_DEDUP_WINDOW, range = Duration::from_secs(1)..=Duration::from_secs(30 * 86_400))]
+    pub dedup_window: Duration,
+    /// Credentials and certificates.
+    #[option(flatten)]
+    pub auth: NatsAuthOptions,
+}
+
+/// The registry entry.
+pub fn entry() -> ModuleEntry {
+    ModuleEntry::output(
+        MODULE,
+        "publish records to a NATS JetStream stream (de-duplicated by work item), acking the work items",
+        |o: NatsOutputOptions| Ok(Box::new(NatsOutput::open(&o)?)),
+    )
+}
+
+/// One record on its way.
+struct Outgoing {
+    payload: Bytes,
+    id: Option<String>,
+    ticket: Option<u64>,
+}
+
+/// What the publishing task counts.
+#[derive(Default)]
+struct Counts {
+    stored: AtomicU64,
+    duplicates: AtomicU64,
+    republished: AtomicU64,
+}
+
+/// The output stage; see the module docs.
+pub struct NatsOutput {
+    options: NatsOutputOptions,
+    link: Link,
+    queue: Option<mpsc::Sender<Outgoing>>,
+    task: Option<JoinHandle<()>>,
+    failed: Arc<Mutex<Option<String>>>,
+    counts: Arc<Counts>,
+    received: u64,
+    objects: u64,
+    line: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl NatsOutput {
+    /// Connects and makes the stream if it is missing.
+    pub fn open(options: &NatsOutputOptions) -> Result<NatsOutput, StageError> {
+        let fail = |e: String| StageError::config(MODULE, e);
+        let address = NatsAddress::parse_stream(&options.url).map_err(fail)?;
+        let link = runtime::block_on(async {
+            let link = crate::nats::connect(&address, &options.auth).await?;
+            let config = streams::results_stream(address.stream(), options.dedup_window);
+            link.jetstream()
+                .get_or_create_stream(config)
+                .await
+                .map_err(|e| format!("{address}: cannot make the stream: {e}"))?;
+            Ok::<_, String>(link)
+        })
+        .map_err(fail)?;
+        let (queue, incoming) = mpsc::channel(options.window);
+        let failed = Arc::new(Mutex::new(None));
+        let counts = Arc::new(Counts::default());
+        let publisher = Publisher {
+            js: link.jetstream(),
+            link: link.clone(),
+            subject: address.stream().to_string(),
+            window: options.window,
+            failed: failed.clone(),
+            counts: counts.clone(),
+        };
+        let task = runtime::get().spawn(publisher.run(incoming));
+        Ok(NatsOutput {
+            options: options.clone(),
+            link,
+            queue: Some(queue),
+            task: Some(task),
+            failed,
+            counts,
+            received: 0,
+            objects: 0,
+            line: Vec::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    fn failure(&self) -> Option<StageError> {
+        let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        failed.as_ref().map(|why| StageError::other(MODULE, why.clone()))
+    }
+
+    fn id_for(&self, number: u64) -> Option<String> {
+        if tickets::is_ticket(number) {
+            return tickets::result_id(number);
+        }
+        self.options
+            .id_prefix
+            .as_ref()
+            .map(|prefix| format!("{prefix}{number}"))
+    }
+}
+
+impl Receiver for NatsOutput {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        self.received += 1;
+        let (payload, number) = match obj {
+            Object::Text(t) if t.text.is_empty() => return Ok(()),
+            Object::Text(t) => (Bytes::copy_from_slice(t.text.as_bytes()), t.number),
+            other => {
+                self.objects += 1;
+                self.line.clear();
+                match other {
+                    Object::Response(r) => write_response(r, &mut self.line, &mut self.scratch),
+                    _ => write_object(other, &mut self.line, &mut self.scratch),
+                }
+                (Bytes::copy_from_slice(&self.line), self.objects)
+            }
+        };
+        let outgoing = Outgoing {
+            payload,
+            id: self.id_for(number),
+            ticket: tickets::is_ticket(number).then_some(number),
+        };
+        let queue = self.queue.as_ref().expect("the queue lives until finish");
+        if queue.blocking_send(outgoing).is_err() {
+            return Err(self
+                .failure()
+                .unwrap_or_else(|| StageError::other(MODULE, "the publisher stopped")));
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), StageError> {
+        self.queue = None;
+        if let Some(task) = self.task.take() {
+            let _ = runtime::block_on(task);
+        }
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        let client = self.link.client.clone();
+        runtime::block_on(async move { client.flush().await })
+            .map_err(|e| StageError::other(MODULE, format!("{}: {e}", self.link.address)))
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        let mut s = StageStats::new(MODULE);
+        s.input = self.received;
+        s.output = self.counts.stored.load(Ordering::Relaxed);
+        s.add_counter("duplicates_dropped", self.counts.duplicates.load(Ordering::Relaxed));
+        s.add_counter("republished", self.counts.republished.load(Ordering::Relaxed));
+        out.push(s);
+    }
+}
+
+impl Drop for NatsOutput {
+    fn drop(&mut self) {
+        // Unfinished (an error upstream): what is queued is still published
+        // and acknowledged, then the stage goes.
+        self.queue = None;
+        if let Some(task) = self.task.take() {
+            let _ = runtime::block_on(task);
+        }
+    }
+}
+
+/// The task that publishes, waits for acks and settles tickets.
+struct Publisher {
+    js: Context,
+    link: Link,
+    subject: String,
+    window: usize,
+    failed: Arc<Mutex<Option<String>>>,
+    counts: Arc<Counts>,
+}
+
+impl Publisher {
+    async fn run(self, mut incoming: mpsc::Receiver<Outgoing>) {
+        let this = Arc::new(self);
+        let mut pending = FuturesUnordered::new();
+        let mut open = true;
+        while open || !pending.is_empty() {
+            tokio::select! {
+                Some(()) = pending.next(), if !pending.is_empty() => {}
+                next = incoming.recv(), if open && pending.len() < this.window => match next {
+                    Some(outgoing) => pending.push(this.clone().store(outgoing)),
+                    None => open = false,
+                },
+            }
+        }
+    }
+
+    /// Publishes `outgoing` until the server confirms it (or the connection
+    /// is given up), then settles its ticket.
+    async fn store(self: Arc<Self>, outgoing: Outgoing) {
+        let mut tries = 0u32;
+        loop {
+            match self.publish_once(&outgoing).await {
+                Ok(duplicate) => {
+                    let counter = if duplicate {
+                        &self.counts.duplicates
+                    } else {
+                        &self.counts.stored
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    if let Some(ticket) = outgoing.ticket.and_then(tickets::settle) {
+                        if let Err(e) = ticket.ack().await {
+                            // Unacknowledged: redelivered, and its result dropped as a duplicate.
+                            let _ = e;
+                        }
+                    }
+                    return;
+                }
+                Err(why) => {
+                    if let Err(lost) = self.link.check_alive() {
+                        let why = format!("{lost} (a record was not stored: {why})");
+                        if let Some(ticket) = outgoing.ticket {
+                            tickets::fail(ticket, why.clone());
+                        }
+                        self.failed
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(why);
+                        return;
+                    }
+                    tries += 1;
+                    self.counts.republished.fetch_add(1, Ordering::Relaxed);
+                    let backoff = Duration::from_millis(100u64 << tries.min(4));
+                    tokio::time::sleep(backoff).await;
+                }
+            }
+        }
+    }
+
+    /// One publish and its ack: whether the server found it a duplicate.
+    async fn publish_once(&self, outgoing: &Outgoing) -> Result<bool, String> {
+        let mut publish = PublishMessage::build().payload(outgoing.payload.clone());
+        if let Some(id) = &outgoing.id {
+            publish = publish.header(MSG_ID, id.as_str());
+        }
+        let ack = self
+            .js
+            .send_publish(self.subject.clone(), publish)
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(ack.duplicate)
+    }
+}
