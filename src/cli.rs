@@ -30,7 +30,9 @@ pub enum Command {
     #[command(after_long_help = "Examples:\n  \
         dnsluice run configs/dump.toml --set 0.path=capture.pcap        every DNS message as JSON\n  \
         dnsluice run configs/qtype-stats.toml --set 0.path=capture.pcap --stats-json stats.json\n  \
-        tcpdump -i eth0 -w - port 53 | dnsluice run configs/dump.toml --set 0.module=input.fpcap --set 0.path=-")]
+        tcpdump -i eth0 -w - port 53 | dnsluice run configs/dump.toml --set 0.module=input.fpcap --set 0.path=-\n  \
+        dnsluice run configs/qtype-stats.toml --files day1/*.pcap --shard 0/4      every 4th file, one summary\n  \
+        dnsluice run configs/qtype-stats.toml --work nats://broker:4222/captures --results nats://broker:4222/stats")]
     Run {
         /// The pipeline file.
         pipeline: PathBuf,
@@ -44,6 +46,24 @@ pub enum Command {
         /// No summary on stderr (warnings are still printed).
         #[arg(long, short)]
         quiet: bool,
+        /// Many files: run the pipeline once per file (its first stage's
+        /// `path` set to each) and print one summary adding them up.
+        #[arg(long, num_args = 1.., value_name = "FILE", conflicts_with = "work")]
+        files: Vec<PathBuf>,
+        /// With --files: only file k (from 0) with k mod N = I.
+        #[arg(long, value_name = "I/N", requires = "files")]
+        shard: Option<crate::queue::Shard>,
+        /// Be a worker: take files from this work stream (put there with
+        /// `dnsluice queue put URL --files ...`), run the pipeline on each,
+        /// and publish each run's summary to --results.
+        #[arg(long, value_name = "nats://HOST:PORT/STREAM", requires = "results")]
+        work: Option<String>,
+        /// With --work: the stream the summaries go to (`queue get URL --merge` adds them up).
+        #[arg(long, value_name = "nats://HOST:PORT/STREAM", requires = "work")]
+        results: Option<String>,
+        /// With --work: how the worker takes work.
+        #[command(flatten)]
+        worker: crate::queue::WorkerFlags,
     },
     /// List every module with its options and defaults.
     Modules {
@@ -62,6 +82,12 @@ pub enum Command {
         dnsluice replay queries.pcap --server 127.0.0.1:53 --no-responses --rate 100000\n  \
         dnsluice replay queries.pcap --server 127.0.0.1:53 --print-pipeline > replay.toml")]
     Replay(crate::replay::ReplayArgs),
+    /// Share work among many machines through NATS JetStream: put, get, status.
+    ///
+    /// Workers are `dnsluice lookup ... --input nats://... --output nats://...`
+    /// and `dnsluice run PIPELINE --work nats://... --results nats://...`;
+    /// see docs/queue.md.
+    Queue(crate::queue::QueueArgs),
     /// Run a Lua script: `arg[0]` is the script, `arg[1]`... the arguments.
     ///
     /// Every module is reachable from Lua (`require("dnsluice.input.mmpcap")`);
@@ -107,9 +133,31 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             set,
             stats_json: stats_path,
             quiet,
-        } => run(registry, &pipeline, &set, stats_path.as_deref(), quiet),
+            files,
+            shard,
+            work,
+            results,
+            worker,
+        } => {
+            let stats_path = stats_path.as_deref();
+            match (work, results) {
+                (Some(work), Some(results)) => {
+                    let queue = crate::queue::worker::Queues {
+                        work: &work,
+                        results: &results,
+                        flags: &worker,
+                    };
+                    crate::queue::worker::pipeline(registry, &pipeline, &set, &queue, quiet)
+                }
+                _ if !files.is_empty() => crate::queue::worker::files(
+                    registry, &pipeline, &set, &files, shard, stats_path, quiet,
+                ),
+                _ => run(registry, &pipeline, &set, stats_path, quiet),
+            }
+        }
         Command::Lookup(args) => crate::lookup::run(*args),
         Command::Replay(args) => crate::replay::replay(registry, &args),
+        Command::Queue(args) => crate::queue::run(args),
     }
 }
 
@@ -125,17 +173,49 @@ pub fn run(
     for assignment in overrides {
         pipeline.set(assignment)?;
     }
+    run_pipeline(registry, &pipeline, stats_path, quiet)
+}
+
+/// What one run of a pipeline gave.
+pub struct Ran {
+    /// Every stage's counters.
+    pub stats: Vec<dnsluice_core::StageStats>,
+    /// Seconds from start to end.
+    pub elapsed: f64,
+    /// How the run ended.
+    pub result: Result<u64, dnsluice_core::StageError>,
+}
+
+/// Builds `pipeline` and runs it, with a progress line; its counters.
+pub fn run_collecting(registry: &Registry, pipeline: &Pipeline) -> Result<Ran> {
     let mut chain = pipeline.build(registry)?;
     let started = Instant::now();
     let mut progress = Progress::new(started);
     let result = chain.run(Some(&mut |n| progress.update(n)));
     progress.clear();
+    Ok(Ran {
+        elapsed: started.elapsed().as_secs_f64(),
+        stats: chain.stats(),
+        result,
+    })
+}
+
+/// Runs a pipeline that is read already: summary, `--stats-json`, exit code.
+pub fn run_pipeline(
+    registry: &Registry,
+    pipeline: &Pipeline,
+    stats_path: Option<&std::path::Path>,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let Ran {
+        stats,
+        elapsed,
+        result,
+    } = run_collecting(registry, pipeline)?;
     if matches!(&result, Err(e) if e.is_broken_pipe()) {
         // The reader of our output went away (`| head`): stop quietly, as other tools do.
         return Ok(ExitCode::SUCCESS);
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    let stats = chain.stats();
     for warning in stats.iter().flat_map(|s| &s.warnings) {
         eprintln!("dnsluice: warning: {warning}");
     }

@@ -8,6 +8,7 @@
 pub mod cli;
 pub mod flags;
 pub mod lookup;
+pub mod queue;
 pub mod reference;
 pub mod replay;
 pub mod report;

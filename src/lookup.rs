@@ -35,12 +35,21 @@ pub struct LookupArgs {
     /// The options of `lookup.dns`.
     #[command(flatten)]
     pub lookup: ModuleFlags<LookupOptions>,
-    /// Names to look up; `-` is standard input.
+    /// Names to look up; `-` is standard input; nats://HOST:PORT/STREAM:
+    /// be a worker on a shared work queue (see `dnsluice queue`).
     #[arg(long, default_value = "-", value_name = "FILE")]
     pub input: PathBuf,
-    /// Where the records go; `-` is standard output.
+    /// Where the records go; `-` is standard output; nats://HOST:PORT/STREAM:
+    /// a results stream.
     #[arg(long, default_value = "-", value_name = "FILE")]
     pub output: PathBuf,
+    /// Look up only line k (from 0) with k mod N = I, zmap-style: N runs
+    /// given 0/N .. N-1/N cover the input exactly once.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<crate::queue::Shard>,
+    /// With a nats:// input: how the worker takes work.
+    #[command(flatten)]
+    pub queue: crate::queue::WorkerFlags,
     /// Also write the counters as one JSON object to FILE.
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
@@ -53,6 +62,11 @@ impl LookupArgs {
     /// The options of the run: the flags given, the positional TYPE, and
     /// for want of `--name-servers` the system's nameservers.
     pub fn options(&self) -> Result<LookupOptions> {
+        parse_table(self.table()?)
+    }
+
+    /// [`LookupArgs::options`] as `lookup.dns`'s keys.
+    pub fn table(&self) -> Result<toml::Table> {
         let mut table = self.lookup.table.clone();
         if let Some(qtype) = &self.qtype {
             if table.contains_key("type") {
@@ -64,7 +78,7 @@ impl LookupArgs {
             let system = system_nameservers().into_iter().map(toml::Value::String);
             table.insert("name_servers".into(), toml::Value::Array(system.collect()));
         }
-        parse_table(table)
+        Ok(table)
     }
 }
 
@@ -120,6 +134,9 @@ impl RecordWriter {
 /// Runs `dnsluice lookup`.
 pub fn run(args: LookupArgs) -> Result<ExitCode> {
     let options = args.options()?;
+    if let Some(code) = crate::queue::worker::lookup(&args, args.table()?)? {
+        return Ok(code);
+    }
     let config = options.to_config().map_err(|e| anyhow::anyhow!("{e}"))?;
     if config.nameservers.is_empty() {
         eprintln!(
@@ -135,8 +152,11 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
     let mut engine = LookupEngine::start(config)?;
     let started = Instant::now();
     let mut progress = Progress::counting(started, "names");
-    for line in input.split(b'\n') {
+    for (k, line) in input.split(b'\n').enumerate() {
         let line = line.with_context(|| format!("cannot read {}", args.input.display()))?;
+        if args.shard.is_some_and(|s| !s.takes(k as u64)) {
+            continue;
+        }
         if output.error.is_some() {
             // The output is gone (a closed pipe, a full disk): stop resolving.
             break;

@@ -1,7 +1,10 @@
 //! `input.lines`: reads a text file (or standard input) one line at a time,
 //! e.g. the names to look up. Line endings (`\n`, `\r\n`) are removed; blank
-//! lines and lines starting with `#` are skipped and counted.
+//! lines and lines starting with `#` are skipped and counted. With `shard`
+//! `I/N` only line `k` (counted from 0, blank lines too) with `k mod N = I`
+//! is read: N runs given 0/N .. N-1/N read every line exactly once.
 
+use super::shard::Shard;
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, StageError, StageStats, Text, TextKind};
 use dnsluice_options::Options;
@@ -14,6 +17,8 @@ use std::path::PathBuf;
 pub struct LinesOptions {
     /// The text file, one item per line, or `-` for standard input.
     pub path: PathBuf,
+    /// Read only shard I of N (`"I/N"`): lines k with k mod N = I.
+    pub shard: Option<Shard>,
 }
 
 /// The registry entry.
@@ -21,7 +26,7 @@ pub fn entry() -> ModuleEntry {
     ModuleEntry::input(
         "input.lines",
         "read a text file or stdin one line at a time (names to look up)",
-        |o: LinesOptions| Ok(Box::new(LineReader::open(o.path)?)),
+        |o: LinesOptions| Ok(Box::new(LineReader::open(o.path)?.with_shard(o.shard))),
     )
 }
 
@@ -35,6 +40,8 @@ pub struct LineReader {
     produced: u64,
     skipped: u64,
     not_utf8: u64,
+    shard: Option<Shard>,
+    other_shards: u64,
 }
 
 impl LineReader {
@@ -60,7 +67,15 @@ impl LineReader {
             produced: 0,
             skipped: 0,
             not_utf8: 0,
+            shard: None,
+            other_shards: 0,
         }
+    }
+
+    /// Reads only `shard`'s lines (all when `None`).
+    pub fn with_shard(mut self, shard: Option<Shard>) -> LineReader {
+        self.shard = shard;
+        self
     }
 }
 
@@ -76,6 +91,10 @@ impl Producer for LineReader {
                 return Ok(None);
             }
             self.number += 1;
+            if self.shard.is_some_and(|s| !s.takes(self.number - 1)) {
+                self.other_shards += 1;
+                continue;
+            }
             while matches!(self.raw.last(), Some(b'\n' | b'\r')) {
                 self.raw.pop();
             }
@@ -108,6 +127,9 @@ impl Producer for LineReader {
         s.input = self.number;
         s.output = self.produced;
         s.add_counter("blank_or_comment_lines", self.skipped);
+        if self.shard.is_some() {
+            s.add_counter("other_shards_lines", self.other_shards);
+        }
         s.add_error("not_utf8", self.not_utf8);
         out.push(s);
     }
@@ -138,5 +160,22 @@ mod tests {
         reader.stats(&mut stats);
         assert_eq!(stats[0].counters["blank_or_comment_lines"], 2);
         assert_eq!(stats[0].errors["not_utf8"], 1);
+    }
+
+    #[test]
+    fn shards_split_lines_by_position() {
+        let text = b"a\nb\n\nc\nd\n";
+        let read = |shard: &str| {
+            let mut reader = LineReader::from_reader("t".into(), Box::new(&text[..]))
+                .with_shard(Some(shard.parse().unwrap()));
+            let mut seen = Vec::new();
+            while let Some(Object::Text(t)) = reader.produce().unwrap() {
+                seen.push(t.text.to_string());
+            }
+            seen
+        };
+        // Lines 0..4 are a, b, (blank), c, d: shard 0/2 takes 0, 2, 4.
+        assert_eq!(read("0/2"), vec!["a", "d"]);
+        assert_eq!(read("1/2"), vec!["b", "c"]);
     }
 }

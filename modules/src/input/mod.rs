@@ -8,5 +8,6 @@ pub mod mmpcap;
 pub mod nats;
 pub mod pcap;
 mod reader;
+pub mod shard;
 
 pub use reader::{CaptureReader, RecordSource};

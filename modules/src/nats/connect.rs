@@ -59,6 +59,8 @@ impl Link {
     /// acks time out after 5 s (so a publish lost in a broker restart is
     /// sent again soon).
     pub fn jetstream(&self) -> async_nats::jetstream::Context {
+        // The context starts a task of its own: on the shared runtime.
+        let _inside = super::runtime::get().enter();
         async_nats::jetstream::ContextBuilder::new()
             .timeout(Duration::from_secs(5))
             .ack_timeout(Duration::from_secs(5))

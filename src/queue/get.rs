@@ -1,0 +1,188 @@
+//! `dnsluice queue get`: every result of a results stream once. The broker
+//! already drops a result published twice with the same id within its
+//! de-duplication window; `get` drops any that came later by id too (a
+//! second guard), stops at `--expect N` results or after `--idle-exit`
+//! without a new one, and says how many it got. `--merge` adds up the
+//! summaries of `dnsluice run --work` workers into one (see [`super::merge`]).
+
+use super::merge::Merged;
+use super::put::parse_duration;
+use super::NatsFlags;
+use anyhow::{bail, Context, Result};
+use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
+use clap::Args;
+use dnsluice_modules::nats::streams::{self, MSG_ID};
+use dnsluice_modules::nats::{connect, runtime, NatsAddress};
+use futures_util::StreamExt;
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Flags of `dnsluice queue get`.
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// The results stream: nats://HOST:PORT/STREAM.
+    pub url: String,
+    /// Stop once this many distinct results are read; fail if the stream
+    /// runs dry (see --idle-exit) with fewer.
+    #[arg(long, value_name = "N")]
+    pub expect: Option<u64>,
+    /// Where the results go, one per line; `-` is standard output.
+    #[arg(long, short, default_value = "-", value_name = "FILE")]
+    pub output: PathBuf,
+    /// Stop when no new result came for this long (a bare number is seconds).
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
+    pub idle_exit: String,
+    /// The results are `dnsluice run --work` summaries: write one summary
+    /// adding them up instead (the summary of one run over all the files).
+    #[arg(long)]
+    pub merge: bool,
+    /// How to reach the broker.
+    #[command(flatten)]
+    pub nats: NatsFlags,
+}
+
+/// What a read found.
+struct Read {
+    distinct: u64,
+    duplicates: u64,
+}
+
+/// Runs `dnsluice queue get`.
+pub fn run(args: &GetArgs) -> Result<ExitCode> {
+    let address = NatsAddress::parse_stream(&args.url).map_err(anyhow::Error::msg)?;
+    let auth = args.nats.auth()?;
+    let idle = parse_duration(&args.idle_exit)?;
+    let mut out: Box<dyn Write> = if args.output.as_os_str() == "-" {
+        Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
+    } else {
+        let file = std::fs::File::create(&args.output)
+            .with_context(|| format!("cannot create {}", args.output.display()))?;
+        Box::new(std::io::BufWriter::with_capacity(1 << 16, file))
+    };
+    let mut merged = Merged::default();
+    let mut write_error = None;
+    let mut sink = |payload: &[u8]| {
+        if write_error.is_some() {
+            return;
+        }
+        let result = if args.merge {
+            serde_json::from_slice(payload)
+                .map_err(|e| e.to_string())
+                .and_then(|record| merged.add_record(&record))
+                .map_err(|e| anyhow::anyhow!("a result is no worker summary: {e}"))
+        } else {
+            out.write_all(payload)
+                .and_then(|()| out.write_all(b"\n"))
+                .with_context(|| format!("cannot write {}", args.output.display()))
+        };
+        if let Err(e) = result {
+            write_error = Some(e);
+        }
+    };
+    let read = runtime::block_on(read_all(&address, &auth, args.expect, idle, &mut sink))
+        .map_err(anyhow::Error::msg)?;
+    if let Some(e) = write_error {
+        return Err(e);
+    }
+    if args.merge {
+        out.write_all(merged.to_json().as_bytes())?;
+        for (item, why) in merged.failed() {
+            eprintln!("dnsluice: warning: {item} failed: {why}");
+        }
+    }
+    out.flush()
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    eprintln!(
+        "dnsluice: got {} results from {address}{}",
+        read.distinct,
+        if read.duplicates > 0 {
+            format!(" ({} duplicates dropped)", read.duplicates)
+        } else {
+            String::new()
+        }
+    );
+    if let Some(expected) = args.expect {
+        if read.distinct < expected {
+            bail!(
+                "got {} of the {expected} results expected (no new one for {:.0?})",
+                read.distinct,
+                idle
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the stream from its start through a consumer of its own (no acks:
+/// the results stay for the next reader).
+async fn read_all(
+    address: &NatsAddress,
+    auth: &dnsluice_modules::nats::NatsAuthOptions,
+    expect: Option<u64>,
+    idle: Duration,
+    sink: &mut dyn FnMut(&[u8]),
+) -> Result<Read, String> {
+    let link = connect(address, auth).await?;
+    let js = link.jetstream();
+    let stream = streams::existing_stream(&js, address.stream())
+        .await
+        .map_err(|e| format!("{address}: {e}"))?;
+    let consumer = stream
+        .create_consumer(pull::Config {
+            ack_policy: AckPolicy::None,
+            deliver_policy: DeliverPolicy::All,
+            inactive_threshold: Duration::from_secs(60),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("{address}: cannot read the stream: {e}"))?;
+    let mut seen = HashSet::new();
+    let mut read = Read {
+        distinct: 0,
+        duplicates: 0,
+    };
+    let mut messages = None;
+    while expect.is_none_or(|n| read.distinct < n) {
+        if messages.is_none() {
+            messages = consumer
+                .stream()
+                .max_messages_per_batch(1024)
+                .heartbeat(Duration::from_secs(5))
+                .messages()
+                .await
+                .ok();
+        }
+        let Some(stream) = messages.as_mut() else {
+            link.check_alive()?;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let message = match tokio::time::timeout(idle, stream.next()).await {
+            Err(_) => break,
+            Ok(Some(Ok(message))) => message,
+            Ok(_) => {
+                // A lost connection or a missed heartbeat: pull again.
+                link.check_alive()?;
+                messages = None;
+                continue;
+            }
+        };
+        let id = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(MSG_ID))
+            .map(|v| v.as_str().to_string());
+        if let Some(id) = id {
+            if !seen.insert(id) {
+                read.duplicates += 1;
+                continue;
+            }
+        }
+        read.distinct += 1;
+        sink(&message.payload);
+    }
+    Ok(read)
+}

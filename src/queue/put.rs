@@ -1,0 +1,162 @@
+//! `dnsluice queue put`: the lines of a file (or, with `--files`, file
+//! paths) become work items of a work-queue stream, made if missing. Each
+//! item's message id is its position and a digest of its text
+//! (`L12-…`, `F3-…`), so running the same put again after a crash adds
+//! nothing twice (within the stream's de-duplication window).
+
+use super::NatsFlags;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use dnsluice_modules::nats::streams::{self, MSG_ID};
+use dnsluice_modules::nats::{connect, runtime, NatsAddress};
+use futures_util::stream::FuturesUnordered;
+use futures_util::StreamExt;
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Flags of `dnsluice queue put`.
+#[derive(Args, Debug)]
+pub struct PutArgs {
+    /// The work stream: nats://HOST:PORT/STREAM (tls:// for TLS).
+    pub url: String,
+    /// A file of work items, one per line (`-`: standard input). Blank
+    /// lines and lines starting with `#` are skipped.
+    #[arg(required_unless_present = "files", conflicts_with = "files")]
+    pub file: Option<PathBuf>,
+    /// Put these files' paths (made absolute) as the items instead, for
+    /// `dnsluice run PIPELINE --work URL`.
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// How long the broker remembers item ids, when this put makes the
+    /// stream (a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    pub dedup_window: String,
+    /// Publishes awaiting the broker's ack at most.
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub window: usize,
+    /// How to reach the broker.
+    #[command(flatten)]
+    pub nats: NatsFlags,
+}
+
+/// Runs `dnsluice queue put`.
+pub fn run(args: &PutArgs) -> Result<ExitCode> {
+    let address = NatsAddress::parse_stream(&args.url).map_err(anyhow::Error::msg)?;
+    let items = items(args)?;
+    let auth = args.nats.auth()?;
+    let window = parse_duration(&args.dedup_window)?;
+    let (stored, duplicates) = runtime::block_on(async {
+        let link = connect(&address, &auth).await?;
+        let js = link.jetstream();
+        js.get_or_create_stream(streams::work_stream(address.stream(), window))
+            .await
+            .map_err(|e| format!("{address}: cannot make the stream: {e}"))?;
+        let mut pending = FuturesUnordered::new();
+        let (mut stored, mut duplicates) = (0u64, 0u64);
+        let mut settle = |done: Result<bool, String>| -> Result<(), String> {
+            match done? {
+                true => duplicates += 1,
+                false => stored += 1,
+            }
+            Ok(())
+        };
+        for item in items {
+            let (id, text) = item.map_err(|e| format!("{e:#}"))?;
+            while pending.len() >= args.window.max(1) {
+                if let Some(done) = pending.next().await {
+                    settle(done)?;
+                }
+            }
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(MSG_ID, id.as_str());
+            let ack = js
+                .publish_with_headers(address.stream().to_string(), headers, text.into())
+                .await
+                .map_err(|e| format!("{address}: cannot publish: {e}"))?;
+            let address = &address;
+            pending.push(async move {
+                ack.await
+                    .map(|a| a.duplicate)
+                    .map_err(|e| format!("{address}: an item was not stored: {e}"))
+            });
+        }
+        while let Some(done) = pending.next().await {
+            settle(done)?;
+        }
+        Ok::<_, String>((stored, duplicates))
+    })
+    .map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "dnsluice: put {stored} items to {address}{}",
+        if duplicates > 0 {
+            format!(" ({duplicates} more were there already)")
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The items to put, with their ids, read as they are published (a file of
+/// millions of names is not held in memory).
+type Items<'a> = Box<dyn Iterator<Item = Result<(String, String)>> + 'a>;
+
+fn items(args: &PutArgs) -> Result<Items<'_>> {
+    if !args.files.is_empty() {
+        let paths: Vec<Result<(String, String)>> = args
+            .files
+            .iter()
+            .enumerate()
+            .map(|(k, path)| {
+                let full = std::fs::canonicalize(path)
+                    .with_context(|| format!("cannot find {}", path.display()))?;
+                let text = full.to_str().with_context(|| {
+                    format!("{}: a path that is not UTF-8 cannot be an item", full.display())
+                })?;
+                Ok((streams::item_id('F', k as u64 + 1, text), text.to_string()))
+            })
+            .collect();
+        // Every path is checked before anything is put.
+        let paths = paths.into_iter().collect::<Result<Vec<_>>>()?;
+        return Ok(Box::new(paths.into_iter().map(Ok)));
+    }
+    let path = args.file.as_ref().expect("clap requires FILE or --files");
+    let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        Box::new(std::io::BufReader::with_capacity(1 << 16, file))
+    };
+    let lines = reader.split(b'\n').enumerate().filter_map(move |(k, line)| {
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => return Some(Err(e).with_context(|| format!("cannot read {}", path.display()))),
+        };
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim();
+        if text.is_empty() || text.starts_with('#') {
+            return None;
+        }
+        Some(Ok((streams::item_id('L', k as u64 + 1, text), text.to_string())))
+    });
+    Ok(Box::new(lines))
+}
+
+/// A duration with a unit, or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    if let Ok(seconds) = text.trim().parse::<f64>() {
+        if seconds.is_finite() && seconds >= 0.0 {
+            return Ok(Duration::from_secs_f64(seconds));
+        }
+        bail!("`{text}` is not a duration");
+    }
+    humantime_duration(text)
+}
+
+fn humantime_duration(text: &str) -> Result<Duration> {
+    use dnsluice_core::options::OptionValue;
+    Duration::from_toml(toml::Value::String(text.to_string())).map_err(anyhow::Error::msg)
+}

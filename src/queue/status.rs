@@ -1,0 +1,104 @@
+//! `dnsluice queue status`: a stream's messages and, per consumer, what is
+//! pending, in flight, redelivered and acknowledged.
+
+use super::NatsFlags;
+use anyhow::Result;
+use clap::Args;
+use dnsluice_modules::nats::streams;
+use dnsluice_modules::nats::{connect, runtime, NatsAddress};
+use futures_util::StreamExt;
+use serde_json::json;
+use std::process::ExitCode;
+
+/// Flags of `dnsluice queue status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The stream: nats://HOST:PORT/STREAM.
+    pub url: String,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// How to reach the broker.
+    #[command(flatten)]
+    pub nats: NatsFlags,
+}
+
+/// Runs `dnsluice queue status`.
+pub fn run(args: &StatusArgs) -> Result<ExitCode> {
+    let address = NatsAddress::parse_stream(&args.url).map_err(anyhow::Error::msg)?;
+    let auth = args.nats.auth()?;
+    let report = runtime::block_on(async {
+        let link = connect(&address, &auth).await?;
+        let js = link.jetstream();
+        let mut stream = streams::existing_stream(&js, address.stream())
+            .await
+            .map_err(|e| format!("{address}: {e}"))?;
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| format!("{address}: {e}"))?
+            .clone();
+        let state = &info.state;
+        let work_queue = matches!(
+            info.config.retention,
+            async_nats::jetstream::stream::RetentionPolicy::WorkQueue
+        );
+        let mut consumers = Vec::new();
+        let mut list = stream.consumers();
+        while let Some(consumer) = list.next().await {
+            let c = consumer.map_err(|e| format!("{address}: {e}"))?;
+            consumers.push(json!({
+                "name": c.name,
+                "pending": c.num_pending,
+                "in_flight": c.num_ack_pending,
+                "redelivered": c.num_redelivered,
+                "delivered": c.delivered.consumer_sequence,
+                "ack_floor": c.ack_floor.stream_sequence,
+                "waiting_pulls": c.num_waiting,
+            }));
+        }
+        // In a work queue an acknowledged item is removed: what was put
+        // and is gone was acknowledged.
+        let acked = work_queue.then(|| state.last_sequence.saturating_sub(state.messages));
+        Ok::<_, String>(json!({
+            "stream": info.config.name,
+            "retention": if work_queue { "workqueue" } else { "limits" },
+            "messages": state.messages,
+            "bytes": state.bytes,
+            "first_seq": state.first_sequence,
+            "last_seq": state.last_sequence,
+            "acked": acked,
+            "consumers": consumers,
+        }))
+    })
+    .map_err(anyhow::Error::msg)?;
+    if args.json {
+        println!("{report}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "stream {} ({}): {} messages, {} bytes, sequences {}..{}",
+        report["stream"].as_str().unwrap_or(""),
+        report["retention"].as_str().unwrap_or(""),
+        report["messages"],
+        report["bytes"],
+        report["first_seq"],
+        report["last_seq"]
+    );
+    if let Some(acked) = report["acked"].as_u64() {
+        println!("  acknowledged and removed: {acked}");
+    }
+    for c in report["consumers"].as_array().into_iter().flatten() {
+        println!(
+            "  consumer {}: pending {}, in flight {}, redelivered {}, delivered {}, ack floor {}, waiting pulls {}",
+            c["name"].as_str().unwrap_or(""),
+            c["pending"],
+            c["in_flight"],
+            c["redelivered"],
+            c["delivered"],
+            c["ack_floor"],
+            c["waiting_pulls"]
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

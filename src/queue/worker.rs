@@ -1,0 +1,247 @@
+//! The workers: `dnsluice lookup --input nats://... --output nats://...`
+//! runs the chain `input.nats → lookup.dns → output.nats` ([`lookup`]);
+//! `dnsluice run PIPELINE --work URL --results URL` runs the pipeline once
+//! per file taken from the work stream and publishes each run's summary
+//! ([`pipeline`]); `dnsluice run PIPELINE --files ... [--shard I/N]` runs it
+//! over many files without a broker and adds the summaries up ([`files`]).
+
+use super::flags::is_nats_url;
+use super::merge::Merged;
+use super::{Shard, WorkerFlags};
+use crate::cli::{run_collecting, run_pipeline, Ran};
+use crate::lookup::LookupArgs;
+use crate::report::{print_summary, stats_json};
+use anyhow::{bail, Context, Result};
+use dnsluice_core::options::Options;
+use dnsluice_core::pipeline::Pipeline;
+use dnsluice_core::{Object, Producer, Receiver, Registry, StageStats, Text, TextKind};
+use dnsluice_modules::input::nats::{NatsInput, NatsInputOptions};
+use dnsluice_modules::nats::tickets;
+use dnsluice_modules::output::nats::{NatsOutput, NatsOutputOptions};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `dnsluice lookup` with a nats:// input or output: runs it as a chain and
+/// returns its exit code; `None` when neither is a NATS address.
+pub fn lookup(args: &LookupArgs, lookup_table: toml::Table) -> Result<Option<ExitCode>> {
+    let (input_nats, output_nats) = (is_nats_url(args.input.as_os_str()), is_nats_url(args.output.as_os_str()));
+    if !input_nats && !output_nats {
+        return Ok(None);
+    }
+    if input_nats && !output_nats {
+        bail!(
+            "with --input nats://..., --output must be a nats:// results stream too: an item is \
+             acknowledged when its result is stored there"
+        );
+    }
+    if input_nats && args.shard.is_some() {
+        bail!("--shard splits a file; a nats:// input is shared by its workers already");
+    }
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    let input = if input_nats {
+        stage("input.nats", args.queue.input_table(&text(&args.input)))
+    } else {
+        let mut table = toml::Table::new();
+        let path = if args.input.as_os_str() == "-" {
+            args.input.clone()
+        } else {
+            std::path::absolute(&args.input).unwrap_or_else(|_| args.input.clone())
+        };
+        table.insert("path".into(), text(&path).into());
+        if let Some(shard) = args.shard {
+            table.insert("shard".into(), shard.to_string().into());
+        }
+        stage("input.lines", table)
+    };
+    let stages = vec![
+        input,
+        stage("lookup.dns", lookup_table),
+        stage("output.nats", args.queue.output_table(&text(&args.output))),
+    ];
+    let pipeline = pipeline_of("the lookup worker", stages)?;
+    let registry = dnsluice_modules::registry();
+    run_pipeline(&registry, &pipeline, args.stats_json.as_deref(), args.quiet).map(Some)
+}
+
+fn stage(module: &str, mut options: toml::Table) -> toml::Table {
+    options.insert("module".into(), module.into());
+    options
+}
+
+fn pipeline_of(name: &str, stages: Vec<toml::Table>) -> Result<Pipeline> {
+    let mut top = toml::Table::new();
+    top.insert(
+        "stage".into(),
+        toml::Value::Array(stages.into_iter().map(toml::Value::Table).collect()),
+    );
+    let text = toml::to_string(&top).context("cannot write the worker's pipeline")?;
+    Ok(Pipeline::parse(name, &text)?)
+}
+
+/// Where a pipeline worker takes files and puts summaries.
+pub struct Queues<'a> {
+    /// The work stream.
+    pub work: &'a str,
+    /// The results stream.
+    pub results: &'a str,
+    /// How to take work.
+    pub flags: &'a WorkerFlags,
+}
+
+/// `dnsluice run PIPELINE --work URL --results URL`: one file at a time
+/// (an item is a path), each run's summary published as a result record
+/// (see [`super::merge`]) before the item is acknowledged. When the
+/// pipeline's last stage is `output.nats`, its records carry ids made of the
+/// item's, so a file run twice publishes nothing twice.
+pub fn pipeline(
+    registry: &Registry,
+    file: &Path,
+    overrides: &[String],
+    queues: &Queues<'_>,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let mut base = Pipeline::read(file)?;
+    for assignment in overrides {
+        base.set(assignment)?;
+    }
+    let mut input_table = queues.flags.input_table(queues.work);
+    // A file is a long item: take one at a time, so the others go to idle workers.
+    input_table.insert("batch".into(), 1.into());
+    input_table.insert("max_held".into(), 1.into());
+    let mut input = NatsInput::open(&NatsInputOptions::from_table(input_table).map_err(option_error)?)?;
+    let mut output =
+        NatsOutput::open(&NatsOutputOptions::from_table(queues.flags.output_table(queues.results)).map_err(option_error)?)?;
+    let last = base.stages.len().saturating_sub(1);
+    let records_to_nats = base.stages.last().is_some_and(|s| s.module == "output.nats");
+    let (mut done, mut failed) = (0u64, 0u64);
+    loop {
+        let (ticket, item, given_up) = match input.produce()? {
+            None => break,
+            Some(Object::Text(t)) if t.text.is_empty() => continue,
+            Some(Object::Text(t)) => (t.number, t.text.to_string(), t.kind == TextKind::Record),
+            Some(_) => continue,
+        };
+        let record = if given_up {
+            failed += 1;
+            item
+        } else {
+            let mut run = base.clone();
+            run.set(&format!("0.path={item}"))?;
+            if records_to_nats {
+                let prefix = tickets::result_id(ticket).unwrap_or_default();
+                run.set(&format!("{last}.id_prefix={prefix}/"))?;
+            }
+            let record = summary_record(&item, run_collecting(registry, &run));
+            if record["status"] == "OK" {
+                done += 1;
+            } else {
+                failed += 1;
+            }
+            if !quiet {
+                eprintln!("dnsluice: {item}: {}", record["status"].as_str().unwrap_or(""));
+            }
+            record.to_string()
+        };
+        output.receive(&mut Object::Text(Text {
+            kind: TextKind::Record,
+            number: ticket,
+            text: &record,
+        }))?;
+    }
+    output.finish()?;
+    if !quiet {
+        let mut stats = Vec::new();
+        input.stats(&mut stats);
+        output.stats(&mut stats);
+        eprintln!("dnsluice: {done} files done, {failed} failed");
+        print_summary(&stats, 0.0);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn option_error(e: dnsluice_core::options::OptionError) -> anyhow::Error {
+    match e.key {
+        Some(key) => anyhow::anyhow!("--{}: {}", key.replace('_', "-"), e.message),
+        None => anyhow::anyhow!("{}", e.message),
+    }
+}
+
+/// The result record of one file's run.
+fn summary_record(item: &str, ran: Result<Ran>) -> Value {
+    match ran {
+        Ok(Ran {
+            stats,
+            elapsed,
+            result: Ok(_),
+        }) => {
+            let summary: Value =
+                serde_json::from_str(&stats_json(&stats, elapsed)).unwrap_or(Value::Null);
+            json!({"item": item, "status": "OK", "stats": summary})
+        }
+        Ok(Ran { result: Err(e), .. }) => json!({"item": item, "status": "ERROR", "error": e.to_string()}),
+        Err(e) => json!({"item": item, "status": "ERROR", "error": format!("{e:#}")}),
+    }
+}
+
+/// `dnsluice run PIPELINE --files A B ... [--shard I/N]`: the pipeline once
+/// per file (file k from 0 only when `k mod N = I`), one summary adding up
+/// the runs. A file that fails stops the run, naming it.
+pub fn files(
+    registry: &Registry,
+    file: &Path,
+    overrides: &[String],
+    files: &[PathBuf],
+    shard: Option<Shard>,
+    stats_path: Option<&Path>,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let mut base = Pipeline::read(file)?;
+    for assignment in overrides {
+        base.set(assignment)?;
+    }
+    let mut merged = Merged::default();
+    for (k, path) in files.iter().enumerate() {
+        if shard.is_some_and(|s| !s.takes(k as u64)) {
+            continue;
+        }
+        let mut run = base.clone();
+        run.set(&format!("0.path={}", path.display()))?;
+        let ran = run_collecting(registry, &run)?;
+        if let Err(e) = ran.result {
+            return Err(anyhow::Error::new(e).context(format!("{}", path.display())));
+        }
+        let summary: Value = serde_json::from_str(&stats_json(&ran.stats, ran.elapsed))?;
+        merged.add_summary(&summary).map_err(anyhow::Error::msg)?;
+    }
+    let text = merged.to_json();
+    let summary: Value = serde_json::from_str(&text)?;
+    if !quiet {
+        eprintln!("dnsluice: {} files", merged.files());
+        print_summary(&stage_stats(&summary), summary["elapsed_s"].as_f64().unwrap_or(0.0));
+    }
+    if let Some(path) = stats_path {
+        std::fs::write(path, text)
+            .with_context(|| format!("cannot write stats to {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A summary's stages as counters again, for printing.
+fn stage_stats(summary: &Value) -> Vec<StageStats> {
+    let stages = summary["stages"].as_array().cloned().unwrap_or_default();
+    stages
+        .iter()
+        .map(|s| {
+            let mut stats = StageStats::new(s["module"].as_str().unwrap_or(""));
+            stats.input = s["in"].as_u64().unwrap_or(0);
+            stats.output = s["out"].as_u64().unwrap_or(0);
+            for (key, map) in [("errors", &mut stats.errors), ("counters", &mut stats.counters)] {
+                for (k, v) in s[key].as_object().into_iter().flatten() {
+                    map.insert(k.clone(), v.as_u64().unwrap_or(0));
+                }
+            }
+            stats
+        })
+        .collect()
+}
