@@ -61,7 +61,20 @@ pub fn lookup(args: &LookupArgs, lookup_table: toml::Table) -> Result<Option<Exi
     ];
     let pipeline = pipeline_of("the lookup worker", stages)?;
     let registry = dnsluice_modules::registry();
-    run_pipeline(&registry, &pipeline, args.stats_json.as_deref(), args.quiet).map(Some)
+    run_pipeline(&registry, &pipeline, args.stats_json.as_deref(), args.quiet)
+        .map(Some)
+        .map_err(without_generated_lines)
+}
+
+/// An error of a pipeline made of flags, without the made-up file and line.
+fn without_generated_lines(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast::<dnsluice_core::pipeline::ConfigError>() {
+        Ok(c) => match c.key {
+            Some(key) => anyhow::anyhow!("--{}: {}", key.replace('_', "-"), c.message),
+            None => anyhow::anyhow!("{}", c.message),
+        },
+        Err(e) => e,
+    }
 }
 
 fn stage(module: &str, mut options: toml::Table) -> toml::Table {

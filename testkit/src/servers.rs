@@ -51,6 +51,15 @@ pub struct Servers {
     pub zone_names: u32,
     /// The reverse zone with PTR records for `n0` .. `n255` (`REVERSE_ZONE`).
     pub reverse_zone: String,
+    /// nats-server with JetStream, plain (`NATS`).
+    pub nats: SocketAddr,
+    /// nats-server with JetStream, TLS only ([`Servers::ca_file`]), with a
+    /// user and password (`NATS_TLS`).
+    pub nats_tls: SocketAddr,
+    /// The user [`Servers::nats_tls`] takes (`NATS_USER`).
+    pub nats_user: String,
+    /// The file holding that user's password (`NATS_PASSWORD_FILE`).
+    pub nats_password_file: PathBuf,
 }
 
 /// The directory of the test servers' state: `$DNSLUICE_SERVERS_DIR`, or
@@ -112,6 +121,10 @@ fn parse(text: &str, dir: PathBuf) -> Result<Servers, String> {
         zone: env.value("ZONE")?,
         zone_names: env.number("ZONE_NAMES")?,
         reverse_zone: env.value("REVERSE_ZONE")?,
+        nats: env.addr("NATS")?,
+        nats_tls: env.addr("NATS_TLS")?,
+        nats_user: env.value("NATS_USER")?,
+        nats_password_file: env.path("NATS_PASSWORD_FILE")?,
     })
 }
 
@@ -132,7 +145,8 @@ mod tests {
             SLOW=127.0.0.2:1\nSLOW_DOT=127.0.0.2:3\nSLOW_DOH=https://y/\nSLOW_DELAY_MS=20\n\
             FAST_DNS=127.0.0.1:1,127.0.0.3:1\nFAST_DOT=127.0.0.1:3\nFAST_DOH=https://x/\n\
             CA_FILE=/ca\nCERT_FILE=/c\nKEY_FILE=/k\nTLS_NAME=dns.test\nZONE=lookup.test.\n\
-            ZONE_NAMES=100000\nREVERSE_ZONE=0.0.10.in-addr.arpa.\n";
+            ZONE_NAMES=100000\nREVERSE_ZONE=0.0.10.in-addr.arpa.\nNATS=127.0.0.1:4\n\
+            NATS_TLS=127.0.0.1:5\nNATS_USER=u\nNATS_PASSWORD_FILE=/p\n";
         let s = parse(text, PathBuf::from("/s")).unwrap();
         assert_eq!(s.fast_dns.len(), 2);
         assert_eq!(s.slow_delay, Duration::from_millis(20));

@@ -6,6 +6,9 @@
 #   dnsdist  in front of knot: plain DNS, DoT and DoH (HTTP/2)
 #   dnsluice-delay-proxy  a slow nameserver: 127.0.0.2 forwards to the fast
 #            servers, holding every datagram and byte chunk DELAY_MS each way
+#   nats-server  JetStream brokers for the work-queue tests: one plain, one
+#            TLS-only with a password (file storage under $STATE, emptied
+#            whenever they are started)
 # and writes $STATE/servers.env (KEY=VALUE lines) for tests and scripts.
 #
 # State (configs, zones, certificates, logs, pid files) lives in
@@ -32,13 +35,15 @@ KNOT_PORT=$((53530 + OFFSET))
 DNSDIST_PORT=$((53531 + OFFSET))
 DOT_PORT=$((8853 + OFFSET))
 DOH_PORT=$((8443 + OFFSET))
+NATS_PORT=$((4222 + OFFSET))
+NATS_TLS_PORT=$((4223 + OFFSET))
 FAST_IPS=(127.0.0.1 127.0.0.3 127.0.0.4)
 TLS_IPS=(127.0.0.1 127.0.0.3)
 SLOW_IP=127.0.0.2
 
-for tool in knotd dnsdist kdig openssl python3; do
+for tool in knotd dnsdist kdig openssl python3 nats-server; do
     command -v "$tool" >/dev/null || {
-        echo "up.sh: $tool is missing (apt-get install knot knot-dnsutils dnsdist openssl python3)" >&2
+        echo "up.sh: $tool is missing (apt-get install knot knot-dnsutils dnsdist openssl python3 nats-server)" >&2
         exit 1
     }
 done
@@ -75,7 +80,7 @@ PY
 
 # start NAME "ADDR:PORT..." COMMAND...: runs COMMAND in the background unless
 # NAME is alive, after checking that its ports are free.
-# spawns: knotd dnsdist (through start; .ci/run installs what this names)
+# spawns: knotd dnsdist nats-server (through start; .ci/run installs what this names)
 start() {
     local name=$1 ports=$2
     shift 2
@@ -179,6 +184,24 @@ start delay-proxy "$SLOW_IP:$KNOT_PORT $SLOW_IP:$DOT_PORT $SLOW_IP:$DOH_PORT" "$
     "$SLOW_IP:$DOT_PORT=127.0.0.1:$DOT_PORT" \
     "$SLOW_IP:$DOH_PORT=127.0.0.1:$DOH_PORT"
 
+# --- NATS JetStream brokers (tests/queue.rs) --------------------------------------
+NATS_USER=dnsluice
+[[ -s $STATE/nats-password ]] || openssl rand -hex 16 >"$STATE/nats-password"
+if ! alive nats; then
+    rm -rf "$STATE/nats"
+    start nats "127.0.0.1:$NATS_PORT" nats-server -js -a 127.0.0.1 -p "$NATS_PORT" -sd "$STATE/nats"
+fi
+if ! alive nats-tls; then
+    rm -rf "$STATE/nats-tls"
+    cat >"$STATE/nats-tls.conf" <<CONF
+listen: 127.0.0.1:$NATS_TLS_PORT
+jetstream { store_dir: "$STATE/nats-tls" }
+tls { cert_file: "$STATE/cert.pem", key_file: "$STATE/key.pem" }
+authorization { user: $NATS_USER, password: "$(<"$STATE/nats-password")" }
+CONF
+    start nats-tls "127.0.0.1:$NATS_TLS_PORT" nats-server -c "$STATE/nats-tls.conf"
+fi
+
 # --- servers.env ---------------------------------------------------------------
 join() { local IFS=,; echo "$*"; }
 fast_dns=() fast_dot=() fast_doh=()
@@ -211,6 +234,10 @@ REVERSE_ZONE=0.0.10.in-addr.arpa.
 AXFR_ZONE=axfr.test.
 NOAXFR_ZONE=noaxfr.test.
 KNOT_VERSION=$KNOT_VERSION
+NATS=127.0.0.1:$NATS_PORT
+NATS_TLS=127.0.0.1:$NATS_TLS_PORT
+NATS_USER=$NATS_USER
+NATS_PASSWORD_FILE=$STATE/nats-password
 ENV
 
 # --- wait until every server answers --------------------------------------------
@@ -246,6 +273,20 @@ for ip in "${TLS_IPS[@]}" "$SLOW_IP"; do
     ask dot "$ip:$DOT_PORT" "${tls[@]}"
     ask doh "$ip:$DOH_PORT" "${tls[@]}" +https=/dns-query
 done
+# listening LABEL ADDRESS: waits up to 10 s for a TCP listener.
+listening() {
+    for _ in $(seq 100); do
+        if (exec 3<>"/dev/tcp/${2%:*}/${2##*:}") 2>/dev/null; then
+            printf '  %-12s %-16s ok\n' "$1" "$2"
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "up.sh: $1 is not listening on $2; logs in $STATE" >&2
+    exit 1
+}
+listening nats "127.0.0.1:$NATS_PORT"
+listening nats-tls "127.0.0.1:$NATS_TLS_PORT"
 bash "$ROOT/tests/world/up.sh"  # the simulated internet (tests/world/README.md)
 mv "$STATE/servers.env.tmp" "$STATE/servers.env"
 echo "  wrote $STATE/servers.env"

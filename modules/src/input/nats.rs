@@ -10,8 +10,10 @@
 //! While it waits for items and still holds some, the input hands on an
 //! empty line now and then: no work, but a turn for the stages after it to
 //! pass on what they finished (`lookup.dns` forwards finished records on
-//! every line it is given). It ends when no item came for `idle_exit` and
-//! none is held, unless `follow` is set. An item delivered `max_deliver`
+//! every line it is given). It ends when no item came for `idle_exit`, it
+//! holds none, and the consumer has nothing pending or unacknowledged (so
+//! the last worker waits for a dead worker's items to come back after
+//! `ack_wait`), unless `follow` is set. An item delivered `max_deliver`
 //! times is not tried again: it becomes an `ERROR` record.
 
 use crate::nats::connect::Link;
@@ -96,6 +98,7 @@ pub struct NatsInput {
     current: String,
     last_item: Instant,
     last_keep_alive: Instant,
+    last_idle_check: Option<Instant>,
     counts: Counts,
 }
 
@@ -152,6 +155,7 @@ impl NatsInput {
             current: String::new(),
             last_item: now,
             last_keep_alive: now,
+            last_idle_check: None,
             counts: Counts::default(),
         })
     }
@@ -281,6 +285,23 @@ impl NatsInput {
         }
     }
 
+    /// Whether the consumer has no item pending or unacknowledged (asked at
+    /// most once a second).
+    fn nothing_left(&mut self) -> bool {
+        if self
+            .last_idle_check
+            .is_some_and(|at| at.elapsed() < Duration::from_secs(1))
+        {
+            return false;
+        }
+        self.last_idle_check = Some(Instant::now());
+        let consumer = &self.consumer;
+        match runtime::block_on(consumer.get_info()) {
+            Ok(info) => info.num_pending == 0 && info.num_ack_pending == 0,
+            Err(_) => false,
+        }
+    }
+
     /// Sends in-progress acks for items held a third of `ack_wait`.
     fn keep_alive(&mut self) {
         let every = self.options.ack_wait / 3;
@@ -370,6 +391,7 @@ impl Producer for NatsInput {
             if !self.options.follow
                 && self.link.is_up()
                 && self.last_item.elapsed() >= self.options.idle_exit
+                && self.nothing_left()
             {
                 return Ok(None);
             }

@@ -1,0 +1,684 @@
+//! Work shared through NATS JetStream (`dnsluice queue`, `input.nats`,
+//! `output.nats`), against the brokers `tests/servers/up.sh` runs (and, for
+//! the restart test, one of the test's own): workers killed mid-run, the
+//! broker restarted, poison and malformed items, a broker that is down, a
+//! TLS broker with a password, and `--shard` without a broker. Answers are
+//! checked against the zone generator's rule (`testkit::lookup_address`),
+//! capture summaries against one run over all the files concatenated by
+//! mergecap.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_dnsluice");
+
+fn dnsluice() -> Command {
+    Command::new(BIN)
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "queue-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A stream name no other test (or earlier run) uses.
+fn stream(name: &str) -> String {
+    format!("{name}_{}", std::process::id())
+}
+
+fn url(addr: SocketAddr, stream: &str) -> String {
+    format!("nats://{addr}/{stream}")
+}
+
+fn ok(output: Output, what: &str) -> Output {
+    assert!(
+        output.status.success(),
+        "{what} failed: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// `queue status --json`.
+fn status(url: &str, extra: &[&str]) -> Value {
+    let out = ok(
+        dnsluice()
+            .args(["queue", "status", url, "--json"])
+            .args(extra)
+            .output()
+            .unwrap(),
+        "queue status",
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn consumer(status: &Value, name: &str) -> Value {
+    status["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Writes `n0.lookup.test` .. `n{count-1}.lookup.test` to a file.
+fn names_file(dir: &Path, count: u32) -> PathBuf {
+    let path = dir.join("names.txt");
+    let text: String = (0..count).map(|i| format!("n{i}.lookup.test\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn put(url: &str, file: &Path, extra: &[&str]) -> String {
+    let out = ok(
+        dnsluice()
+            .args(["queue", "put", url])
+            .arg(file)
+            .args(extra)
+            .output()
+            .unwrap(),
+        "queue put",
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A lookup worker asking knot, its stderr in `dir/NAME.err`, its counters in `dir/NAME.json`.
+fn lookup_worker(dir: &Path, name: &str, work: &str, results: &str, extra: &[&str]) -> Child {
+    lookup_worker_asking(&testkit::servers().knot.to_string(), dir, name, work, results, extra)
+}
+
+fn lookup_worker_asking(
+    nameserver: &str,
+    dir: &Path,
+    name: &str,
+    work: &str,
+    results: &str,
+    extra: &[&str],
+) -> Child {
+    dnsluice()
+        .args(["lookup", "A", "--name-servers", nameserver, "--input", work, "--output", results])
+        .args(extra)
+        .arg("--stats-json")
+        .arg(dir.join(format!("{name}.json")))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("{name}.err"))).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_ok(child: &mut Child, dir: &Path, name: &str) {
+    let status = child.wait().unwrap();
+    let err = std::fs::read_to_string(dir.join(format!("{name}.err"))).unwrap_or_default();
+    assert!(status.success(), "{name} ended with {status}:\n{err}");
+}
+
+/// Waits (at most `limit`) until `done` holds for the status of `url`.
+fn wait_for(url: &str, extra: &[&str], limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let s = status(url, extra);
+        if done(&s) {
+            return s;
+        }
+        assert!(start.elapsed() < limit, "gave up waiting: {s}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stops `child` (SIGSTOP) so it holds what it holds, then kills it (SIGKILL).
+fn freeze_and_kill(child: &mut Child) {
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: signals to a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(pid, libc::SIGSTOP);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+}
+
+/// `queue get --expect N`: the records.
+fn get(url: &str, expect: usize, extra: &[&str]) -> Vec<Value> {
+    let out = ok(
+        dnsluice()
+            .args(["queue", "get", url, "--expect", &expect.to_string()])
+            .args(extra)
+            .output()
+            .unwrap(),
+        "queue get",
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Exactly one record per name `n0` .. `n{count-1}`, each answered with
+/// the address the zone generator gave it.
+fn assert_one_right_answer_each(records: &[Value], count: u32) {
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    for r in records {
+        let name = r["name"].as_str().unwrap().to_string();
+        *by_name.entry(name.clone()).or_default() += 1;
+        let index: u32 = name
+            .strip_prefix('n')
+            .and_then(|s| s.strip_suffix(".lookup.test"))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected name {name}"));
+        assert_eq!(r["status"], "NOERROR", "{r}");
+        let answers: Vec<&str> = r["data"]["answers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["answer"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            answers,
+            vec![testkit::lookup_address(index).to_string()],
+            "{name}"
+        );
+    }
+    assert_eq!(by_name.len(), count as usize, "names answered");
+    let doubled: Vec<_> = by_name.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(doubled.is_empty(), "records twice: {doubled:?}");
+    assert_eq!(records.len(), count as usize);
+}
+
+fn counters(stats_json: &Path, module: &str) -> Value {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(stats_json).unwrap()).unwrap();
+    v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["module"] == module)
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn two_workers_one_killed_mid_run_lose_and_double_nothing() {
+    const NAMES: u32 = 20_000;
+    let s = testkit::servers();
+    let dir = tempdir("kill");
+    let (work, results) = (url(s.nats, &stream("kill_w")), url(s.nats, &stream("kill_r")));
+    let names = names_file(&dir, NAMES);
+    put(&work, &names, &[]);
+    // A second put (as after a crash) adds nothing: ids are line and text.
+    let again = put(&work, &names, &[]);
+    assert!(again.contains("put 0 items") && again.contains("20000 more"), "{again}");
+    assert_eq!(status(&work, &[])["messages"], NAMES);
+
+    let flags = ["--ack-wait", "2s", "--idle-exit", "2"];
+    let mut first = lookup_worker(&dir, "first", &work, &results, &flags);
+    let mut second = lookup_worker(&dir, "second", &work, &results, &flags);
+    // Kill the first worker while it holds items, once some results are stored.
+    wait_for(&work, &[], Duration::from_secs(60), |st| {
+        st["acked"].as_u64().unwrap_or(0) >= 2_000
+    });
+    freeze_and_kill(&mut first);
+    wait_ok(&mut second, &dir, "second");
+
+    let left = status(&work, &[]);
+    assert_eq!(left["messages"], 0, "every item acknowledged: {left}");
+    assert_eq!(consumer(&left, "workers")["in_flight"], 0, "{left}");
+    // The survivor got the dead worker's items again after ack_wait.
+    let taken = counters(&dir.join("second.json"), "input.nats");
+    assert!(
+        taken["counters"]["redelivered"].as_u64().unwrap_or(0) > 0,
+        "nothing was redelivered (the kill held no items?): {taken}"
+    );
+    // The broker stored each result once (its de-duplication by item id).
+    assert_eq!(status(&results, &[])["messages"], NAMES);
+    let records = get(&results, NAMES as usize, &[]);
+    assert_one_right_answer_each(&records, NAMES);
+}
+
+/// A nats-server of this test's own, on a port of its own, so it can be restarted.
+struct OwnBroker {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl OwnBroker {
+    fn start(dir: &Path, port: u16) -> OwnBroker {
+        let mut broker = OwnBroker {
+            child: Self::spawn(dir, port),
+            port,
+            dir: dir.to_path_buf(),
+        };
+        broker.wait_listening();
+        broker
+    }
+
+    fn spawn(dir: &Path, port: u16) -> Child {
+        Command::new("nats-server")
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(dir.join("store"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(format!("nats-{port}.log"))).unwrap())
+            .spawn()
+            .expect("nats-server (apt-get install nats-server)")
+    }
+
+    fn wait_listening(&mut self) {
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(start.elapsed() < Duration::from_secs(10), "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the broker (SIGTERM), waits `down`, and starts it again on the same store.
+    fn restart(&mut self, down: Duration) {
+        // SAFETY: a signal to our own child.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        self.child.wait().unwrap();
+        std::thread::sleep(down);
+        self.child = Self::spawn(&self.dir, self.port);
+        self.wait_listening();
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nobody listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn broker_restarted_mid_run_loses_and_doubles_nothing() {
+    const NAMES: u32 = 20_000;
+    let dir = tempdir("restart");
+    let mut broker = OwnBroker::start(&dir, free_port());
+    let addr: SocketAddr = format!("127.0.0.1:{}", broker.port).parse().unwrap();
+    let (work, results) = (url(addr, "W"), url(addr, "R"));
+    put(&work, &names_file(&dir, NAMES), &[]);
+    // Through the slow nameserver (a 40 ms round trip: about 2,500 names/s
+    // with 100 workers), so the restart lands mid-run.
+    let mut worker = lookup_worker_asking(
+        &testkit::servers().slow.to_string(),
+        &dir,
+        "worker",
+        &work,
+        &results,
+        &["--ack-wait", "3s", "--idle-exit", "2"],
+    );
+    wait_for(&work, &[], Duration::from_secs(60), |st| {
+        st["acked"].as_u64().unwrap_or(0) >= 2_000
+    });
+    broker.restart(Duration::from_millis(1500));
+    wait_ok(&mut worker, &dir, "worker");
+    let left = status(&work, &[]);
+    assert_eq!(left["messages"], 0, "every item acknowledged: {left}");
+    let sent = counters(&dir.join("worker.json"), "output.nats");
+    assert!(
+        sent["counters"]["republished"].as_u64().unwrap_or(0) > 0
+            || sent["counters"]["duplicates_dropped"].as_u64().unwrap_or(0) > 0
+            || counters(&dir.join("worker.json"), "input.nats")["counters"]["redelivered"]
+                .as_u64()
+                .unwrap_or(0)
+                > 0,
+        "the restart went unnoticed (it did not land mid-run?): {sent}"
+    );
+    assert_eq!(status(&results, &[])["messages"], NAMES);
+    assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
+}
+
+/// Ten captures whose qtype and rcode kinds together fit the summary's
+/// top-10 lists (so no file's list is cut and sums are exact): the
+/// corpus's eight small distinct captures, two of them twice (as copies).
+fn capture_set(dir: &Path) -> Vec<PathBuf> {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus");
+    let names = [
+        "dns_edns_compression.pcap",
+        "ipv4_fragments.pcap",
+        "ipv6_exthdr.pcap",
+        "malformed.pcap",
+        "misc_l2l3.pcap",
+        "vlan_qinq.pcap",
+        "pcapng_bigendian.pcapng",
+        "pcapng_multi_if.pcapng",
+    ];
+    let mut files: Vec<PathBuf> = names.iter().map(|n| corpus.join(n)).collect();
+    for (k, n) in ["misc_l2l3.pcap", "dns_edns_compression.pcap"].iter().enumerate() {
+        let copy = dir.join(format!("copy{k}-{n}"));
+        std::fs::copy(corpus.join(n), &copy).unwrap();
+        files.push(copy);
+    }
+    files
+}
+
+/// The summary of one `dnsluice run` over every file, concatenated by mergecap.
+fn one_run_over(dir: &Path, files: &[PathBuf]) -> Value {
+    let all = dir.join("all.pcapng");
+    ok(
+        Command::new("mergecap")
+            .args(["-a", "-F", "pcapng", "-w"])
+            .arg(&all)
+            .args(files)
+            .output()
+            .unwrap(),
+        "mergecap",
+    );
+    let stats = dir.join("one.json");
+    ok(
+        dnsluice()
+            .arg("run")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/qtype-stats.toml"))
+            .arg("--set")
+            .arg(format!("0.path={}", all.display()))
+            .arg("--stats-json")
+            .arg(&stats)
+            .arg("-q")
+            .output()
+            .unwrap(),
+        "one run",
+    );
+    serde_json::from_str(&std::fs::read_to_string(stats).unwrap()).unwrap()
+}
+
+/// Stages' module, in, out, errors and counters, without the pcapng
+/// container's `skipped_blocks` (the concatenation's interface blocks).
+fn comparable(summary: &Value) -> Vec<Value> {
+    summary["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let mut counters = s["counters"].clone();
+            counters.as_object_mut().unwrap().remove("skipped_blocks");
+            serde_json::json!([s["module"], s["in"], s["out"], s["errors"], counters])
+        })
+        .collect()
+}
+
+#[test]
+fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
+    let s = testkit::servers();
+    let dir = tempdir("captures");
+    let files = capture_set(&dir);
+    let (work, results) = (url(s.nats, &stream("cap_w")), url(s.nats, &stream("cap_r")));
+    let mut put_cmd = dnsluice();
+    put_cmd.args(["queue", "put", &work, "--files"]).args(&files);
+    ok(put_cmd.output().unwrap(), "queue put --files");
+    let pipeline = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/qtype-stats.toml");
+    let worker = |name: &str| {
+        dnsluice()
+            .arg("run")
+            .arg(&pipeline)
+            .args(["--work", &work, "--results", &results])
+            .args(["--ack-wait", "2s", "--idle-exit", "2"])
+            .stderr(std::fs::File::create(dir.join(format!("{name}.err"))).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    // The first worker alone, killed while it holds a file; then the second.
+    let mut first = worker("first");
+    wait_for(&work, &[], Duration::from_secs(30), |st| {
+        consumer(st, "workers")["in_flight"].as_u64().unwrap_or(0) >= 1
+    });
+    freeze_and_kill(&mut first);
+    let held = status(&work, &[]);
+    assert!(
+        consumer(&held, "workers")["in_flight"].as_u64().unwrap_or(0) >= 1,
+        "the killed worker held no file: {held}"
+    );
+    let mut second = worker("second");
+    wait_ok(&mut second, &dir, "second");
+    let err = std::fs::read_to_string(dir.join("second.err")).unwrap();
+    let redelivered: u64 = err
+        .split("redelivered=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(redelivered >= 1, "the killed worker's file was not redelivered:\n{err}");
+    assert_eq!(status(&work, &[])["messages"], 0);
+
+    let out = ok(
+        dnsluice()
+            .args(["queue", "get", &results, "--expect", "10", "--merge"])
+            .output()
+            .unwrap(),
+        "queue get --merge",
+    );
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["files"], 10, "{merged}");
+    assert_eq!(merged["failed"], serde_json::json!([]));
+    assert_eq!(comparable(&merged), comparable(&one_run_over(&dir, &files)));
+}
+
+#[test]
+fn poison_item_gets_an_error_record_after_max_deliver() {
+    let s = testkit::servers();
+    let dir = tempdir("poison");
+    let (work, results) = (url(s.nats, &stream("poison_w")), url(s.nats, &stream("poison_r")));
+    // A nameserver that never answers: the lookup holds its item.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let line = format!("n7.lookup.test,{}", silent.local_addr().unwrap());
+    let file = dir.join("poison.txt");
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+    put(&work, &file, &[]);
+    let flags = ["--ack-wait", "1s", "--max-deliver", "2", "--idle-exit", "1", "--timeout", "60s", "--retries", "0"];
+    // First delivery: the worker dies holding it.
+    let mut first = lookup_worker(&dir, "first", &work, &results, &flags);
+    wait_for(&work, &[], Duration::from_secs(20), |st| {
+        consumer(st, "workers")["in_flight"] == 1
+    });
+    // Kept alive (in-progress acks) past several ack_waits, so not redelivered.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(consumer(&status(&work, &[]), "workers")["redelivered"], 0);
+    freeze_and_kill(&mut first);
+    // Second (last) delivery: answered with an ERROR record, not tried again.
+    let mut second = lookup_worker(&dir, "second", &work, &results, &flags);
+    wait_ok(&mut second, &dir, "second");
+    let records = get(&results, 1, &[]);
+    assert_eq!(records.len(), 1);
+    let r = &records[0];
+    assert_eq!((r["name"].as_str(), r["status"].as_str()), (Some("n7.lookup.test"), Some("ERROR")));
+    assert!(r["error"].as_str().unwrap().contains("delivered 2 times (max_deliver)"), "{r}");
+    assert_eq!(status(&work, &[])["messages"], 0, "the poison item is acknowledged");
+}
+
+#[test]
+fn malformed_line_gets_an_error_record_and_is_acknowledged() {
+    let s = testkit::servers();
+    let dir = tempdir("malformed");
+    let (work, results) = (url(s.nats, &stream("bad_w")), url(s.nats, &stream("bad_r")));
+    let file = dir.join("names.txt");
+    std::fs::write(&file, "n1.lookup.test\nbad..name\nn2.lookup.test,not-an-address:x\n").unwrap();
+    put(&work, &file, &[]);
+    let mut worker = lookup_worker(&dir, "worker", &work, &results, &["--idle-exit", "1"]);
+    wait_ok(&mut worker, &dir, "worker");
+    let records = get(&results, 3, &[]);
+    let status_of = |name: &str| {
+        records
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| (r["status"].as_str().unwrap().to_string(), r["error"].clone()))
+            .unwrap_or_else(|| panic!("no record for {name}"))
+    };
+    assert_eq!(status_of("n1.lookup.test").0, "NOERROR");
+    let (st, error) = status_of("bad..name");
+    assert_eq!(st, "ERROR");
+    assert!(error.as_str().unwrap().contains("empty label"), "{error}");
+    assert_eq!(status_of("n2.lookup.test").0, "ERROR");
+    assert_eq!(status(&work, &[])["messages"], 0);
+}
+
+#[test]
+fn broker_down_at_start_is_a_clear_error_naming_the_url() {
+    let port = free_port();
+    let work = format!("nats://127.0.0.1:{port}/W");
+    let out = dnsluice()
+        .args(["lookup", "A", "--name-servers", "127.0.0.1:9", "--input", &work])
+        .args(["--output", &format!("nats://127.0.0.1:{port}/R")])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The results stream's connection is made first (outputs are built first).
+    let results = format!("nats://127.0.0.1:{port}/R");
+    assert!(err.contains(&results) && err.contains("cannot reach the broker"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let out = dnsluice().args(["queue", "get", &work.replace("/W", "/R")]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the broker"));
+}
+
+#[test]
+fn tls_broker_with_a_password_and_a_wrong_one_that_consumes_nothing() {
+    const NAMES: u32 = 200;
+    let s = testkit::servers();
+    let dir = tempdir("tls");
+    let password = std::fs::read_to_string(&s.nats_password_file).unwrap();
+    let password = password.trim();
+    let tls = |stream: &str| format!("tls://{}/{stream}", s.nats_tls);
+    let (work, results) = (tls(&stream("tls_w")), tls(&stream("tls_r")));
+    let ca = s.ca_file.display().to_string();
+    let auth = ["--nats-ca-file", ca.as_str()];
+    let with_password = |cmd: &mut Command, password: &str| {
+        cmd.env("NATS_USER", &s.nats_user).env("NATS_PASSWORD", password);
+    };
+    // Without the CA the certificate is refused; without a password the login.
+    let mut cmd = dnsluice();
+    cmd.args(["queue", "status", &work]);
+    with_password(&mut cmd, password);
+    let err = String::from_utf8_lossy(&cmd.output().unwrap().stderr).into_owned();
+    assert!(err.contains("UnknownIssuer"), "{err}");
+    let names = names_file(&dir, NAMES);
+    let mut cmd = dnsluice();
+    cmd.args(["queue", "put", &work]).arg(&names).args(auth);
+    with_password(&mut cmd, password);
+    ok(cmd.output().unwrap(), "put over TLS");
+
+    // A worker with a wrong password: a clear error, nothing taken.
+    let knot = s.knot.to_string();
+    let worker = |password: &str, name: &str| {
+        let mut cmd = dnsluice();
+        cmd.args(["lookup", "A", "--name-servers", &knot, "--input", &work, "--output", &results])
+            .args(auth)
+            .args(["--idle-exit", "1", "--stats-json"])
+            .arg(dir.join(format!("{name}.json")));
+        with_password(&mut cmd, password);
+        cmd.output().unwrap()
+    };
+    let out = worker("not-the-password", "wrong");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused the login") && err.contains(&results), "{err}");
+    assert!(!err.contains("not-the-password"), "the password is in the message: {err}");
+    let mut cmd = dnsluice();
+    cmd.args(["queue", "status", &work, "--json"]).args(auth);
+    with_password(&mut cmd, password);
+    let before: Value = serde_json::from_slice(&ok(cmd.output().unwrap(), "status").stdout).unwrap();
+    assert_eq!(before["messages"], NAMES, "{before}");
+    assert_eq!(before["consumers"], serde_json::json!([]), "nothing consumed: {before}");
+
+    let out = ok(worker(password, "right"), "worker with the password");
+    let printed = format!(
+        "{}{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(dir.join("right.json")).unwrap()
+    );
+    assert!(!printed.contains(password), "the password leaked: {printed}");
+    let mut cmd = dnsluice();
+    cmd.args(["queue", "get", &results, "--expect", &NAMES.to_string()]).args(auth);
+    with_password(&mut cmd, password);
+    let out = ok(cmd.output().unwrap(), "get over TLS");
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_one_right_answer_each(&records, NAMES);
+}
+
+#[test]
+fn shards_cover_every_line_and_every_file_exactly_once() {
+    const NAMES: u32 = 1_000;
+    const SHARDS: u32 = 3;
+    let s = testkit::servers();
+    let dir = tempdir("shards");
+    // Blank and comment lines count as lines (a shard is by position).
+    let mut text = String::from("# names\n\n");
+    text.extend((0..NAMES).map(|i| format!("n{i}.lookup.test\n")));
+    let file = dir.join("names.txt");
+    std::fs::write(&file, text).unwrap();
+    let mut all = Vec::new();
+    for i in 0..SHARDS {
+        let out = ok(
+            dnsluice()
+                .args(["lookup", "A", "--name-servers", &s.knot.to_string(), "--input"])
+                .arg(&file)
+                .args(["--shard", &format!("{i}/{SHARDS}"), "-q"])
+                .output()
+                .unwrap(),
+            "lookup --shard",
+        );
+        let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        // Line k (0-based; names start at line 2) is in shard k mod N.
+        for r in &records {
+            let index: u32 = r["name"].as_str().unwrap()[1..].split('.').next().unwrap().parse().unwrap();
+            assert_eq!((index + 2) % SHARDS, i, "{r}");
+        }
+        all.extend(records);
+    }
+    assert_one_right_answer_each(&all, NAMES);
+
+    // Files: every shard's summary adds up to one run over all files.
+    let files = capture_set(&dir);
+    let pipeline = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/qtype-stats.toml");
+    let mut packets = 0;
+    let mut runs = 0;
+    for i in 0..SHARDS {
+        let stats = dir.join(format!("shard{i}.json"));
+        ok(
+            dnsluice()
+                .arg("run")
+                .arg(&pipeline)
+                .arg("--files")
+                .args(&files)
+                .args(["--shard", &format!("{i}/{SHARDS}"), "-q", "--stats-json"])
+                .arg(&stats)
+                .output()
+                .unwrap(),
+            "run --files --shard",
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        runs += v["files"].as_u64().unwrap();
+        packets += v["stages"][0]["in"].as_u64().unwrap();
+    }
+    assert_eq!(runs, files.len() as u64);
+    assert_eq!(packets, one_run_over(&dir, &files)["stages"][0]["in"].as_u64().unwrap());
+}
