@@ -14,17 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_dnsluice");
-
 fn dnsluice() -> Command {
-    Command::new(BIN)
+    Command::new(env!("CARGO_BIN_EXE_dnsluice"))
 }
 
 fn tempdir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "queue-{}-{name}",
-        std::process::id()
-    ));
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("queue-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -95,7 +91,14 @@ fn put(url: &str, file: &Path, extra: &[&str]) -> String {
 
 /// A lookup worker asking knot, its stderr in `dir/NAME.err`, its counters in `dir/NAME.json`.
 fn lookup_worker(dir: &Path, name: &str, work: &str, results: &str, extra: &[&str]) -> Child {
-    lookup_worker_asking(&testkit::servers().knot.to_string(), dir, name, work, results, extra)
+    lookup_worker_asking(
+        &testkit::servers().knot.to_string(),
+        dir,
+        name,
+        work,
+        results,
+        extra,
+    )
 }
 
 fn lookup_worker_asking(
@@ -107,7 +110,16 @@ fn lookup_worker_asking(
     extra: &[&str],
 ) -> Child {
     dnsluice()
-        .args(["lookup", "A", "--name-servers", nameserver, "--input", work, "--output", results])
+        .args([
+            "lookup",
+            "A",
+            "--name-servers",
+            nameserver,
+            "--input",
+            work,
+            "--output",
+            results,
+        ])
         .args(extra)
         .arg("--stats-json")
         .arg(dir.join(format!("{name}.json")))
@@ -214,12 +226,18 @@ fn two_workers_one_killed_mid_run_lose_and_double_nothing() {
     const NAMES: u32 = 20_000;
     let s = testkit::servers();
     let dir = tempdir("kill");
-    let (work, results) = (url(s.nats, &stream("kill_w")), url(s.nats, &stream("kill_r")));
+    let (work, results) = (
+        url(s.nats, &stream("kill_w")),
+        url(s.nats, &stream("kill_r")),
+    );
     let names = names_file(&dir, NAMES);
     put(&work, &names, &[]);
     // A second put (as after a crash) adds nothing: ids are line and text.
     let again = put(&work, &names, &[]);
-    assert!(again.contains("put 0 items") && again.contains("20000 more"), "{again}");
+    assert!(
+        again.contains("put 0 items") && again.contains("20000 more"),
+        "{again}"
+    );
     assert_eq!(status(&work, &[])["messages"], NAMES);
 
     let flags = ["--ack-wait", "2s", "--idle-exit", "2"];
@@ -278,7 +296,10 @@ impl OwnBroker {
     fn wait_listening(&mut self) {
         let start = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(10), "nats-server did not start");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "nats-server did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -367,7 +388,10 @@ fn capture_set(dir: &Path) -> Vec<PathBuf> {
         "pcapng_multi_if.pcapng",
     ];
     let mut files: Vec<PathBuf> = names.iter().map(|n| corpus.join(n)).collect();
-    for (k, n) in ["misc_l2l3.pcap", "dns_edns_compression.pcap"].iter().enumerate() {
+    for (k, n) in ["misc_l2l3.pcap", "dns_edns_compression.pcap"]
+        .iter()
+        .enumerate()
+    {
         let copy = dir.join(format!("copy{k}-{n}"));
         std::fs::copy(corpus.join(n), &copy).unwrap();
         files.push(copy);
@@ -426,7 +450,9 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
     let files = capture_set(&dir);
     let (work, results) = (url(s.nats, &stream("cap_w")), url(s.nats, &stream("cap_r")));
     let mut put_cmd = dnsluice();
-    put_cmd.args(["queue", "put", &work, "--files"]).args(&files);
+    put_cmd
+        .args(["queue", "put", &work, "--files"])
+        .args(&files);
     ok(put_cmd.output().unwrap(), "queue put --files");
     let pipeline = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/qtype-stats.toml");
     let worker = |name: &str| {
@@ -447,7 +473,10 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
     freeze_and_kill(&mut first);
     let held = status(&work, &[]);
     assert!(
-        consumer(&held, "workers")["in_flight"].as_u64().unwrap_or(0) >= 1,
+        consumer(&held, "workers")["in_flight"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1,
         "the killed worker held no file: {held}"
     );
     let mut second = worker("second");
@@ -459,7 +488,10 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    assert!(redelivered >= 1, "the killed worker's file was not redelivered:\n{err}");
+    assert!(
+        redelivered >= 1,
+        "the killed worker's file was not redelivered:\n{err}"
+    );
     assert_eq!(status(&work, &[])["messages"], 0);
 
     let out = ok(
@@ -479,14 +511,28 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
 fn poison_item_gets_an_error_record_after_max_deliver() {
     let s = testkit::servers();
     let dir = tempdir("poison");
-    let (work, results) = (url(s.nats, &stream("poison_w")), url(s.nats, &stream("poison_r")));
+    let (work, results) = (
+        url(s.nats, &stream("poison_w")),
+        url(s.nats, &stream("poison_r")),
+    );
     // A nameserver that never answers: the lookup holds its item.
     let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let line = format!("n7.lookup.test,{}", silent.local_addr().unwrap());
     let file = dir.join("poison.txt");
     std::fs::write(&file, format!("{line}\n")).unwrap();
     put(&work, &file, &[]);
-    let flags = ["--ack-wait", "1s", "--max-deliver", "2", "--idle-exit", "1", "--timeout", "60s", "--retries", "0"];
+    let flags = [
+        "--ack-wait",
+        "1s",
+        "--max-deliver",
+        "2",
+        "--idle-exit",
+        "1",
+        "--timeout",
+        "60s",
+        "--retries",
+        "0",
+    ];
     // First delivery: the worker dies holding it.
     let mut first = lookup_worker(&dir, "first", &work, &results, &flags);
     wait_for(&work, &[], Duration::from_secs(20), |st| {
@@ -502,9 +548,22 @@ fn poison_item_gets_an_error_record_after_max_deliver() {
     let records = get(&results, 1, &[]);
     assert_eq!(records.len(), 1);
     let r = &records[0];
-    assert_eq!((r["name"].as_str(), r["status"].as_str()), (Some("n7.lookup.test"), Some("ERROR")));
-    assert!(r["error"].as_str().unwrap().contains("delivered 2 times (max_deliver)"), "{r}");
-    assert_eq!(status(&work, &[])["messages"], 0, "the poison item is acknowledged");
+    assert_eq!(
+        (r["name"].as_str(), r["status"].as_str()),
+        (Some("n7.lookup.test"), Some("ERROR"))
+    );
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("delivered 2 times (max_deliver)"),
+        "{r}"
+    );
+    assert_eq!(
+        status(&work, &[])["messages"],
+        0,
+        "the poison item is acknowledged"
+    );
 }
 
 #[test]
@@ -513,7 +572,11 @@ fn malformed_line_gets_an_error_record_and_is_acknowledged() {
     let dir = tempdir("malformed");
     let (work, results) = (url(s.nats, &stream("bad_w")), url(s.nats, &stream("bad_r")));
     let file = dir.join("names.txt");
-    std::fs::write(&file, "n1.lookup.test\nbad..name\nn2.lookup.test,not-an-address:x\n").unwrap();
+    std::fs::write(
+        &file,
+        "n1.lookup.test\nbad..name\nn2.lookup.test,not-an-address:x\n",
+    )
+    .unwrap();
     put(&work, &file, &[]);
     let mut worker = lookup_worker(&dir, "worker", &work, &results, &["--idle-exit", "1"]);
     wait_ok(&mut worker, &dir, "worker");
@@ -522,7 +585,12 @@ fn malformed_line_gets_an_error_record_and_is_acknowledged() {
         records
             .iter()
             .find(|r| r["name"] == name)
-            .map(|r| (r["status"].as_str().unwrap().to_string(), r["error"].clone()))
+            .map(|r| {
+                (
+                    r["status"].as_str().unwrap().to_string(),
+                    r["error"].clone(),
+                )
+            })
             .unwrap_or_else(|| panic!("no record for {name}"))
     };
     assert_eq!(status_of("n1.lookup.test").0, "NOERROR");
@@ -538,7 +606,14 @@ fn broker_down_at_start_is_a_clear_error_naming_the_url() {
     let port = free_port();
     let work = format!("nats://127.0.0.1:{port}/W");
     let out = dnsluice()
-        .args(["lookup", "A", "--name-servers", "127.0.0.1:9", "--input", &work])
+        .args([
+            "lookup",
+            "A",
+            "--name-servers",
+            "127.0.0.1:9",
+            "--input",
+            &work,
+        ])
         .args(["--output", &format!("nats://127.0.0.1:{port}/R")])
         .output()
         .unwrap();
@@ -546,9 +621,15 @@ fn broker_down_at_start_is_a_clear_error_naming_the_url() {
     let err = String::from_utf8_lossy(&out.stderr);
     // The results stream's connection is made first (outputs are built first).
     let results = format!("nats://127.0.0.1:{port}/R");
-    assert!(err.contains(&results) && err.contains("cannot reach the broker"), "{err}");
+    assert!(
+        err.contains(&results) && err.contains("cannot reach the broker"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
-    let out = dnsluice().args(["queue", "get", &work.replace("/W", "/R")]).output().unwrap();
+    let out = dnsluice()
+        .args(["queue", "get", &work.replace("/W", "/R")])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the broker"));
 }
@@ -565,7 +646,8 @@ fn tls_broker_with_a_password_and_a_wrong_one_that_consumes_nothing() {
     let ca = s.ca_file.display().to_string();
     let auth = ["--nats-ca-file", ca.as_str()];
     let with_password = |cmd: &mut Command, password: &str| {
-        cmd.env("NATS_USER", &s.nats_user).env("NATS_PASSWORD", password);
+        cmd.env("NATS_USER", &s.nats_user)
+            .env("NATS_PASSWORD", password);
     };
     // Without the CA the certificate is refused; without a password the login.
     let mut cmd = dnsluice();
@@ -583,24 +665,44 @@ fn tls_broker_with_a_password_and_a_wrong_one_that_consumes_nothing() {
     let knot = s.knot.to_string();
     let worker = |password: &str, name: &str| {
         let mut cmd = dnsluice();
-        cmd.args(["lookup", "A", "--name-servers", &knot, "--input", &work, "--output", &results])
-            .args(auth)
-            .args(["--idle-exit", "1", "--stats-json"])
-            .arg(dir.join(format!("{name}.json")));
+        cmd.args([
+            "lookup",
+            "A",
+            "--name-servers",
+            &knot,
+            "--input",
+            &work,
+            "--output",
+            &results,
+        ])
+        .args(auth)
+        .args(["--idle-exit", "1", "--stats-json"])
+        .arg(dir.join(format!("{name}.json")));
         with_password(&mut cmd, password);
         cmd.output().unwrap()
     };
     let out = worker("not-the-password", "wrong");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("refused the login") && err.contains(&results), "{err}");
-    assert!(!err.contains("not-the-password"), "the password is in the message: {err}");
+    assert!(
+        err.contains("refused the login") && err.contains(&results),
+        "{err}"
+    );
+    assert!(
+        !err.contains("not-the-password"),
+        "the password is in the message: {err}"
+    );
     let mut cmd = dnsluice();
     cmd.args(["queue", "status", &work, "--json"]).args(auth);
     with_password(&mut cmd, password);
-    let before: Value = serde_json::from_slice(&ok(cmd.output().unwrap(), "status").stdout).unwrap();
+    let before: Value =
+        serde_json::from_slice(&ok(cmd.output().unwrap(), "status").stdout).unwrap();
     assert_eq!(before["messages"], NAMES, "{before}");
-    assert_eq!(before["consumers"], serde_json::json!([]), "nothing consumed: {before}");
+    assert_eq!(
+        before["consumers"],
+        serde_json::json!([]),
+        "nothing consumed: {before}"
+    );
 
     let out = ok(worker(password, "right"), "worker with the password");
     let printed = format!(
@@ -609,9 +711,13 @@ fn tls_broker_with_a_password_and_a_wrong_one_that_consumes_nothing() {
         String::from_utf8_lossy(&out.stderr),
         std::fs::read_to_string(dir.join("right.json")).unwrap()
     );
-    assert!(!printed.contains(password), "the password leaked: {printed}");
+    assert!(
+        !printed.contains(password),
+        "the password leaked: {printed}"
+    );
     let mut cmd = dnsluice();
-    cmd.args(["queue", "get", &results, "--expect", &NAMES.to_string()]).args(auth);
+    cmd.args(["queue", "get", &results, "--expect", &NAMES.to_string()])
+        .args(auth);
     with_password(&mut cmd, password);
     let out = ok(cmd.output().unwrap(), "get over TLS");
     let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
@@ -636,7 +742,13 @@ fn shards_cover_every_line_and_every_file_exactly_once() {
     for i in 0..SHARDS {
         let out = ok(
             dnsluice()
-                .args(["lookup", "A", "--name-servers", &s.knot.to_string(), "--input"])
+                .args([
+                    "lookup",
+                    "A",
+                    "--name-servers",
+                    &s.knot.to_string(),
+                    "--input",
+                ])
                 .arg(&file)
                 .args(["--shard", &format!("{i}/{SHARDS}"), "-q"])
                 .output()
@@ -649,7 +761,12 @@ fn shards_cover_every_line_and_every_file_exactly_once() {
             .collect();
         // Line k (0-based; names start at line 2) is in shard k mod N.
         for r in &records {
-            let index: u32 = r["name"].as_str().unwrap()[1..].split('.').next().unwrap().parse().unwrap();
+            let index: u32 = r["name"].as_str().unwrap()[1..]
+                .split('.')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
             assert_eq!((index + 2) % SHARDS, i, "{r}");
         }
         all.extend(records);
@@ -680,5 +797,10 @@ fn shards_cover_every_line_and_every_file_exactly_once() {
         packets += v["stages"][0]["in"].as_u64().unwrap();
     }
     assert_eq!(runs, files.len() as u64);
-    assert_eq!(packets, one_run_over(&dir, &files)["stages"][0]["in"].as_u64().unwrap());
+    assert_eq!(
+        packets,
+        one_run_over(&dir, &files)["stages"][0]["in"]
+            .as_u64()
+            .unwrap()
+    );
 }

@@ -92,7 +92,10 @@ impl Merged {
             sums.push(sum);
         }
         self.stages = sums;
-        self.elapsed += summary.get("elapsed_s").and_then(Value::as_f64).unwrap_or(0.0);
+        self.elapsed += summary
+            .get("elapsed_s")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
         self.files += 1;
         Ok(())
     }

@@ -16,8 +16,8 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
-pub use flags::{NatsFlags, WorkerFlags};
 pub use dnsluice_modules::input::shard::Shard;
+pub use flags::{NatsFlags, WorkerFlags};
 
 /// `dnsluice queue`.
 #[derive(Args, Debug)]

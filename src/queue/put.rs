@@ -113,7 +113,10 @@ fn items(args: &PutArgs) -> Result<Items<'_>> {
                 let full = std::fs::canonicalize(path)
                     .with_context(|| format!("cannot find {}", path.display()))?;
                 let text = full.to_str().with_context(|| {
-                    format!("{}: a path that is not UTF-8 cannot be an item", full.display())
+                    format!(
+                        "{}: a path that is not UTF-8 cannot be an item",
+                        full.display()
+                    )
                 })?;
                 Ok((streams::item_id('F', k as u64 + 1, text), text.to_string()))
             })
@@ -130,18 +133,26 @@ fn items(args: &PutArgs) -> Result<Items<'_>> {
             std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         Box::new(std::io::BufReader::with_capacity(1 << 16, file))
     };
-    let lines = reader.split(b'\n').enumerate().filter_map(move |(k, line)| {
-        let line = match line {
-            Ok(line) => line,
-            Err(e) => return Some(Err(e).with_context(|| format!("cannot read {}", path.display()))),
-        };
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() || text.starts_with('#') {
-            return None;
-        }
-        Some(Ok((streams::item_id('L', k as u64 + 1, text), text.to_string())))
-    });
+    let lines = reader
+        .split(b'\n')
+        .enumerate()
+        .filter_map(move |(k, line)| {
+            let line = match line {
+                Ok(line) => line,
+                Err(e) => {
+                    return Some(Err(e).with_context(|| format!("cannot read {}", path.display())))
+                }
+            };
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim();
+            if text.is_empty() || text.starts_with('#') {
+                return None;
+            }
+            Some(Ok((
+                streams::item_id('L', k as u64 + 1, text),
+                text.to_string(),
+            )))
+        });
     Ok(Box::new(lines))
 }
 

@@ -25,7 +25,10 @@ use std::process::ExitCode;
 /// `dnsluice lookup` with a nats:// input or output: runs it as a chain and
 /// returns its exit code; `None` when neither is a NATS address.
 pub fn lookup(args: &LookupArgs, lookup_table: toml::Table) -> Result<Option<ExitCode>> {
-    let (input_nats, output_nats) = (is_nats_url(args.input.as_os_str()), is_nats_url(args.output.as_os_str()));
+    let (input_nats, output_nats) = (
+        is_nats_url(args.input.as_os_str()),
+        is_nats_url(args.output.as_os_str()),
+    );
     if !input_nats && !output_nats {
         return Ok(None);
     }
@@ -122,11 +125,17 @@ pub fn pipeline(
     // A file is a long item: take one at a time, so the others go to idle workers.
     input_table.insert("batch".into(), 1.into());
     input_table.insert("max_held".into(), 1.into());
-    let mut input = NatsInput::open(&NatsInputOptions::from_table(input_table).map_err(option_error)?)?;
-    let mut output =
-        NatsOutput::open(&NatsOutputOptions::from_table(queues.flags.output_table(queues.results)).map_err(option_error)?)?;
+    let mut input =
+        NatsInput::open(&NatsInputOptions::from_table(input_table).map_err(option_error)?)?;
+    let mut output = NatsOutput::open(
+        &NatsOutputOptions::from_table(queues.flags.output_table(queues.results))
+            .map_err(option_error)?,
+    )?;
     let last = base.stages.len().saturating_sub(1);
-    let records_to_nats = base.stages.last().is_some_and(|s| s.module == "output.nats");
+    let records_to_nats = base
+        .stages
+        .last()
+        .is_some_and(|s| s.module == "output.nats");
     let (mut done, mut failed) = (0u64, 0u64);
     loop {
         let (ticket, item, given_up) = match input.produce()? {
@@ -152,7 +161,10 @@ pub fn pipeline(
                 failed += 1;
             }
             if !quiet {
-                eprintln!("dnsluice: {item}: {}", record["status"].as_str().unwrap_or(""));
+                eprintln!(
+                    "dnsluice: {item}: {}",
+                    record["status"].as_str().unwrap_or("")
+                );
             }
             record.to_string()
         };
@@ -192,7 +204,9 @@ fn summary_record(item: &str, ran: Result<Ran>) -> Value {
                 serde_json::from_str(&stats_json(&stats, elapsed)).unwrap_or(Value::Null);
             json!({"item": item, "status": "OK", "stats": summary})
         }
-        Ok(Ran { result: Err(e), .. }) => json!({"item": item, "status": "ERROR", "error": e.to_string()}),
+        Ok(Ran { result: Err(e), .. }) => {
+            json!({"item": item, "status": "ERROR", "error": e.to_string()})
+        }
         Err(e) => json!({"item": item, "status": "ERROR", "error": format!("{e:#}")}),
     }
 }
@@ -231,7 +245,10 @@ pub fn files(
     let summary: Value = serde_json::from_str(&text)?;
     if !quiet {
         eprintln!("dnsluice: {} files", merged.files());
-        print_summary(&stage_stats(&summary), summary["elapsed_s"].as_f64().unwrap_or(0.0));
+        print_summary(
+            &stage_stats(&summary),
+            summary["elapsed_s"].as_f64().unwrap_or(0.0),
+        );
     }
     if let Some(path) = stats_path {
         std::fs::write(path, text)
@@ -249,7 +266,10 @@ fn stage_stats(summary: &Value) -> Vec<StageStats> {
             let mut stats = StageStats::new(s["module"].as_str().unwrap_or(""));
             stats.input = s["in"].as_u64().unwrap_or(0);
             stats.output = s["out"].as_u64().unwrap_or(0);
-            for (key, map) in [("errors", &mut stats.errors), ("counters", &mut stats.counters)] {
+            for (key, map) in [
+                ("errors", &mut stats.errors),
+                ("counters", &mut stats.counters),
+            ] {
                 for (k, v) in s[key].as_object().into_iter().flatten() {
                     map.insert(k.clone(), v.as_u64().unwrap_or(0));
                 }

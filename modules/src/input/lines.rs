@@ -18,7 +18,8 @@ pub struct LinesOptions {
     /// The text file, one item per line, or `-` for standard input.
     pub path: PathBuf,
     /// Read only shard I of N (`"I/N"`): lines k with k mod N = I.
-    pub shard: Option<Shard>,
+    #[option(default = Shard::ALL)]
+    pub shard: Shard,
 }
 
 /// The registry entry.
@@ -26,7 +27,11 @@ pub fn entry() -> ModuleEntry {
     ModuleEntry::input(
         "input.lines",
         "read a text file or stdin one line at a time (names to look up)",
-        |o: LinesOptions| Ok(Box::new(LineReader::open(o.path)?.with_shard(o.shard))),
+        |o: LinesOptions| {
+            Ok(Box::new(
+                LineReader::open(o.path)?.with_shard(Some(o.shard).filter(|s| *s != Shard::ALL)),
+            ))
+        },
     )
 }
 

@@ -51,7 +51,7 @@ pub struct NatsInputOptions {
     pub ack_wait: Duration,
     /// Deliveries of one item at most; the last one is answered with an
     /// ERROR record instead of being tried again. Set when the consumer is made.
-    #[option(default = 5, range = 1..=1000)]
+    #[option(default = 5, range = 2..=1000)]
     pub max_deliver: i64,
     /// Unacknowledged items across all workers of the consumer at most.
     /// Set when the consumer is made.
@@ -60,7 +60,8 @@ pub struct NatsInputOptions {
     /// Items this worker holds at most (it pulls no more until some are stored).
     #[option(default = 4096, range = 1..=1_000_000)]
     pub max_held: usize,
-    /// End when no item came for this long and none is held.
+    /// End when no item came for this long, none is held, and the
+    /// consumer has nothing pending or unacknowledged (by any worker).
     #[option(default = Duration::from_secs(5), range = Duration::from_millis(10)..=Duration::from_secs(86_400))]
     pub idle_exit: Duration,
     /// Never end: wait for more work (creates the stream if it is missing).
@@ -140,7 +141,12 @@ impl NatsInput {
             let consumer = stream
                 .get_or_create_consumer(&options.consumer, consumer.config())
                 .await
-                .map_err(|e| format!("{address}: cannot join consumer `{}`: {e}", options.consumer))?;
+                .map_err(|e| {
+                    format!(
+                        "{address}: cannot join consumer `{}`: {e}",
+                        options.consumer
+                    )
+                })?;
             Ok::<_, String>((link, consumer))
         })
         .map_err(fail)?;
@@ -250,11 +256,7 @@ impl NatsInput {
             owner: self.owner,
             client: self.link.client.clone(),
             reply,
-            result_id: streams::result_id(
-                self.link.address.stream(),
-                item_id.as_deref(),
-                sequence,
-            ),
+            result_id: streams::result_id(self.link.address.stream(), item_id.as_deref(), sequence),
             touched: Instant::now(),
         };
         if delivered > 1 {

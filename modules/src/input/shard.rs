@@ -16,6 +16,9 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// The one shard of one: everything.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
     /// Whether item `k` (0-based) is this shard's.
     pub fn takes(self, k: u64) -> bool {
         k % self.count == self.index
@@ -45,7 +48,7 @@ impl fmt::Display for Shard {
 
 impl OptionValue for Shard {
     fn shape() -> Shape {
-        Shape::String
+        Shape::Text("a shard, I/N")
     }
     fn from_toml(value: toml::Value) -> Result<Self, String> {
         match value {

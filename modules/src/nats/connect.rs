@@ -97,20 +97,26 @@ pub async fn connect(address: &NatsAddress, auth: &NatsAuthOptions) -> Result<Li
         .connection_timeout(auth.connect_timeout)
         .reconnect_delay_callback(|attempts| {
             // 100 ms, 200 ms, ... at most 2 s between tries.
-            Duration::from_millis(100u64.saturating_mul(1 << attempts.min(5))).min(Duration::from_secs(2))
+            Duration::from_millis(100u64.saturating_mul(1 << attempts.min(5)))
+                .min(Duration::from_secs(2))
         });
     if let Some(path) = &auth.creds {
-        options = options
-            .credentials_file(path)
-            .await
-            .map_err(|e| named(format!("cannot read the credentials file {}: {e}", path.display())))?;
+        options = options.credentials_file(path).await.map_err(|e| {
+            named(format!(
+                "cannot read the credentials file {}: {e}",
+                path.display()
+            ))
+        })?;
     }
     if let Some(path) = &auth.nkey_file {
         let seed = std::fs::read_to_string(path)
             .map_err(|e| named(format!("cannot read the nkey file {}: {e}", path.display())))?;
         options = options.nkey(seed.trim().to_string());
     }
-    match (std::env::var(&auth.user_env), std::env::var(&auth.password_env)) {
+    match (
+        std::env::var(&auth.user_env),
+        std::env::var(&auth.password_env),
+    ) {
         (Ok(user), Ok(password)) if !user.is_empty() => {
             options = options.user_and_password(user, password);
         }
@@ -129,8 +135,8 @@ pub async fn connect(address: &NatsAddress, auth: &NatsAuthOptions) -> Result<Li
         ));
     }
     if address.tls || auth.tls.ca_file.is_some() || auth.tls.insecure {
-        let config = dnsluice_net::tls::client_config(&auth.tls, &[])
-            .map_err(|e| named(e.to_string()))?;
+        let config =
+            dnsluice_net::tls::client_config(&auth.tls, &[]).map_err(|e| named(e.to_string()))?;
         options = options
             .require_tls(true)
             .tls_client_config((*config).clone());

@@ -136,7 +136,9 @@ impl NatsOutput {
 
     fn failure(&self) -> Option<StageError> {
         let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
-        failed.as_ref().map(|why| StageError::other(MODULE, why.clone()))
+        failed
+            .as_ref()
+            .map(|why| StageError::other(MODULE, why.clone()))
     }
 
     fn id_for(&self, number: u64) -> Option<String> {
@@ -200,8 +202,14 @@ impl Receiver for NatsOutput {
         let mut s = StageStats::new(MODULE);
         s.input = self.received;
         s.output = self.counts.stored.load(Ordering::Relaxed);
-        s.add_counter("duplicates_dropped", self.counts.duplicates.load(Ordering::Relaxed));
-        s.add_counter("republished", self.counts.republished.load(Ordering::Relaxed));
+        s.add_counter(
+            "duplicates_dropped",
+            self.counts.duplicates.load(Ordering::Relaxed),
+        );
+        s.add_counter(
+            "republished",
+            self.counts.republished.load(Ordering::Relaxed),
+        );
         out.push(s);
     }
 }
