@@ -39,14 +39,8 @@ CASES=${CASES:-"pinned-tcp pinned-dot unpinned-udp unpinned-tcp unpinned-dot unp
 SEED=${SEED:-1}
 OUT=${OUT:-bench-data/lookup}
 BIN=${DNSLUICE_BIN:-target/release/dnsluice}
-ENV_FILE=${DNSLUICE_SERVERS_DIR:-target/test-servers}/servers.env
-
-[[ -f $ENV_FILE ]] || { echo "no $ENV_FILE: run bash tests/servers/up.sh first" >&2; exit 1; }
-# shellcheck disable=SC1090
-source "$ENV_FILE"
-if [[ -z ${SKIP_BUILD:-} ]]; then
-    cargo build --release --quiet
-fi
+# shellcheck source=benches/servers-env.sh
+source benches/servers-env.sh
 mkdir -p "$OUT"
 
 IFS=, read -r -a fast_dns <<< "$FAST_DNS"

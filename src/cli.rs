@@ -1,13 +1,11 @@
 //! Command-line parsing and the subcommands.
 
-use crate::report::{print_summary, stats_json, Progress};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
 use dnsluice_core::pipeline::Pipeline;
 use dnsluice_core::registry::Registry;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 /// dnsluice: a modular DNS dataflow engine. Capture, parse, replay and resolve DNS
 /// by composing stages (input → filters → output) into chains declared in TOML.
@@ -173,59 +171,5 @@ pub fn run(
     for assignment in overrides {
         pipeline.set(assignment)?;
     }
-    run_pipeline(registry, &pipeline, stats_path, quiet)
-}
-
-/// What one run of a pipeline gave.
-pub struct Ran {
-    /// Every stage's counters.
-    pub stats: Vec<dnsluice_core::StageStats>,
-    /// Seconds from start to end.
-    pub elapsed: f64,
-    /// How the run ended.
-    pub result: Result<u64, dnsluice_core::StageError>,
-}
-
-/// Builds `pipeline` and runs it, with a progress line; its counters.
-pub fn run_collecting(registry: &Registry, pipeline: &Pipeline) -> Result<Ran> {
-    let mut chain = pipeline.build(registry)?;
-    let started = Instant::now();
-    let mut progress = Progress::new(started);
-    let result = chain.run(Some(&mut |n| progress.update(n)));
-    progress.clear();
-    Ok(Ran {
-        elapsed: started.elapsed().as_secs_f64(),
-        stats: chain.stats(),
-        result,
-    })
-}
-
-/// Runs a pipeline that is read already: summary, `--stats-json`, exit code.
-pub fn run_pipeline(
-    registry: &Registry,
-    pipeline: &Pipeline,
-    stats_path: Option<&std::path::Path>,
-    quiet: bool,
-) -> Result<ExitCode> {
-    let Ran {
-        stats,
-        elapsed,
-        result,
-    } = run_collecting(registry, pipeline)?;
-    if matches!(&result, Err(e) if e.is_broken_pipe()) {
-        // The reader of our output went away (`| head`): stop quietly, as other tools do.
-        return Ok(ExitCode::SUCCESS);
-    }
-    for warning in stats.iter().flat_map(|s| &s.warnings) {
-        eprintln!("dnsluice: warning: {warning}");
-    }
-    if !quiet {
-        print_summary(&stats, elapsed);
-    }
-    if let Some(path) = stats_path {
-        std::fs::write(path, stats_json(&stats, elapsed))
-            .with_context(|| format!("cannot write stats to {}", path.display()))?;
-    }
-    result?;
-    Ok(ExitCode::SUCCESS)
+    crate::running::run_pipeline(registry, &pipeline, stats_path, quiet)
 }

@@ -12,6 +12,7 @@ pub mod queue;
 pub mod reference;
 pub mod replay;
 pub mod report;
+pub mod running;
 
 pub use dnsluice_core as core;
 pub use dnsluice_modules as modules;

@@ -134,7 +134,16 @@ impl RecordWriter {
 /// Runs `dnsluice lookup`.
 pub fn run(args: LookupArgs) -> Result<ExitCode> {
     let options = args.options()?;
-    if let Some(code) = crate::queue::worker::lookup(&args, args.table()?)? {
+    let work = crate::queue::worker::LookupWork {
+        input: &args.input,
+        output: &args.output,
+        shard: args.shard,
+        queue: &args.queue,
+        lookup: args.table()?,
+        stats_json: args.stats_json.as_deref(),
+        quiet: args.quiet,
+    };
+    if let Some(code) = crate::queue::worker::lookup(work)? {
         return Ok(code);
     }
     let config = options.to_config().map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -129,10 +129,26 @@ fn lookup_worker_asking(
         .unwrap()
 }
 
+/// Waits for a worker to exit 0; one still running after two minutes
+/// (a worker that never goes idle) is killed and the test fails.
 fn wait_ok(child: &mut Child, dir: &Path, name: &str) {
-    let status = child.wait().unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let err = std::fs::read_to_string(dir.join(format!("{name}.err"))).unwrap_or_default();
-    assert!(status.success(), "{name} ended with {status}:\n{err}");
+    match status {
+        Some(status) => assert!(status.success(), "{name} ended with {status}:\n{err}"),
+        None => panic!("{name} was still running after 120 s (killed):\n{err}"),
+    }
 }
 
 /// Waits (at most `limit`) until `done` holds for the status of `url`.
@@ -173,7 +189,12 @@ fn get(url: &str, expect: usize, extra: &[&str]) -> Vec<Value> {
             .unwrap(),
         "queue get",
     );
-    String::from_utf8_lossy(&out.stdout)
+    json_lines(&out.stdout)
+}
+
+/// One JSON value per line.
+fn json_lines(text: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(text)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
@@ -376,6 +397,13 @@ fn broker_restarted_mid_run_loses_and_doubles_nothing() {
 /// top-10 lists (so no file's list is cut and sums are exact): the
 /// corpus's eight small distinct captures, two of them twice (as copies).
 fn capture_set(dir: &Path) -> Vec<PathBuf> {
+    capture_set_with(dir, 0)
+}
+
+/// [`capture_set`], but the copy of `misc_l2l3.pcap` is that capture
+/// concatenated `2^doublings` times by mergecap and is the third file: a
+/// file long enough for a worker to be killed in after it did two others.
+fn capture_set_with(dir: &Path, doublings: u32) -> Vec<PathBuf> {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus");
     let names = [
         "dns_edns_compression.pcap",
@@ -395,6 +423,23 @@ fn capture_set(dir: &Path) -> Vec<PathBuf> {
         let copy = dir.join(format!("copy{k}-{n}"));
         std::fs::copy(corpus.join(n), &copy).unwrap();
         files.push(copy);
+    }
+    if doublings > 0 {
+        let long = files.remove(8);
+        let twice = dir.join("twice.pcap");
+        for _ in 0..doublings {
+            ok(
+                Command::new("mergecap")
+                    .args(["-a", "-F", "pcap", "-w"])
+                    .arg(&twice)
+                    .args([&long, &long])
+                    .output()
+                    .unwrap(),
+                "mergecap",
+            );
+            std::fs::rename(&twice, &long).unwrap();
+        }
+        files.insert(2, long);
     }
     files
 }
@@ -447,7 +492,8 @@ fn comparable(summary: &Value) -> Vec<Value> {
 fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
     let s = testkit::servers();
     let dir = tempdir("captures");
-    let files = capture_set(&dir);
+    // The third file takes about a second (2^15 copies of a capture).
+    let files = capture_set_with(&dir, 15);
     let (work, results) = (url(s.nats, &stream("cap_w")), url(s.nats, &stream("cap_r")));
     let mut put_cmd = dnsluice();
     put_cmd
@@ -465,10 +511,16 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
             .spawn()
             .unwrap()
     };
-    // The first worker alone, killed while it holds a file; then the second.
+    let files_done = |name: &str| {
+        let err = std::fs::read_to_string(dir.join(format!("{name}.err"))).unwrap();
+        err.lines().filter(|l| l.ends_with(": OK")).count()
+    };
+    // The first worker alone does the two small files, and is killed
+    // while it holds the long third one; the second does the rest.
     let mut first = worker("first");
     wait_for(&work, &[], Duration::from_secs(30), |st| {
-        consumer(st, "workers")["in_flight"].as_u64().unwrap_or(0) >= 1
+        st["acked"].as_u64().unwrap_or(0) >= 2
+            && consumer(st, "workers")["in_flight"].as_u64().unwrap_or(0) >= 1
     });
     freeze_and_kill(&mut first);
     let held = status(&work, &[]);
@@ -479,6 +531,8 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
             >= 1,
         "the killed worker held no file: {held}"
     );
+    let by_first = files_done("first");
+    assert!(by_first >= 2, "the first worker did {by_first} files");
     let mut second = worker("second");
     wait_ok(&mut second, &dir, "second");
     let err = std::fs::read_to_string(dir.join("second.err")).unwrap();
@@ -491,6 +545,11 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
     assert!(
         redelivered >= 1,
         "the killed worker's file was not redelivered:\n{err}"
+    );
+    assert!(
+        files_done("second") >= 10 - by_first,
+        "the second worker did {} files:\n{err}",
+        files_done("second")
     );
     assert_eq!(status(&work, &[])["messages"], 0);
 
@@ -505,6 +564,8 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
     assert_eq!(merged["files"], 10, "{merged}");
     assert_eq!(merged["failed"], serde_json::json!([]));
     assert_eq!(comparable(&merged), comparable(&one_run_over(&dir, &files)));
+    // The long capture and the concatenation are a quarter of a gigabyte.
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -578,9 +639,19 @@ fn malformed_line_gets_an_error_record_and_is_acknowledged() {
     )
     .unwrap();
     put(&work, &file, &[]);
+    // `queue get` started before any worker: it waits for the results stream.
+    let getter = dnsluice()
+        .args(["queue", "get", &results, "--expect", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
     let mut worker = lookup_worker(&dir, "worker", &work, &results, &["--idle-exit", "1"]);
     wait_ok(&mut worker, &dir, "worker");
-    let records = get(&results, 3, &[]);
+    let out = ok(getter.wait_with_output().unwrap(), "queue get");
+    let records = json_lines(&out.stdout);
+    assert_eq!(records.len(), 3);
     let status_of = |name: &str| {
         records
             .iter()
@@ -720,10 +791,7 @@ fn tls_broker_with_a_password_and_a_wrong_one_that_consumes_nothing() {
         .args(auth);
     with_password(&mut cmd, password);
     let out = ok(cmd.output().unwrap(), "get over TLS");
-    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = json_lines(&out.stdout);
     assert_one_right_answer_each(&records, NAMES);
 }
 
@@ -755,10 +823,7 @@ fn shards_cover_every_line_and_every_file_exactly_once() {
                 .unwrap(),
             "lookup --shard",
         );
-        let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let records = json_lines(&out.stdout);
         // Line k (0-based; names start at line 2) is in shard k mod N.
         for r in &records {
             let index: u32 = r["name"].as_str().unwrap()[1..]

@@ -2,7 +2,8 @@
 //! already drops a result published twice with the same id within its
 //! de-duplication window; `get` drops any that came later by id too (a
 //! second guard), stops at `--expect N` results or after `--idle-exit`
-//! without a new one, and says how many it got. `--merge` adds up the
+//! without a new one (or, started before any worker, without the stream
+//! appearing), and says how many it got. `--merge` adds up the
 //! summaries of `dnsluice run --work` workers into one (see [`super::merge`]).
 
 use super::merge::Merged;
@@ -127,7 +128,8 @@ async fn read_all(
 ) -> Result<Read, String> {
     let link = connect(address, auth).await?;
     let js = link.jetstream();
-    let stream = streams::existing_stream(&js, address.stream())
+    // Started before the workers: the results stream may not exist yet.
+    let stream = streams::stream_appearing(&js, address.stream(), idle)
         .await
         .map_err(|e| format!("{address}: {e}"))?;
     let consumer = stream

@@ -8,9 +8,8 @@
 use super::flags::is_nats_url;
 use super::merge::Merged;
 use super::{Shard, WorkerFlags};
-use crate::cli::{run_collecting, run_pipeline, Ran};
-use crate::lookup::LookupArgs;
 use crate::report::{print_summary, stats_json};
+use crate::running::{run_collecting, run_pipeline, Ran};
 use anyhow::{bail, Context, Result};
 use dnsluice_core::options::Options;
 use dnsluice_core::pipeline::Pipeline;
@@ -22,9 +21,27 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// What `dnsluice lookup` hands a worker.
+pub struct LookupWork<'a> {
+    /// `--input`: a file, `-`, or a work stream.
+    pub input: &'a Path,
+    /// `--output`: a file, `-`, or a results stream.
+    pub output: &'a Path,
+    /// `--shard`.
+    pub shard: Option<Shard>,
+    /// How to take work.
+    pub queue: &'a WorkerFlags,
+    /// `lookup.dns`'s options, as given.
+    pub lookup: toml::Table,
+    /// `--stats-json`.
+    pub stats_json: Option<&'a Path>,
+    /// `--quiet`.
+    pub quiet: bool,
+}
+
 /// `dnsluice lookup` with a nats:// input or output: runs it as a chain and
 /// returns its exit code; `None` when neither is a NATS address.
-pub fn lookup(args: &LookupArgs, lookup_table: toml::Table) -> Result<Option<ExitCode>> {
+pub fn lookup(args: LookupWork<'_>) -> Result<Option<ExitCode>> {
     let (input_nats, output_nats) = (
         is_nats_url(args.input.as_os_str()),
         is_nats_url(args.output.as_os_str()),
@@ -43,13 +60,13 @@ pub fn lookup(args: &LookupArgs, lookup_table: toml::Table) -> Result<Option<Exi
     }
     let text = |p: &Path| p.to_string_lossy().into_owned();
     let input = if input_nats {
-        stage("input.nats", args.queue.input_table(&text(&args.input)))
+        stage("input.nats", args.queue.input_table(&text(args.input)))
     } else {
         let mut table = toml::Table::new();
         let path = if args.input.as_os_str() == "-" {
-            args.input.clone()
+            args.input.to_path_buf()
         } else {
-            std::path::absolute(&args.input).unwrap_or_else(|_| args.input.clone())
+            std::path::absolute(args.input).unwrap_or_else(|_| args.input.to_path_buf())
         };
         table.insert("path".into(), text(&path).into());
         if let Some(shard) = args.shard {
@@ -59,12 +76,12 @@ pub fn lookup(args: &LookupArgs, lookup_table: toml::Table) -> Result<Option<Exi
     };
     let stages = vec![
         input,
-        stage("lookup.dns", lookup_table),
-        stage("output.nats", args.queue.output_table(&text(&args.output))),
+        stage("lookup.dns", args.lookup),
+        stage("output.nats", args.queue.output_table(&text(args.output))),
     ];
     let pipeline = pipeline_of("the lookup worker", stages)?;
     let registry = dnsluice_modules::registry();
-    run_pipeline(&registry, &pipeline, args.stats_json.as_deref(), args.quiet)
+    run_pipeline(&registry, &pipeline, args.stats_json, args.quiet)
         .map(Some)
         .map_err(without_generated_lines)
 }

@@ -74,14 +74,32 @@ pub async fn existing_stream(
     js: &jetstream::Context,
     name: &str,
 ) -> Result<jetstream::stream::Stream, String> {
-    js.get_stream(name).await.map_err(|e| {
-        if matches!(e.kind(), jetstream::context::GetStreamErrorKind::JetStream(j) if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND)
-        {
-            format!("no stream `{name}` on the broker (nothing was put there yet?)")
-        } else {
-            format!("cannot read stream `{name}`: {e}")
+    stream_appearing(js, name, Duration::ZERO).await
+}
+
+/// [`existing_stream`], waiting up to `limit` for a stream that does not
+/// exist yet (a results stream is made by the first worker's first result).
+pub async fn stream_appearing(
+    js: &jetstream::Context,
+    name: &str,
+    limit: Duration,
+) -> Result<jetstream::stream::Stream, String> {
+    let start = std::time::Instant::now();
+    loop {
+        match js.get_stream(name).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) if matches!(e.kind(), jetstream::context::GetStreamErrorKind::JetStream(j) if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND) =>
+            {
+                if start.elapsed() >= limit {
+                    return Err(format!(
+                        "no stream `{name}` on the broker (nothing was put there yet?)"
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(format!("cannot read stream `{name}`: {e}")),
         }
-    })
+    }
 }
 
 /// The id of a work item made from line `number` (1-based) of a put: the

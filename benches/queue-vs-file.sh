@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The work queue's cost: NAMES lookups through NATS JetStream (queue put →
+# 1 worker → queue get) against the same lookup from a file, on the same
+# machine, in the same run; then 2 workers against 1. docs/benchmarks.md
+# has the figures and docs/queue.md what they mean.
+#
+# Usage: bash tests/servers/up.sh && cpu-lock bench benches/queue-vs-file.sh
+#        NAMES=20000 RUNS=1 SKIP_BUILD=1 benches/queue-vs-file.sh
+#
+# Environment:
+#   NAMES=100000    names n0..n{NAMES-1}.lookup.test (knot answers each)
+#   RUNS=2          runs of each case (the best is reported)
+#   SKIP_BUILD=1    do not build (target/release/dnsluice must exist)
+#   OUT=DIR         inputs, records, broker state (default bench-data/queue)
+#   PORT=14900+offset  the benchmark's own nats-server (file storage under OUT)
+#
+# Each case prints wall seconds and CPU seconds (user+sys of dnsluice and,
+# for queue cases, of nats-server) and the queue/file ratios. Every run
+# must give exactly NAMES records.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NAMES=${NAMES:-100000}
+RUNS=${RUNS:-2}
+OUT=${OUT:-bench-data/queue}
+PORT=${PORT:-$((14900 + ${DNSLUICE_SERVERS_PORT_OFFSET:-0}))}
+BIN=${DNSLUICE_BIN:-${CARGO_TARGET_DIR:-target}/release/dnsluice}
+# shellcheck source=benches/servers-env.sh
+source benches/servers-env.sh
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+python3 -c "
+import sys
+with open(sys.argv[1], 'w') as f:
+    for i in range(int(sys.argv[2])):
+        f.write(f'n{i}.lookup.test\n')" "$OUT/names.txt" "$NAMES"
+
+rm -rf "$OUT/nats"
+nats-server -js -a 127.0.0.1 -p "$PORT" -sd "$OUT/nats" >"$OUT/nats.log" 2>&1 &
+BROKER=$!
+trap 'kill $BROKER 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+    sleep 0.1
+done
+NATS=nats://127.0.0.1:$PORT
+LOOKUP=(lookup A --name-servers "$KNOT" -q)
+
+# cpu PID: user+sys seconds of a running process so far.
+cpu() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
+now() { date +%s.%N; }
+records() { wc -l <"$1" | tr -d ' '; }
+check() {
+    local n
+    n=$(records "$1")
+    [[ $n == "$NAMES" ]] || { echo "$1: $n records, not $NAMES" >&2; exit 1; }
+}
+
+# file_run: the lookup from a file, to a file; prints wall and CPU seconds.
+file_run() {
+    local start end
+    start=$(now)
+    /usr/bin/time -f "%U %S" -o "$OUT/file.time" \
+        "$BIN" "${LOOKUP[@]}" --input "$OUT/names.txt" --output "$OUT/file.jsonl"
+    end=$(now)
+    check "$OUT/file.jsonl"
+    awk -v s="$start" -v e="$end" '{printf "%.3f %.2f\n", e - s, $1 + $2}' "$OUT/file.time"
+}
+
+# queue_run WORKERS TAG: put, WORKERS workers, get; prints put/work/total seconds and CPU.
+queue_run() {
+    local workers=$1 tag=$2 t0 t1 t2 pids=() broker_cpu0 broker_cpu1 worker_cpu=0
+    t0=$(now)
+    "$BIN" queue put "$NATS/w$tag" "$OUT/names.txt" 2>/dev/null
+    t1=$(now)
+    broker_cpu0=$(cpu "$BROKER")
+    for i in $(seq "$workers"); do
+        /usr/bin/time -f "%U %S" -o "$OUT/worker$i.time" \
+            "$BIN" "${LOOKUP[@]}" --input "$NATS/w$tag" --output "$NATS/r$tag" --idle-exit 1 &
+        pids+=($!)
+    done
+    "$BIN" queue get "$NATS/r$tag" --expect "$NAMES" --output "$OUT/queue.jsonl" 2>/dev/null
+    t2=$(now)
+    broker_cpu1=$(cpu "$BROKER")
+    wait "${pids[@]}"
+    check "$OUT/queue.jsonl"
+    for i in $(seq "$workers"); do
+        worker_cpu=$(awk -v a="$worker_cpu" '{print a + $1 + $2}' "$OUT/worker$i.time")
+    done
+    awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v w="$worker_cpu" -v b0="$broker_cpu0" -v b1="$broker_cpu1" \
+        'BEGIN {printf "%.3f %.3f %.3f %.2f %.2f\n", t1 - t0, t2 - t1, t2 - t0, w, b1 - b0}'
+}
+
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $NAMES names; knot $KNOT"
+best_file="" best_q1="" best_q2=""
+faster() { awk -v a="$1" -v b="$2" 'BEGIN {print (b == "" || a + 0 < b + 0)}'; }
+for run in $(seq "$RUNS"); do
+    read -r f fcpu < <(file_run)
+    q1=$(queue_run 1 "a$run")
+    q2=$(queue_run 2 "b$run")
+    echo "run $run: file ${f}s (cpu ${fcpu}s) | put/work/total/worker-cpu/broker-cpu: 1 worker $q1 | 2 workers $q2"
+    # Best by wall time: the file run's, and the queue runs' total.
+    [[ $(faster "$f" "${best_file%% *}") == 1 ]] && best_file="$f $fcpu"
+    [[ $(faster "$(cut -d' ' -f3 <<<"$q1")" "$(cut -d' ' -f3 <<<"$best_q1")") == 1 ]] && best_q1=$q1
+    [[ $(faster "$(cut -d' ' -f3 <<<"$q2")" "$(cut -d' ' -f3 <<<"$best_q2")") == 1 ]] && best_q2=$q2
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+read -r f fcpu <<<"$best_file"
+read -r put1 work1 total1 wcpu1 bcpu1 <<<"$best_q1"
+read -r put2 work2 total2 wcpu2 bcpu2 <<<"$best_q2"
+awk -v n="$NAMES" -v f="$f" -v fc="$fcpu" -v p="$put1" -v w="$work1" -v t="$total1" -v wc="$wcpu1" -v bc="$bcpu1" \
+    -v p2="$put2" -v w2="$work2" -v t2="$total2" -v wc2="$wcpu2" -v bc2="$bcpu2" 'BEGIN {
+    printf "best of runs (%d names):\n", n
+    printf "  file run:   %.3f s wall (%.0f names/s), %.2f s CPU\n", f, n / f, fc
+    printf "  1 worker:   put %.3f s + workers→get %.3f s = %.3f s wall: %.2fx the file run (workers→get alone %.2fx); CPU worker %.2f s, broker %.2f s\n", p, w, t, t / f, w / f, wc, bc
+    printf "  2 workers:  put %.3f s + workers→get %.3f s = %.3f s wall: %.2fx the speed of 1 worker (workers→get); CPU workers %.2f s, broker %.2f s\n", p2, w2, t2, w / w2, wc2, bc2
+}'
