@@ -67,6 +67,11 @@ pub const PROGRESS_EVERY: u64 = 1 << 16;
 /// Pulls every object from `producer` and pushes it into `receiver`, then
 /// finishes the receiver. Calls `progress` with the object count every
 /// [`PROGRESS_EVERY`] objects. Returns the number of objects moved.
+///
+/// When either side fails (a corrupt input, a failing stage), the receiver
+/// is still finished before the error is returned, so that every output
+/// writes what it holds of the objects that came before: nothing already
+/// processed is lost to the error.
 pub fn drive<P, R>(
     producer: &mut P,
     receiver: &mut R,
@@ -84,9 +89,11 @@ where
         let obj = match &mut next {
             Ok(Some(obj)) => obj,
             Ok(None) => break,
-            Err(_) => return next.map(|_| moved),
+            Err(_) => return finish_after_error(receiver, next.map(|_| moved)),
         };
-        receiver.receive(obj)?;
+        if let Err(e) = receiver.receive(obj) {
+            return finish_after_error(receiver, Err(e));
+        }
         moved += 1;
         if moved.is_multiple_of(PROGRESS_EVERY) {
             if let Some(report) = progress.as_mut() {
@@ -96,6 +103,18 @@ where
     }
     receiver.finish()?;
     Ok(moved)
+}
+
+/// Finishes `receiver` after a failure and returns the failure: what the
+/// outputs hold is written out; an error of the finish itself (a second
+/// symptom, as a rule) gives way to the first.
+#[cold]
+fn finish_after_error<R: Receiver + ?Sized>(
+    receiver: &mut R,
+    failure: Result<u64, StageError>,
+) -> Result<u64, StageError> {
+    let _ = receiver.finish();
+    failure
 }
 
 /// A one-to-one filter: looks at each object and annotates it in place (the

@@ -85,7 +85,7 @@ impl Map for Layer {
 pub fn entry() -> ModuleEntry {
     ModuleEntry::map(
         "filter.layer",
-        "parse link (Ethernet/VLAN, NULL, LOOP, raw, Linux cooked), IPv4/IPv6 and UDP/TCP headers",
+        "parse link (Ethernet/VLAN/MPLS/PPPoE, NULL, LOOP, raw, Linux cooked, PPP, NFLOG, PKTAP, 802.11, radiotap), IPv4/IPv6, tunnels (GRE, ERSPAN, VXLAN, Geneve, GTP-U, IP-in-IP) and UDP/TCP headers",
         |(): ()| Ok(Layer::new()),
     )
 }
