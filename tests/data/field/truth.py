@@ -34,8 +34,10 @@ FRAME_COLUMNS = ["frame", "ts", "caplen", "len", "encap", "protocols", "ips", "l
 DNS_COLUMNS = ["frame", "ts", "ip", "transport", "src", "sport", "dst", "dport", "id", "qr",
                "opcode", "rcode", "qdcount", "ancount", "nscount", "arcount", "qname",
                "qname_hex", "qtype", "edns", "tcp_multi_segment", "malformed"]
+# Protocols that carry another packet (whose transport is then not the carrier's).
+TUNNEL_PROTOS = {"gre", "erspan", "vxlan", "geneve", "gtp", "mpls", "eth", "ppp", "pppoes"}
 # Tunnel ids tshark shows, by our tunnel kind.
-TUNNEL_FIELDS = {"gre.key": "gre", "gre.call_id": "gre", "erspan.spanid": "erspan",
+TUNNEL_FIELDS = {"gre.key": "gre", "gre.key.call_id": "gre", "erspan.spanid": "erspan",
                  "vxlan.vni": "vxlan", "geneve.vni": "geneve", "gtp.teid": "gtp-u",
                  "mpls.label": "mpls"}
 
@@ -61,6 +63,31 @@ def number(text):
     return int(text, 0)
 
 
+def uncompressed(hex_name):
+    """Is `hex_name` a whole name on the wire: labels up to a zero byte at its end?"""
+    data = bytes.fromhex(hex_name)
+    pos = 0
+    while pos < len(data) and 0 < data[pos] < 64:
+        pos += 1 + data[pos]
+    return pos == len(data) - 1 and data[pos] == 0
+
+
+def name_hex(text):
+    if text in (None, "."):
+        return "00"
+    return "".join(f"{len(l):02x}" + l.encode().hex() for l in text.split(".")) + "00"
+
+
+def counts(proto):
+    """The header's four counts (tshark names them after the UPDATE sections for opcode 5)."""
+    for names in (("dns.count.queries", "dns.count.answers", "dns.count.auth_rr", "dns.count.add_rr"),
+                  ("dns.count.zones", "dns.count.prerequisites", "dns.count.updates", "dns.count.add_rr")):
+        values = [number(first(proto, n)) for n in names]
+        if values[0] is not None:
+            return values
+    return [None] * 4
+
+
 def dns_row(frame, ts, proto, net, transport, segments, malformed):
     """One DNS message (a <proto name="dns"> element)."""
     flags = number(first(proto, "dns.flags", "value") and "0x" + first(proto, "dns.flags", "value"))
@@ -68,6 +95,11 @@ def dns_row(frame, ts, proto, net, transport, segments, malformed):
     qname_hex = first(proto, "dns.qry.name", "value")
     if qname == "<Root>":
         qname = "."
+    if qname_hex is not None and not uncompressed(qname_hex):
+        # A compression pointer: the field's bytes are the pointer, so the
+        # name's own bytes are rebuilt from tshark's text (lossless for
+        # names of letters, digits and hyphens, which these are).
+        qname_hex = name_hex(qname)
     qtype = number(first(proto, "dns.qry.type"))
     # An OPT record anywhere in the message (tshark lists it with the others).
     edns = any(n == "dns.resp.type" and f.get("show") == "41" for n, f in fields(proto))
@@ -77,8 +109,7 @@ def dns_row(frame, ts, proto, net, transport, segments, malformed):
         None if flags is None else (flags >> 15) & 1,
         None if flags is None else (flags >> 11) & 0xf,
         None if flags is None else flags & 0xf,
-        number(first(proto, "dns.count.queries")), number(first(proto, "dns.count.answers")),
-        number(first(proto, "dns.count.auth_rr")), number(first(proto, "dns.count.add_rr")),
+        *counts(proto),
         qname, qname_hex, qtype, edns, segments, malformed,
     ]
 
@@ -112,6 +143,10 @@ def dissect(path):
                 quoted = True
                 l4 = name
                 continue
+            if name in TUNNEL_PROTOS:
+                # The transport seen so far is the carrier's, not the inner packet's.
+                l4 = sport = dport = None
+                transport = {"l4": None, "sport": None, "dport": None}
             if name == "vlan":
                 vlans.append(number(first(p, "vlan.id")))
             if name in ("ip", "ipv6"):
@@ -125,10 +160,10 @@ def dissect(path):
                 off = first(p, "ip.frag_offset")
                 if v == 4 and (mf == "1" or (off not in (None, "0"))):
                     fragment = {"mf": number(mf), "offset_bytes": number(off), "id": number(first(p, "ip.id"))}
-                if v == 6 and first(p, "ipv6.fragment.offset") is not None:
-                    fragment = {"mf": number(first(p, "ipv6.fragment.more")),
-                                "offset_bytes": number(first(p, "ipv6.fragment.offset")) * 8,
-                                "id": number(first(p, "ipv6.fragment.id"))}
+                if v == 6 and first(p, "ipv6.fraghdr.offset") is not None:
+                    fragment = {"mf": number(first(p, "ipv6.fraghdr.more")),
+                                "offset_units": number(first(p, "ipv6.fraghdr.offset")),
+                                "id": number(first(p, "ipv6.fraghdr.ident"))}
             if name in ("udp", "tcp"):
                 l4 = name
                 sport = number(first(p, name + ".srcport"))
@@ -170,7 +205,7 @@ def truth(path):
         "size_bytes": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),
         "tshark": {"version": version, "command": command.replace(path, os.path.basename(path)),
-                   "exit_code": code, "stderr": stderr.replace("Running as user \"root\" and group \"root\". This could be dangerous.\n", "")},
+                   "exit_code": code, "stderr": stderr.replace(path, os.path.basename(path)).replace("Running as user \"root\" and group \"root\". This could be dangerous.\n", "")},
         "counts": counts,
         "frames": {"columns": FRAME_COLUMNS, "rows": frames},
         "dns_messages": {"columns": DNS_COLUMNS, "rows": messages},
