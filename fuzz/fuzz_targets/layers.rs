@@ -1,4 +1,4 @@
-//! The layer parser on one packet: link → VLAN → IPv4/IPv6 → UDP/TCP.
+//! The layer parser on one packet: link → VLAN → IPv4/IPv6 (→ tunnels) → UDP/TCP.
 //!
 //! Input: 2 bytes (LE) choose the link type, 4 bytes (LE) the wire length,
 //! the rest is the captured packet.
@@ -9,14 +9,16 @@ use dnsluice_core::LinkType;
 use dnsluice_fuzz::check_layers;
 use libfuzzer_sys::fuzz_target;
 
-const LINKS: [u32; 10] = [0, 1, 12, 14, 101, 108, 113, 228, 229, 276];
+const LINKS: [u32; 19] = [
+    0, 1, 9, 10, 12, 14, 50, 51, 101, 105, 108, 113, 127, 149, 228, 229, 239, 258, 276,
+];
 
 fuzz_target!(|input: &[u8]| {
     if input.len() < 6 {
         return;
     }
     let sel = u16::from_le_bytes([input[0], input[1]]);
-    let link = match LINKS.get(usize::from(sel % 11)) {
+    let link = match LINKS.get(usize::from(sel % 20)) {
         Some(&l) => LinkType(l),
         None => LinkType(u32::from(sel)), // any u16, mostly unsupported
     };

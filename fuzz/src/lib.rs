@@ -27,6 +27,12 @@ pub fn check_layers(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
     }
     let src = l.src_addr(data);
     let dst = l.dst_addr(data);
+    // The tunnels listed are the ones the parser walked through.
+    let tunnels = dnsluice_core::wire::tunnels(link, data, wire_len);
+    assert_eq!(tunnels.len(), usize::from(l.tunnels), "{l:?}");
+    for t in tunnels.iter() {
+        let _ = (t.src(data), t.dst(data));
+    }
 
     // Consistency between the fields.
     match l.network {

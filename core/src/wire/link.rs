@@ -41,6 +41,8 @@ pub(super) fn parse(
         LinkType::IPV4 => Ok(Next::Ipv4(at)),
         LinkType::IPV6 => Ok(Next::Ipv6(at)),
         LinkType::PPP | LinkType::PPP_HDLC => Ok(Next::Ppp(at)),
+        // Frame control, destination and source addresses, then LLC/SNAP.
+        LinkType::FDDI => llc_snap(data, at + 13),
         LinkType::PPP_ETHER => pppoe_session(data, at),
         LinkType::NFLOG => wrapped::nflog(data, at),
         LinkType::PKTAP | LinkType::USER2 => wrapped::pktap(data, at),
@@ -135,6 +137,16 @@ pub(super) fn by_version_nibble(data: &[u8], at: usize) -> Result<Next, LayerErr
         6 => Next::Ipv6(at),
         _ => return Err(LayerError::BadIpVersion),
     })
+}
+
+/// An LLC/SNAP header at `at` (`aa aa 03`, an OUI, the Ethertype), as
+/// FDDI and 802.11 carry it; another LLC header is not IP.
+pub(super) fn llc_snap(data: &[u8], at: usize) -> Result<Next, LayerError> {
+    let snap = data.get(at..at + 8).ok_or(LayerError::TruncatedLink)?;
+    if snap[..3] != [0xaa, 0xaa, 0x03] {
+        return Ok(Next::Stop(Network::Llc));
+    }
+    Ok(by_ethertype(u16::from_be_bytes([snap[6], snap[7]]), at + 8))
 }
 
 /// A PPPoE session header at `at` (version/type 0x11, code 0), then PPP.

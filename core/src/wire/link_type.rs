@@ -14,6 +14,8 @@ impl LinkType {
     pub const EN10MB: LinkType = LinkType(1);
     /// PPP (RFC 1661), with or without the HDLC address and control bytes.
     pub const PPP: LinkType = LinkType(9);
+    /// FDDI: frame control, two addresses, then LLC/SNAP.
+    pub const FDDI: LinkType = LinkType(10);
     /// Raw IP as numbered on some platforms (DLT_RAW = 12).
     pub const RAW12: LinkType = LinkType(12);
     /// Raw IP as numbered on other platforms (DLT_RAW = 14).
@@ -52,6 +54,7 @@ impl LinkType {
             0 => "NULL",
             1 => "EN10MB",
             9 => "PPP",
+            10 => "FDDI",
             12 | 14 | 101 => "RAW",
             50 => "PPP_HDLC",
             51 => "PPP_ETHER",

@@ -497,10 +497,6 @@ fn parse_common(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers)
         return false;
     }
     let protocol = fixed[ETH + 9];
-    // Both ports from one word, so that they are stored as one: a reader
-    // that loads them together (filter.dns does) then gets them forwarded.
-    let ports = u32::from_be_bytes([fixed[L4], fixed[L4 + 1], fixed[L4 + 2], fixed[L4 + 3]]);
-    let (sport, dport) = ((ports >> 16) as u16, ports as u16);
     let (transport, payload_offset, payload_end) = match protocol {
         17 => {
             let udp_len = usize::from(u16::from_be_bytes([fixed[L4 + 4], fixed[L4 + 5]]));
@@ -508,7 +504,9 @@ fn parse_common(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers)
                 return false;
             }
             // A tunnel's port: the general path looks inside.
-            if encap::is_tunnel_port(sport) || encap::is_tunnel_port(dport) {
+            if encap::is_tunnel_port(u16::from_be_bytes([fixed[L4], fixed[L4 + 1]]))
+                || encap::is_tunnel_port(u16::from_be_bytes([fixed[L4 + 2], fixed[L4 + 3]]))
+            {
                 return false;
             }
             (Transport::Udp, L4 + 8, L4 + udp_len)
@@ -534,8 +532,11 @@ fn parse_common(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers)
     layers.protocol = protocol;
     layers.transport = transport;
     layers.l4_offset = L4 as u32;
-    layers.sport = sport;
-    layers.dport = dport;
+    // Both ports from one word, so that they are stored as one: a reader
+    // that loads them together (filter.dns does) then gets them forwarded.
+    let ports = u32::from_be_bytes([fixed[L4], fixed[L4 + 1], fixed[L4 + 2], fixed[L4 + 3]]);
+    layers.sport = (ports >> 16) as u16;
+    layers.dport = ports as u16;
     layers.payload_offset = payload_offset as u32;
     layers.payload_len = payload_len;
     layers.wire_payload_len = payload_len;

@@ -2,7 +2,7 @@
 //! packet), Apple's PKTAP (a header naming the inner link type), IEEE 802.11
 //! data frames with LLC/SNAP, and the radiotap header in front of them.
 
-use super::{be16, link, LayerError, LinkType, Network, Next};
+use super::{link, LayerError, LinkType, Network, Next};
 
 /// NFLOG TLV type of the logged packet (`NFULA_PAYLOAD`).
 const NFULA_PAYLOAD: u16 = 9;
@@ -114,11 +114,5 @@ pub(super) fn ieee802_11(data: &[u8], at: usize) -> Result<Next, LayerError> {
             header += 4; // HT control
         }
     }
-    let llc = at + header;
-    let snap = data.get(llc..llc + 6).ok_or(LayerError::TruncatedLink)?;
-    if snap[..3] != [0xaa, 0xaa, 0x03] {
-        return Ok(Next::Stop(Network::Llc));
-    }
-    let ethertype = be16(data, llc + 6).ok_or(LayerError::TruncatedLink)?;
-    Ok(link::by_ethertype(ethertype, llc + 8))
+    link::llc_snap(data, at + header)
 }
