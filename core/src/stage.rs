@@ -75,46 +75,57 @@ pub const PROGRESS_EVERY: u64 = 1 << 16;
 pub fn drive<P, R>(
     producer: &mut P,
     receiver: &mut R,
-    mut progress: Option<&mut dyn FnMut(u64)>,
+    progress: Option<&mut dyn FnMut(u64)>,
 ) -> Result<u64, StageError>
 where
     P: Producer + ?Sized,
     R: Receiver + ?Sized,
 {
     let mut moved = 0u64;
+    match pump(producer, receiver, progress, &mut moved) {
+        Ok(()) => {
+            receiver.finish()?;
+            Ok(moved)
+        }
+        Err(e) => {
+            // What the outputs hold is written out; an error of the finish
+            // itself (a second symptom, as a rule) gives way to the first.
+            let _ = receiver.finish();
+            Err(e)
+        }
+    }
+}
+
+/// [`drive`]'s loop: every object from `producer` into `receiver`, counted
+/// in `moved`, until the end or the first error.
+#[inline(always)]
+fn pump<P, R>(
+    producer: &mut P,
+    receiver: &mut R,
+    mut progress: Option<&mut dyn FnMut(u64)>,
+    moved: &mut u64,
+) -> Result<(), StageError>
+where
+    P: Producer + ?Sized,
+    R: Receiver + ?Sized,
+{
     loop {
         // Use the object where `produce` wrote it: objects are a few hundred
         // bytes, and moving each one out of the `Result` is a copy per packet.
         let mut next = producer.produce();
         let obj = match &mut next {
             Ok(Some(obj)) => obj,
-            Ok(None) => break,
-            Err(_) => return finish_after_error(receiver, next.map(|_| moved)),
+            Ok(None) => return Ok(()),
+            Err(_) => return next.map(|_| ()),
         };
-        if let Err(e) = receiver.receive(obj) {
-            return finish_after_error(receiver, Err(e));
-        }
-        moved += 1;
+        receiver.receive(obj)?;
+        *moved += 1;
         if moved.is_multiple_of(PROGRESS_EVERY) {
             if let Some(report) = progress.as_mut() {
-                report(moved);
+                report(*moved);
             }
         }
     }
-    receiver.finish()?;
-    Ok(moved)
-}
-
-/// Finishes `receiver` after a failure and returns the failure: what the
-/// outputs hold is written out; an error of the finish itself (a second
-/// symptom, as a rule) gives way to the first.
-#[cold]
-fn finish_after_error<R: Receiver + ?Sized>(
-    receiver: &mut R,
-    failure: Result<u64, StageError>,
-) -> Result<u64, StageError> {
-    let _ = receiver.finish();
-    failure
 }
 
 /// A one-to-one filter: looks at each object and annotates it in place (the

@@ -504,9 +504,7 @@ fn parse_common(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers)
                 return false;
             }
             // A tunnel's port: the general path looks inside.
-            if encap::is_tunnel_port(u16::from_be_bytes([fixed[L4], fixed[L4 + 1]]))
-                || encap::is_tunnel_port(u16::from_be_bytes([fixed[L4 + 2], fixed[L4 + 3]]))
-            {
+            if encap::is_tunnel_port(u16::from_be_bytes([fixed[L4 + 2], fixed[L4 + 3]])) {
                 return false;
             }
             (Transport::Udp, L4 + 8, L4 + udp_len)

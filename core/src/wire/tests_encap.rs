@@ -150,11 +150,14 @@ fn a_port_that_only_matches_is_not_a_tunnel() {
     let f = ether(0x0800, &outer_v4(17, &udp(50000, 4789, &[0; 20])));
     let l = parse(LinkType::EN10MB, &f);
     assert_eq!((l.transport, l.dport, l.tunnels), (Transport::Udp, 4789, 0));
-    // To or from port 53 is DNS, whatever the other port.
+    // The registered port must be the destination; from port 53 is DNS.
     let vxlan = [vec![0x08, 0, 0, 0, 0, 0, 1, 0], ether(0x0800, &inner_v4())].concat();
     let f = ether(0x0800, &outer_v4(17, &udp(4789, 53, &vxlan)));
     let l = parse(LinkType::EN10MB, &f);
     assert_eq!((l.sport, l.dport, l.tunnels), (4789, 53, 0));
+    let f = ether(0x0800, &outer_v4(17, &udp(53, 4789, &vxlan)));
+    let l = parse(LinkType::EN10MB, &f);
+    assert_eq!((l.sport, l.dport, l.tunnels), (53, 4789, 0));
 }
 
 #[test]
