@@ -9,12 +9,13 @@
 
 mod common;
 
-use common::{corpus, dns_json as dump, run_pipeline, temp_path, truth, truth_rows, unescape, wire_hex};
+use common::{
+    corpus, dns_json as dump, run_pipeline, temp_path, truth, truth_rows, unescape, wire_hex,
+};
 use dnsluice::core::dns::mnemonic;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The canonical line of one of our JSON rows; `unusual` maps frames whose
 /// QNAME tshark prints lossily to (tshark's text, the name's wire bytes in hex).

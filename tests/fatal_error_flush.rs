@@ -6,11 +6,18 @@
 
 mod replay_kit;
 
-use replay_kit::{address_of, servers, temp, write_capture, zone_queries, Q};
+use replay_kit::{address_of, servers, write_capture, zone_queries, Q};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A fresh path for `name`, unique among this process's tests (they run at once).
+fn temp(name: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    replay_kit::temp(&format!("{}-{name}", NEXT.fetch_add(1, Ordering::Relaxed)))
+}
 
 /// Queries before the corrupt record.
 const GOOD: usize = 12;

@@ -218,4 +218,3 @@ pub fn wire_hex(labels: &[Vec<u8>]) -> String {
     }
     hex + "00"
 }
-

@@ -357,7 +357,11 @@ fn scan_general(msg: &[u8], cut: bool) -> DnsInfo {
     info.header = Some(header);
     if let Err((kind, at)) = scan_body(msg, header, &mut info).or_else(|e| {
         // A malformed OPT found earlier stays the first problem.
-        if info.error.is_some() { Ok(()) } else { Err(e) }
+        if info.error.is_some() {
+            Ok(())
+        } else {
+            Err(e)
+        }
     }) {
         let out_of_bytes = matches!(
             kind,

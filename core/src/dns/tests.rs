@@ -485,7 +485,10 @@ fn an_opt_record_whose_options_do_not_parse_is_flagged() {
         let info = scan(&m, false);
         assert_eq!(info.error, Some(DnsError::EdnsMalformed), "{rdata:?}");
         assert_eq!(info.error_offset as usize, m.len() - rdata.len());
-        assert!(info.edns.is_some(), "the OPT record itself is still reported");
+        assert!(
+            info.edns.is_some(),
+            "the OPT record itself is still reported"
+        );
         let mut response = m.clone();
         response[2] |= 0x80;
         response[7] = 1; // ANCOUNT 1, the answer before the OPT record

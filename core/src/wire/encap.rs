@@ -154,7 +154,10 @@ fn erspan(data: &[u8], protocol: u16, sequenced: bool, at: usize, end: usize) ->
         (0x88be, true) => (8, Some(be16(data, at + 2)? & 0x3ff)),
         _ => {
             let optional = data.get(at + 11)? & 0x01 != 0;
-            (12 + if optional { 8 } else { 0 }, Some(be16(data, at + 2)? & 0x3ff))
+            (
+                12 + if optional { 8 } else { 0 },
+                Some(be16(data, at + 2)? & 0x3ff),
+            )
         }
     };
     if at + header > end {

@@ -284,7 +284,12 @@ impl Layers {
 
     /// Destination address of the IP header in `data`.
     pub fn dst_addr(&self, data: &[u8]) -> Option<IpAddr> {
-        ip_addr(data, self.network, self.l3_offset as usize, Side::Destination)
+        ip_addr(
+            data,
+            self.network,
+            self.l3_offset as usize,
+            Side::Destination,
+        )
     }
 
     /// Forgets the carrier's IP and transport layers when the parser enters

@@ -192,7 +192,10 @@ fn nesting_is_bounded() {
     let l = parse(LinkType::IPV4, &packet);
     assert_eq!(l.error, Some(LayerError::TooManyTunnels));
     assert_eq!(usize::from(l.tunnels), MAX_TUNNELS);
-    assert_eq!(tunnels(LinkType::IPV4, &packet, packet.len() as u32).len(), MAX_TUNNELS);
+    assert_eq!(
+        tunnels(LinkType::IPV4, &packet, packet.len() as u32).len(),
+        MAX_TUNNELS
+    );
 }
 
 #[test]
@@ -250,9 +253,15 @@ fn nflog_tlvs_in_either_byte_order() {
     }
     // No payload TLV: not IP. A zero TLV length: an error, no loop.
     let f = [vec![2, 0, 0, 5], tlv(true, 1, &[0; 4])].concat();
-    assert!(matches!(parse(LinkType::NFLOG, &f).network, Network::NonIp(2)) || parse(LinkType::NFLOG, &f).error.is_some());
+    assert!(
+        matches!(parse(LinkType::NFLOG, &f).network, Network::NonIp(2))
+            || parse(LinkType::NFLOG, &f).error.is_some()
+    );
     let f = [vec![2, 0, 0, 5], vec![0; 8]].concat();
-    assert_eq!(parse(LinkType::NFLOG, &f).error, Some(LayerError::TruncatedLink));
+    assert_eq!(
+        parse(LinkType::NFLOG, &f).error,
+        Some(LayerError::TruncatedLink)
+    );
 }
 
 #[test]
@@ -291,22 +300,67 @@ fn wifi_data_frames_with_llc_snap() {
     let f = [protected, snap.to_vec(), inner_v4()].concat();
     assert_eq!(parse(LinkType::IEEE802_11, &f).network, Network::NonIp(0));
     let beacon = [vec![0x80, 0x00], vec![0; 30]].concat();
-    assert_eq!(parse(LinkType::IEEE802_11, &beacon).network, Network::NonIp(0));
+    assert_eq!(
+        parse(LinkType::IEEE802_11, &beacon).network,
+        Network::NonIp(0)
+    );
 }
 
 #[test]
 fn every_prefix_of_every_tunnel_parses_without_panic() {
-    let vxlan = [vec![0x08, 0, 0, 0, 0, 0, 1, 0], ether(0x8847, &[0, 1, 0x11, 0]), inner_v4()].concat();
+    let vxlan = [
+        vec![0x08, 0, 0, 0, 0, 0, 1, 0],
+        ether(0x8847, &[0, 1, 0x11, 0]),
+        inner_v4(),
+    ]
+    .concat();
     let packets = [
-        (LinkType::EN10MB, ether(0x0800, &outer_v4(17, &udp(1, 4789, &vxlan)))),
-        (LinkType::EN10MB, ether(0x0800, &outer_v4(47, &[vec![0x30, 0x81, 0x88, 0x0b, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0x21], inner_v4()].concat()))),
-        (LinkType::IPV4, outer_v4(17, &udp(2152, 2152, &[vec![0x34, 0xff, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0x85, 2, 0, 0, 0, 0, 0, 0, 0], inner_v4()].concat()))),
+        (
+            LinkType::EN10MB,
+            ether(0x0800, &outer_v4(17, &udp(1, 4789, &vxlan))),
+        ),
+        (
+            LinkType::EN10MB,
+            ether(
+                0x0800,
+                &outer_v4(
+                    47,
+                    &[
+                        vec![
+                            0x30, 0x81, 0x88, 0x0b, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0x21,
+                        ],
+                        inner_v4(),
+                    ]
+                    .concat(),
+                ),
+            ),
+        ),
+        (
+            LinkType::IPV4,
+            outer_v4(
+                17,
+                &udp(
+                    2152,
+                    2152,
+                    &[
+                        vec![
+                            0x34, 0xff, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0x85, 2, 0, 0, 0, 0, 0, 0, 0,
+                        ],
+                        inner_v4(),
+                    ]
+                    .concat(),
+                ),
+            ),
+        ),
     ];
     for (link, p) in packets {
         for cut in 0..=p.len() {
             for wire in [cut as u32, p.len() as u32, 0, u32::MAX] {
                 let l = parse_layers(link, &p[..cut], wire);
-                assert!(l.payload_offset as usize + l.payload_len as usize <= cut.max(l.payload_offset as usize));
+                assert!(
+                    l.payload_offset as usize + l.payload_len as usize
+                        <= cut.max(l.payload_offset as usize)
+                );
                 let _ = tunnels(link, &p[..cut], wire);
             }
         }

@@ -50,7 +50,8 @@ fn plausible_header(bytes: &[u8], len: usize) -> bool {
         return false;
     };
     let z = bytes[3] & 0x40 != 0;
-    let records = usize::from(header.ancount) + usize::from(header.nscount) + usize::from(header.arcount);
+    let records =
+        usize::from(header.ancount) + usize::from(header.nscount) + usize::from(header.arcount);
     let smallest = Header::LEN + usize::from(header.qdcount) * MIN_QUESTION + records * MIN_RECORD;
     if !ASSIGNED_OPCODES.contains(&header.opcode()) || z || smallest > len {
         return false;
@@ -81,7 +82,10 @@ mod tests {
         let q = query();
         assert!(starts_message(&q));
         assert!(starts_message(&q[..2]), "the length alone");
-        assert!(starts_message(&q[..16]), "length and header, no question yet");
+        assert!(
+            starts_message(&q[..16]),
+            "length and header, no question yet"
+        );
         // The same bytes two further on (a segment that lost its length
         // prefix): the id read as a length, and `oogle` as a label.
         assert!(!starts_message(&q[2..]));

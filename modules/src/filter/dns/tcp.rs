@@ -405,7 +405,13 @@ fn append(flow: &mut FlowState, bytes: &[u8], counters: &mut TcpCounters, emit: 
     }
     flow.buffer.extend_from_slice(bytes);
     flow.buffered_segments += 1;
-    match frame(&flow.buffer, flow.buffered_segments, &mut flow.verify, counters, emit) {
+    match frame(
+        &flow.buffer,
+        flow.buffered_segments,
+        &mut flow.verify,
+        counters,
+        emit,
+    ) {
         Some(0) => {}
         Some(used) => {
             flow.buffer.drain(..used);
@@ -677,7 +683,10 @@ mod tests {
         run(
             &mut r,
             key(300),
-            &[(0, SYN, b"", 60_000_000_000), (1, ACK, &framed(4, 1), 60_000_000_000)],
+            &[
+                (0, SYN, b"", 60_000_000_000),
+                (1, ACK, &framed(4, 1), 60_000_000_000),
+            ],
         );
         assert_eq!(
             r.flows(),
@@ -757,7 +766,10 @@ mod tests {
             ],
         );
         assert_eq!(ids(&got), [2, 3]);
-        assert_eq!((r.counters.gaps, r.counters.gap_bytes), (1, a.len() as u64 - 10));
+        assert_eq!(
+            (r.counters.gaps, r.counters.gap_bytes),
+            (1, a.len() as u64 - 10)
+        );
         assert_eq!(r.counters.incomplete_messages, 1, "the first part of a");
         assert_eq!(r.counters.skipped_bytes, a3.len() as u64);
         // The missing part arriving after all (a retransmission): it lies in
