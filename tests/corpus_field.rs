@@ -227,8 +227,9 @@ fn every_frame_has_tsharks_layers_and_tunnels() {
         .collect();
     let known: Vec<(&str, u64)> = LAYER_DIFFERENCES.iter().map(|(f, n, _)| (*f, *n)).collect();
     assert_eq!(found, known, "layer differences:\n{}", report.join("\n"));
-    assert!(compared > 5_000, "only {compared} frames compared");
-    assert!(tunneled > 100, "only {tunneled} tunneled frames");
+    // 2,821 frames (627 of them in tunnels) per input, when this was written.
+    assert!(compared > 2 * 2_800, "only {compared} frames compared");
+    assert!(tunneled > 2 * 600, "only {tunneled} tunneled frames");
 }
 
 /// One DNS message as a comparable line: frame, id, QR, opcode, 4-bit

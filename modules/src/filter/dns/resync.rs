@@ -100,6 +100,10 @@ mod tests {
         let mut counts = q.clone();
         counts[9] = 9; // ANCOUNT 9 in 28 bytes
         assert!(!starts_message(&counts[..16]));
+        // Counts that fit, but the first name starts with a reserved label type (0x40).
+        let mut label_type = vec![0, 100, 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        label_type.extend_from_slice(b"oogle");
+        assert!(!starts_message(&label_type));
         // A whole message must scan: a QNAME label running past the end does not.
         let mut label = q.clone();
         label[14] = 60; // the first label's length
