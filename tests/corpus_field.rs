@@ -486,3 +486,33 @@ fn every_new_link_type_and_tunnel_has_a_capture() {
         assert!(rows.iter().any(|r| r["ip"].is_u64()), "{file}");
     }
 }
+
+/// zeek's `dns-edns-bad-length.pcap`: an OPT record with 1 byte of options
+/// (tshark: "Data length: 1", then Malformed Packet). dnsluice flags it
+/// (`edns_malformed`, counted) instead of showing `options []` silently.
+#[test]
+fn an_opt_record_with_one_byte_of_options_is_flagged() {
+    let file = "zeek-dns-edns-bad-length.pcap";
+    let truth: Value = serde_json::from_str(
+        &std::fs::read_to_string(field_dir().join(format!("{file}.truth.json"))).unwrap(),
+    )
+    .unwrap();
+    let tshark = truth_rows(&truth["dns_messages"]);
+    assert_eq!(tshark.len(), 1);
+    assert_eq!(tshark[0]["malformed"], json!(true));
+    assert_eq!(tshark[0]["edns"], json!(true));
+    let (rows, stats, out) = dns_run("input.mmpcap", &field_dir().join(file));
+    assert!(out.status.success());
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0]["dns_error"]["kind"],
+        json!("edns_malformed"),
+        "{}",
+        rows[0]
+    );
+    assert_eq!(
+        stats["stages"][2]["errors"]["edns_malformed"],
+        json!(1),
+        "{stats}"
+    );
+}
