@@ -3,14 +3,9 @@
 //! Ethernet). The headers that wrap another frame (NFLOG, PKTAP, 802.11,
 //! radiotap) are in `wrapped.rs`.
 
+use super::ethertype::{by_ethertype, by_version_nibble, llc_snap, ETHERTYPE_PPPOE_SESSION};
 use super::{be16, wrapped, LayerError, Layers, LinkType, Network, Next, MAX_VLAN};
 
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-/// MPLS unicast and multicast label stacks.
-const ETHERTYPE_MPLS: [u16; 2] = [0x8847, 0x8848];
-/// A PPPoE session frame (RFC 2516): a 6-byte header, then the PPP protocol.
-const ETHERTYPE_PPPOE_SESSION: u16 = 0x8864;
 /// 802.1Q, 802.1ad (QinQ outer), and the pre-standard 0x9100/0x9200 QinQ tags.
 const VLAN_TPIDS: [u16; 4] = [0x8100, 0x88a8, 0x9100, 0x9200];
 /// The largest IEEE 802.3 length field; a type field is above it.
@@ -82,17 +77,6 @@ fn ethertype_chain(
     }
 }
 
-/// Where an Ethertype (or a SNAP protocol id) leads, its payload at `payload_at`.
-pub(super) fn by_ethertype(ethertype: u16, payload_at: usize) -> Next {
-    match ethertype {
-        ETHERTYPE_IPV4 => Next::Ipv4(payload_at),
-        ETHERTYPE_IPV6 => Next::Ipv6(payload_at),
-        t if ETHERTYPE_MPLS.contains(&t) => Next::Mpls(payload_at),
-        ETHERTYPE_PPPOE_SESSION => Next::Ppp(payload_at + 6),
-        other => Next::Stop(Network::NonIp(other.into())),
-    }
-}
-
 /// NULL and LOOP: a 4-byte family. NULL's is in the capturing host's byte
 /// order, LOOP's in network order, and writers get this wrong; some systems
 /// put the family in the upper half, and some write an Ethertype instead
@@ -127,26 +111,6 @@ fn address_family(data: &[u8], at: usize) -> Result<Next, LayerError> {
         f if AF_INET6_VALUES.contains(&f) => Next::Ipv6(at + 4),
         f => Next::Stop(Network::NonIp(f)),
     })
-}
-
-/// The IP version nibble at `at` says which.
-pub(super) fn by_version_nibble(data: &[u8], at: usize) -> Result<Next, LayerError> {
-    let first = *data.get(at).ok_or(LayerError::TruncatedLink)?;
-    Ok(match first >> 4 {
-        4 => Next::Ipv4(at),
-        6 => Next::Ipv6(at),
-        _ => return Err(LayerError::BadIpVersion),
-    })
-}
-
-/// An LLC/SNAP header at `at` (`aa aa 03`, an OUI, the Ethertype), as
-/// FDDI and 802.11 carry it; another LLC header is not IP.
-pub(super) fn llc_snap(data: &[u8], at: usize) -> Result<Next, LayerError> {
-    let snap = data.get(at..at + 8).ok_or(LayerError::TruncatedLink)?;
-    if snap[..3] != [0xaa, 0xaa, 0x03] {
-        return Ok(Next::Stop(Network::Llc));
-    }
-    Ok(by_ethertype(u16::from_be_bytes([snap[6], snap[7]]), at + 8))
 }
 
 /// A PPPoE session header at `at` (version/type 0x11, code 0), then PPP.

@@ -10,6 +10,7 @@
 //! [`Layers::error`] as a [`LayerError`] kind; the packet still flows on.
 
 mod encap;
+mod ethertype;
 mod ip;
 mod link;
 mod link_type;

@@ -2,7 +2,8 @@
 //! packet), Apple's PKTAP (a header naming the inner link type), IEEE 802.11
 //! data frames with LLC/SNAP, and the radiotap header in front of them.
 
-use super::{link, LayerError, LinkType, Network, Next};
+use super::ethertype::{by_version_nibble, llc_snap};
+use super::{LayerError, LinkType, Network, Next};
 
 /// NFLOG TLV type of the logged packet (`NFULA_PAYLOAD`).
 const NFULA_PAYLOAD: u16 = 9;
@@ -44,7 +45,7 @@ pub(super) fn nflog(data: &[u8], at: usize) -> Result<Next, LayerError> {
             return match family {
                 NFLOG_AF_INET => Ok(Next::Ipv4(payload)),
                 NFLOG_AF_INET6 => Ok(Next::Ipv6(payload)),
-                _ => link::by_version_nibble(data, payload),
+                _ => by_version_nibble(data, payload),
             };
         }
         pos += (len + 3) & !3;
@@ -114,5 +115,5 @@ pub(super) fn ieee802_11(data: &[u8], at: usize) -> Result<Next, LayerError> {
             header += 4; // HT control
         }
     }
-    link::llc_snap(data, at + header)
+    llc_snap(data, at + header)
 }
