@@ -7,11 +7,42 @@
 //! ([`super::direct::DirectAsk`]: retries, the TCP fallback, kept
 //! connections) or is resolved from the root (an iterative resolver
 //! implements [`Ask`] the same way). Each implementation counts what it does
-//! in the job's [`Outcome`] (`attempts`, `protocol`).
+//! in the job's [`Outcome`] (`attempts`, `protocol`, `trace`).
 
 use super::record::Outcome;
 use dnsluice_net::NetError;
 use std::future::Future;
+
+/// Why a question got no response: the status the record gets (ZDNS's:
+/// `TIMEOUT`, `ERROR`, and from the iterative resolver `ITERATIVE_TIMEOUT`,
+/// `CIRCULAR`, `SERVFAIL`) and what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskError {
+    /// The record's status.
+    pub status: &'static str,
+    /// What went wrong, for the record's `error`.
+    pub message: String,
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AskError {}
+
+impl From<NetError> for AskError {
+    fn from(error: NetError) -> AskError {
+        AskError {
+            status: match error {
+                NetError::Timeout => "TIMEOUT",
+                _ => "ERROR",
+            },
+            message: error.to_string(),
+        }
+    }
+}
 
 /// One question of a lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,16 +74,11 @@ pub trait Ask: Sync {
         &self,
         question: Question<'_>,
         outcome: &mut Outcome,
-    ) -> impl Future<Output = Result<Vec<u8>, NetError>> + Send;
+    ) -> impl Future<Output = Result<Vec<u8>, AskError>> + Send;
 }
 
-/// Records `error` in `outcome`: the status ZDNS gives it (`TIMEOUT`, else
-/// `ERROR`) and its text.
-pub fn fail(outcome: &mut Outcome, error: &NetError) {
-    outcome.status = match error {
-        NetError::Timeout => "TIMEOUT",
-        _ => "ERROR",
-    }
-    .to_string();
-    outcome.error = Some(error.to_string());
+/// Records `error` in `outcome`: its status and its text.
+pub fn fail(outcome: &mut Outcome, error: &AskError) {
+    outcome.status = error.status.to_string();
+    outcome.error = Some(error.message.clone());
 }

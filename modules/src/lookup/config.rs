@@ -1,6 +1,7 @@
 //! The configuration of a lookup run.
 
 use super::board::Scheduler;
+use super::iterative::IterativeConfig;
 use super::qtype::LookupType;
 use dnsluice_net::query::QueryOptions;
 use dnsluice_net::{DohMethod, Endpoint, TlsOptions, Transport};
@@ -36,4 +37,8 @@ pub struct LookupConfig {
     pub tcp_fallback: bool,
     /// RD, EDNS.
     pub query: QueryOptions,
+    /// Resolve from the root instead of asking the nameservers.
+    pub iterative: Option<IterativeConfig>,
+    /// Record every step of each lookup in its record (`data.trace`).
+    pub trace: bool,
 }

@@ -3,7 +3,7 @@
 //! TC=1, and the second chance of a query whose kept connection the server
 //! had closed.
 
-use super::ask::{Ask, Question};
+use super::ask::{Ask, AskError, Question};
 use super::board::{Nameserver, Scheduler};
 use super::record::Outcome;
 use super::shared::Shared;
@@ -140,15 +140,16 @@ impl Ask for DirectAsk<'_> {
         &self,
         question: Question<'_>,
         outcome: &mut Outcome,
-    ) -> impl Future<Output = Result<Vec<u8>, NetError>> + Send {
-        ask(
+    ) -> impl Future<Output = Result<Vec<u8>, AskError>> + Send {
+        let asked = ask(
             self.shared,
             self.connections,
             self.ns,
             self.pinned,
             question,
             outcome,
-        )
+        );
+        async move { asked.await.map_err(AskError::from) }
     }
 }
 

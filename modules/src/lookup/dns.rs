@@ -6,12 +6,13 @@
 
 use super::config::LookupConfig;
 use super::engine::LookupEngine;
+use super::iterative::IterativeOptions;
 use super::record::Finished;
 use super::{LookupType, Scheduler};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats, Text, TextKind};
 use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{ClientOptions, Endpoint};
+use dnsluice_net::{ClientOptions, Endpoint, Transport};
 use dnsluice_options::Options;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -60,6 +61,9 @@ pub struct LookupOptions {
     /// Set DO (DNSSEC OK).
     #[option(default)]
     pub dnssec_ok: bool,
+    /// Iterative resolution from the root (--iterative and its settings).
+    #[option(flatten)]
+    pub iterative: IterativeOptions,
 }
 
 impl LookupOptions {
@@ -74,6 +78,20 @@ impl LookupOptions {
                     .map_err(|e| StageError::option(MODULE, Some("name_servers"), e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let iterative = self
+            .iterative
+            .to_config(&nameservers)
+            .map_err(|(key, why)| StageError::option(MODULE, Some(key), why))?;
+        if iterative.is_some() && !matches!(transport, Transport::Udp | Transport::Tcp) {
+            return Err(StageError::option(
+                MODULE,
+                Some("transport"),
+                format!(
+                    "iterative resolution talks to authoritative servers over udp or tcp, not {}",
+                    transport.as_str()
+                ),
+            ));
+        }
         Ok(LookupConfig {
             qtype: self.qtype,
             transport,
@@ -92,6 +110,8 @@ impl LookupOptions {
                 edns_udp_size: (self.edns_udp_size > 0).then_some(self.edns_udp_size),
                 dnssec_ok: self.dnssec_ok,
             },
+            iterative,
+            trace: false,
         })
     }
 }

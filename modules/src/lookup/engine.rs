@@ -92,6 +92,13 @@ impl LookupEngine {
                 return true;
             }
         };
+        if job.pinned.is_some() && self.shared.iterative.is_some() {
+            self.shared.run.finished("ERROR");
+            let reason = "a line pinned to a nameserver cannot be resolved iteratively \
+                          (the walk starts at the root servers)";
+            sink(worker::bad_line_record(index, &job.name, reason));
+            return true;
+        }
         let ns = match &job.pinned {
             Some(endpoint) => self.shared.board.nameserver(endpoint),
             None => match self.shared.board.choose() {

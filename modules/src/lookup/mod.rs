@@ -7,7 +7,7 @@
 //! take jobs and hand each to [`modules`] (one question, or `ALOOKUP`'s
 //! several), which asks through [`ask::Ask`]: [`direct`] asks the job's
 //! nameserver over UDP, TCP, DoT or DoH with retries, sharing what [`shared`]
-//! holds; [`engine`] runs them; [`dns`] is the `lookup.dns` module (its
+//! holds, or [`iterative`] resolves it from the root; [`engine`] runs them; [`dns`] is the `lookup.dns` module (its
 //! options, [`dns::LookupOptions`], are also `dnsluice lookup`'s flags).
 
 pub mod ask;
@@ -16,12 +16,14 @@ pub mod config;
 pub mod direct;
 pub mod dns;
 pub mod engine;
+pub mod iterative;
 pub mod job;
 pub mod modules;
 pub mod qtype;
 pub mod record;
 pub mod shared;
 pub mod stats;
+pub mod trace;
 pub mod worker;
 
 pub use board::Scheduler;

@@ -6,6 +6,7 @@
 //! Record `name`s are printed without the trailing dot (as ZDNS does); `answer`
 //! is the RDATA in presentation form, as `dig` prints it.
 
+use super::trace::{write_steps, Step};
 use crate::json::{push_json_str, Fields};
 use dnsluice_core::dns::{self, mnemonic, rdata, Section};
 use dnsluice_core::time::write_rfc3339_ns;
@@ -30,6 +31,8 @@ pub struct Outcome {
     pub nameserver: Option<String>,
     /// `udp`, `tcp`, `DoT` or `DoH` (the transport of the final answer).
     pub protocol: &'static str,
+    /// Every step on the way (`--result-verbosity trace`); empty otherwise.
+    pub trace: Vec<Step>,
 }
 
 /// Appends the record for `name` to `out` (no newline).
@@ -88,6 +91,10 @@ fn write_data(outcome: &Outcome, out: &mut Vec<u8>) {
     }
     if let Some(ns) = &outcome.nameserver {
         f.string(out, "resolver", ns);
+    }
+    if !outcome.trace.is_empty() {
+        f.key(out, "trace");
+        write_steps(&outcome.trace, out);
     }
     out.push(b'}');
 }

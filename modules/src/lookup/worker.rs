@@ -3,6 +3,7 @@
 
 use super::board::Scheduler;
 use super::direct::{Connections, DirectAsk};
+use super::iterative::IterativeAsk;
 use super::job::Job;
 use super::modules;
 use super::record::{Finished, Outcome};
@@ -91,15 +92,28 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
         }
     }
     let started = Instant::now();
-    let ask = DirectAsk {
-        shared,
-        connections,
-        ns: &ns,
-        pinned,
+    let mut outcome = match &shared.iterative {
+        Some(resolver) => {
+            let ask = IterativeAsk {
+                resolver,
+                deadline: started + resolver.config.name_timeout,
+                trace: shared.config.trace,
+            };
+            modules::run(shared.config.qtype, &ask, &job.name).await
+        }
+        None => {
+            let ask = DirectAsk {
+                shared,
+                connections,
+                ns: &ns,
+                pinned,
+            };
+            let mut outcome = modules::run(shared.config.qtype, &ask, &job.name).await;
+            outcome.nameserver = Some(ns.endpoint.resolver_name());
+            outcome
+        }
     };
-    let mut outcome = modules::run(shared.config.qtype, &ask, &job.name).await;
     outcome.duration = started.elapsed();
-    outcome.nameserver = Some(ns.endpoint.resolver_name());
     if outcome.protocol.is_empty() {
         outcome.protocol = shared.config.transport.protocol_name();
     }
