@@ -177,6 +177,9 @@ impl StageCore {
             for (key, value) in summary.counters() {
                 s.add_counter(key, value);
             }
+            for (key, value) in summary.iterative.iter().flat_map(|i| &i.counters) {
+                s.add_counter(&format!("iterative_{key}"), *value);
+            }
             for (status, n) in &summary.statuses {
                 s.add_counter(&format!("status_{status}"), *n);
             }

@@ -11,6 +11,7 @@ use super::config::LookupConfig;
 use super::job::parse_line;
 use super::record::Finished;
 use super::shared::Shared;
+use super::iterative::summary::IterativeSummary;
 use super::stats::LookupSummary;
 use super::worker;
 use dnsluice_net::{Endpoint, NetError};
@@ -164,14 +165,28 @@ impl LookupEngine {
     /// The counters so far.
     pub fn summary(&self) -> LookupSummary {
         let nameservers = self.shared.board.nameservers();
-        LookupSummary::gather(
+        // Iterative runs have no nameservers of their own (only the board's route).
+        let listed = if self.shared.iterative.is_some() {
+            &nameservers[..0]
+        } else {
+            &nameservers[..]
+        };
+        let mut summary = LookupSummary::gather(
             &self.shared.run,
             &self.shared.net,
-            nameservers
+            listed
                 .iter()
                 .map(|ns| (ns.endpoint.resolver_name(), &ns.stats)),
             self.started.elapsed(),
-        )
+        );
+        if let Some(resolver) = self.shared.iterative.as_deref() {
+            summary.connections_reused = resolver
+                .authorities
+                .reused
+                .load(std::sync::atomic::Ordering::Relaxed);
+            summary.iterative = Some(IterativeSummary::gather(resolver));
+        }
+        summary
     }
 
     /// Names resolved so far (records handed out or queued).

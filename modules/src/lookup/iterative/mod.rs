@@ -14,6 +14,7 @@
 //!   zone's servers, glueless nameservers, loops, budgets).
 //! - [`authorities`]: kept, shared connections to authoritative servers.
 //! - [`options`]: the options and the configuration made from them.
+//! - [`summary`]: the counters at the end of a run.
 
 pub mod authorities;
 pub mod cache;
@@ -22,6 +23,7 @@ pub mod hints;
 pub mod message;
 pub mod name;
 pub mod options;
+pub mod summary;
 pub mod trust;
 pub mod walk;
 

@@ -116,6 +116,10 @@ pub fn judge(reply: &Reply, zone: &Name, name: &Name, qtype: u16) -> Verdict {
     if soa.is_some() || reply.authoritative {
         return Verdict::NoData { chain, soa };
     }
+    if reply.authority.iter().any(|rr| rr.rtype == types::NS) {
+        // NS records, none for a zone below this one: a referral up or aside.
+        return Verdict::Lame(Lame::UpwardReferral);
+    }
     Verdict::Lame(Lame::Empty)
 }
 
@@ -125,12 +129,16 @@ fn name_or_chain_under(owner: &Name, name: &Name) -> bool {
     name.is_at_or_below(owner)
 }
 
-/// The referral in `reply`, if it has an NS RRset in its authority section:
-/// a good one (zone strictly below `zone`, `name` at or below it), or lame.
+/// The referral in `reply`, if its authority section has an NS RRset for a
+/// zone strictly below `zone` (NS records for other zones are not looked
+/// at): a good one when `name` is at or below that zone, else lame (sideways).
 fn referral(reply: &Reply, zone: &Name, name: &Name) -> Option<Verdict> {
-    let first = reply.authority.iter().find(|rr| rr.rtype == types::NS)?;
+    let first = reply
+        .authority
+        .iter()
+        .find(|rr| rr.rtype == types::NS && rr.owner.is_below(zone))?;
     let child = first.owner.clone();
-    if !child.is_below(zone) || !name.is_at_or_below(&child) {
+    if !name.is_at_or_below(&child) {
         return Some(Verdict::Lame(Lame::UpwardReferral));
     }
     let ns_records = reply
