@@ -239,6 +239,11 @@ impl<'a> Walk<'a> {
                     let Some(ns) = glueless.pop().filter(|_| round == 0) else {
                         break;
                     };
+                    if ns.is_at_or_below(&zone.zone) {
+                        // Only the zone itself could give its address.
+                        problems.push(format!("{ns}: in the zone, without usable glue"));
+                        continue;
+                    }
                     match self.addresses_of(&ns, depth).await {
                         Ok(addrs) => {
                             for addr in addrs {
