@@ -63,7 +63,8 @@ pub struct Referral {
 pub enum Lame {
     /// An RCODE other than NOERROR and NXDOMAIN (REFUSED, SERVFAIL, ...).
     Rcode(u16),
-    /// A referral to a zone at or above the one asked, or beside it.
+    /// A referral to a zone at or above the one asked, or beside it (or
+    /// any answer for a name outside the zone: the server cannot speak for it).
     UpwardReferral,
     /// NOERROR with no answer, no referral and no sign of authority.
     Empty,
@@ -73,6 +74,9 @@ pub enum Lame {
 pub fn judge(reply: &Reply, zone: &Name, name: &Name, qtype: u16) -> Verdict {
     if reply.rcode != rcodes::NOERROR && reply.rcode != rcodes::NXDOMAIN {
         return Verdict::Lame(Lame::Rcode(reply.rcode));
+    }
+    if !name.is_at_or_below(zone) {
+        return Verdict::Lame(Lame::UpwardReferral);
     }
     let inside = |rr: &&Rr| rr.owner.is_at_or_below(zone);
     let answer: Vec<&Rr> = reply.answer.iter().filter(inside).collect();
@@ -239,4 +243,174 @@ fn step(answer: &[&Rr], current: &Name, chain: &mut Vec<Rr>) -> Option<Name> {
         });
     chain.push(synthesized);
     Some(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(text: &str) -> Name {
+        Name::parse(text).unwrap()
+    }
+
+    fn rr(owner: &str, rtype: u16, rdata: &[u8]) -> Rr {
+        Rr {
+            owner: n(owner),
+            rtype,
+            class: 1,
+            ttl: 3600,
+            rdata: rdata.into(),
+        }
+    }
+
+    fn to(owner: &str, rtype: u16, target: &str) -> Rr {
+        rr(owner, rtype, n(target).wire())
+    }
+
+    fn a(owner: &str, last: u8) -> Rr {
+        rr(owner, types::A, &[192, 0, 2, last])
+    }
+
+    fn soa(owner: &str) -> Rr {
+        let mut rdata = n(&format!("ns.{owner}")).wire().to_vec();
+        rdata.extend_from_slice(n(&format!("h.{owner}")).wire());
+        rdata.extend_from_slice(&[0; 20]);
+        rr(owner, types::SOA, &rdata)
+    }
+
+    fn reply(answer: Vec<Rr>, authority: Vec<Rr>, additional: Vec<Rr>) -> Reply {
+        Reply {
+            authoritative: true,
+            answer,
+            authority,
+            additional,
+            ..Reply::default()
+        }
+    }
+
+    #[test]
+    fn records_outside_the_bailiwick_are_dropped() {
+        // poison.com's server answers, and slips in records for other zones.
+        let r = reply(
+            vec![a("www.poison.com", 80), a("www.victim.com", 66)],
+            vec![to("com", types::NS, "ns1.poison.com")],
+            vec![a("a.nic.com", 1)],
+        );
+        assert_eq!(
+            judge(&r, &n("poison.com"), &n("www.poison.com"), types::A),
+            Verdict::Answer(vec![a("www.poison.com", 80)])
+        );
+        // Asked for the victim, the same server's answer is gossip.
+        assert_eq!(
+            judge(&r, &n("poison.com"), &n("www.victim.com"), types::A),
+            Verdict::Lame(Lame::UpwardReferral)
+        );
+    }
+
+    #[test]
+    fn referrals_go_down_with_in_bailiwick_glue_only() {
+        let mut r = reply(
+            vec![],
+            vec![
+                to("example.com", types::NS, "ns1.example.com"),
+                to("example.com", types::NS, "ns.example.net"),
+            ],
+            vec![a("ns1.example.com", 1), a("ns.example.net", 2)],
+        );
+        r.authoritative = false;
+        let Verdict::Referral(referral) = judge(&r, &n("com"), &n("www.example.com"), types::A) else {
+            panic!("a referral");
+        };
+        assert_eq!(referral.zone, n("example.com"));
+        assert_eq!(referral.nameservers, [n("ns1.example.com"), n("ns.example.net")]);
+        // ns.example.net's address from a com server is not trusted.
+        assert_eq!(referral.glue, [(n("ns1.example.com"), "192.0.2.1".parse().unwrap())]);
+        // The same delegation, asked of example.com's own server: not below it.
+        assert_eq!(
+            judge(&r, &n("example.com"), &n("www.example.com"), types::A),
+            Verdict::Lame(Lame::UpwardReferral)
+        );
+        // Sideways: a referral to a zone the name is not in.
+        assert_eq!(
+            judge(&r, &n("com"), &n("www.other.com"), types::A),
+            Verdict::Lame(Lame::UpwardReferral)
+        );
+        // Upward: the root's NS from a com server.
+        let mut up = reply(vec![], vec![to(".", types::NS, "a.root-servers.net")], vec![]);
+        up.authoritative = false;
+        assert_eq!(
+            judge(&up, &n("com"), &n("www.example.com"), types::A),
+            Verdict::Lame(Lame::UpwardReferral)
+        );
+    }
+
+    #[test]
+    fn a_cname_out_of_the_zone_is_followed_afresh() {
+        // The target's address in the same answer is not the zone's to give.
+        let r = reply(
+            vec![to("www.a.com", types::CNAME, "www.b.net"), a("www.b.net", 9)],
+            vec![],
+            vec![],
+        );
+        assert_eq!(
+            judge(&r, &n("a.com"), &n("www.a.com"), types::A),
+            Verdict::Alias {
+                chain: vec![to("www.a.com", types::CNAME, "www.b.net")],
+                target: n("www.b.net"),
+            }
+        );
+        // Asked for the CNAME itself, it is the answer.
+        assert_eq!(
+            judge(&r, &n("a.com"), &n("www.a.com"), types::CNAME),
+            Verdict::Answer(vec![to("www.a.com", types::CNAME, "www.b.net")])
+        );
+    }
+
+    #[test]
+    fn a_dname_gets_its_cname_synthesized() {
+        let r = reply(vec![to("old.a.com", types::DNAME, "new.b.net")], vec![], vec![]);
+        assert_eq!(
+            judge(&r, &n("a.com"), &n("www.old.a.com"), types::A),
+            Verdict::Alias {
+                chain: vec![
+                    to("old.a.com", types::DNAME, "new.b.net"),
+                    to("www.old.a.com", types::CNAME, "www.new.b.net"),
+                ],
+                target: n("www.new.b.net"),
+            }
+        );
+    }
+
+    #[test]
+    fn negative_lame_and_empty_answers() {
+        let mut nx = reply(vec![], vec![soa("a.com")], vec![]);
+        nx.rcode = rcodes::NXDOMAIN;
+        assert_eq!(
+            judge(&nx, &n("a.com"), &n("x.a.com"), types::A),
+            Verdict::NxDomain {
+                chain: vec![],
+                soa: Some(soa("a.com"))
+            }
+        );
+        let nodata = reply(vec![], vec![soa("a.com")], vec![]);
+        assert_eq!(
+            judge(&nodata, &n("a.com"), &n("a.com"), 15),
+            Verdict::NoData {
+                chain: vec![],
+                soa: Some(soa("a.com"))
+            }
+        );
+        let mut refused = reply(vec![], vec![], vec![]);
+        refused.rcode = 5;
+        assert_eq!(
+            judge(&refused, &n("a.com"), &n("a.com"), types::A),
+            Verdict::Lame(Lame::Rcode(5))
+        );
+        let mut empty = reply(vec![], vec![], vec![]);
+        empty.authoritative = false;
+        assert_eq!(
+            judge(&empty, &n("a.com"), &n("a.com"), types::A),
+            Verdict::Lame(Lame::Empty)
+        );
+    }
 }
