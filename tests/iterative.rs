@@ -133,7 +133,12 @@ fn key(name: &str) -> String {
 }
 
 /// Our iterative lookup of `names` as `qtype`, from the world's root hints.
-fn iterate(world: &World, qtype: &str, extra: &[&str], names: &[&str]) -> (BTreeMap<String, Value>, Value) {
+fn iterate(
+    world: &World,
+    qtype: &str,
+    extra: &[&str],
+    names: &[&str],
+) -> (BTreeMap<String, Value>, Value) {
     let hints = world.root_hints.to_str().unwrap();
     let mut args = vec![qtype, "--iterative", "--root-hints", hints];
     args.extend_from_slice(extra);
@@ -166,7 +171,10 @@ fn every_world_name_resolves_as_unbound_does() {
         let (ours, _) = iterate(&world, qtype, &["--max-depth", "20"], &names);
         // unbound itself waits out the silent servers: give it time.
         let unbound = world.unbound.to_string();
-        let (truth, _) = lookup(&[qtype, "--name-servers", &unbound, "--timeout", "30s"], &names);
+        let (truth, _) = lookup(
+            &[qtype, "--name-servers", &unbound, "--timeout", "30s"],
+            &names,
+        );
         for e in entries {
             let (ours, truth) = (&ours[&key(&e.name)], &truth[&key(&e.name)]);
             compared += 1;
@@ -185,9 +193,17 @@ fn every_world_name_resolves_as_unbound_does() {
             }
         }
     }
-    eprintln!("{compared} world questions compared with unbound, {} differ", differ.len());
+    eprintln!(
+        "{compared} world questions compared with unbound, {} differ",
+        differ.len()
+    );
     assert!(compared > 10_000, "{compared}");
-    assert!(differ.is_empty(), "{} differ:\n{}", differ.len(), differ.join("\n"));
+    assert!(
+        differ.is_empty(),
+        "{} differ:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
 }
 
 /// The generator's record of `(name, qtype)`.
@@ -209,9 +225,19 @@ fn check_cases(world: &World, extra: &[&str], cases: &[(&str, &str)]) -> Vec<(Va
         for e in entries {
             let (got, stats) = iterate(world, &e.qtype, extra, &[&e.name]);
             let record = got[&key(&e.name)].clone();
-            assert_eq!(record["status"], *status, "{case}: {} {}: {record}", e.name, e.qtype);
+            assert_eq!(
+                record["status"], *status,
+                "{case}: {} {}: {record}",
+                e.name, e.qtype
+            );
             assert_eq!(as_rcode(status), e.rcode, "{case}: the generator's rcode");
-            assert_eq!(answers_of(&record), e.answers, "{case}: {} {}: {record}", e.name, e.qtype);
+            assert_eq!(
+                answers_of(&record),
+                e.answers,
+                "{case}: {} {}: {record}",
+                e.name,
+                e.qtype
+            );
             results.push((record, stats));
         }
     }
@@ -238,7 +264,12 @@ fn referrals_glue_and_lame_servers() {
     );
     // A glueless delegation makes a nested lookup of the nameserver's address.
     let glueless = check_cases(&world, &[], &[("glueless", "NOERROR")]);
-    assert!(glueless[0].1["iterative"]["glueless_lookups"].as_u64().unwrap() >= 1);
+    assert!(
+        glueless[0].1["iterative"]["glueless_lookups"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
 }
 
 #[test]
@@ -248,7 +279,11 @@ fn lame_servers_are_passed_over_every_time() {
     let world = world();
     let mut lame_seen = 0;
     for _ in 0..6 {
-        for (_, stats) in check_cases(&world, &[], &[("lame-refused", "NOERROR"), ("upward-referral", "NOERROR")]) {
+        for (_, stats) in check_cases(
+            &world,
+            &[],
+            &[("lame-refused", "NOERROR"), ("upward-referral", "NOERROR")],
+        ) {
             lame_seen += stats["iterative"]["lame_responses"].as_u64().unwrap();
         }
     }
@@ -259,14 +294,28 @@ fn lame_servers_are_passed_over_every_time() {
 fn silent_servers_and_the_budgets() {
     let world = world();
     // The lame-silent zone's second server answers.
-    check_cases(&world, &["--timeout", "300ms"], &[("lame-silent", "NOERROR")]);
+    check_cases(
+        &world,
+        &["--timeout", "300ms"],
+        &[("lame-silent", "NOERROR")],
+    );
     // Its only server never answers: each budget ends the walk with its status.
     let all = expected(&world);
-    let dead = &all.iter().find(|e| e.case == "all-lame-silent").unwrap().name;
+    let dead = &all
+        .iter()
+        .find(|e| e.case == "all-lame-silent")
+        .unwrap()
+        .name;
     for (flags, status) in [
         (&["--timeout", "200ms", "--retries", "1"][..], "TIMEOUT"),
-        (&["--timeout", "2s", "--iteration-timeout", "300ms"][..], "ITERATIVE_TIMEOUT"),
-        (&["--timeout", "2s", "--name-timeout", "400ms"][..], "TIMEOUT"),
+        (
+            &["--timeout", "2s", "--iteration-timeout", "300ms"][..],
+            "ITERATIVE_TIMEOUT",
+        ),
+        (
+            &["--timeout", "2s", "--name-timeout", "400ms"][..],
+            "TIMEOUT",
+        ),
     ] {
         let (got, _) = iterate(&world, "A", flags, &[dead]);
         let record = &got[&key(dead)];
@@ -352,7 +401,13 @@ fn wildcards_truncation_slowness_and_ipv6_glue() {
         let (got, _) = iterate(&world, "A", &["--4"], &[name]);
         let record = &got[&key(name)];
         assert_eq!(record["status"], "SERVFAIL", "{record}");
-        assert!(record["error"].as_str().unwrap().contains("without usable glue"), "{record}");
+        assert!(
+            record["error"]
+                .as_str()
+                .unwrap()
+                .contains("without usable glue"),
+            "{record}"
+        );
     }
 }
 
@@ -369,7 +424,10 @@ fn max_depth_bounds_the_walk() {
         let (got, _) = iterate(&world, "A", &[], &[name]);
         let record = &got[&key(name)];
         assert_eq!(record["status"], "ERROR", "{record}");
-        assert!(record["error"].as_str().unwrap().contains("--max-depth"), "{record}");
+        assert!(
+            record["error"].as_str().unwrap().contains("--max-depth"),
+            "{record}"
+        );
     }
     check_cases(&world, &["--max-depth", "13"], &[("deep-12", "NOERROR")]);
 }
@@ -384,28 +442,49 @@ fn the_poison_is_never_used_nor_shown() {
     // into the cache would be used for the victims after it.
     for qtype in ["A", "MX", "NS"] {
         let mut names: Vec<&str> = poison.iter().map(|p| p.name.as_str()).collect();
-        names.extend(victims.iter().filter(|v| v.qtype == qtype).map(|v| v.name.as_str()));
+        names.extend(
+            victims
+                .iter()
+                .filter(|v| v.qtype == qtype)
+                .map(|v| v.name.as_str()),
+        );
         let (got, stats) = iterate(&world, qtype, &["--workers", "1"], &names);
         for v in victims.iter().filter(|v| v.qtype == qtype) {
-            assert_eq!(answers_of(&got[&key(&v.name)]), v.answers, "{}", got[&key(&v.name)]);
+            assert_eq!(
+                answers_of(&got[&key(&v.name)]),
+                v.answers,
+                "{}",
+                got[&key(&v.name)]
+            );
         }
         for record in got.values() {
             let text = record.to_string();
-            for bad in ["192.0.2.66", "ns1.poison.com\",\"type\":\"NS", "127.58.54.1\",\"type\":\"A"] {
+            for bad in [
+                "192.0.2.66",
+                "ns1.poison.com\",\"type\":\"NS",
+                "127.58.54.1\",\"type\":\"A",
+            ] {
                 assert!(!text.contains(bad), "poison {bad} in {text}");
             }
             for section in ["additionals", "authorities", "answers"] {
                 for rr in record["data"][section].as_array().into_iter().flatten() {
                     let owner = rr["name"].as_str().unwrap();
                     assert!(
-                        !(record["name"].as_str().unwrap().contains("poison") && !owner.contains("poison")),
+                        !(record["name"].as_str().unwrap().contains("poison")
+                            && !owner.contains("poison")),
                         "a record of {owner} from the poison server: {record}"
                     );
                 }
             }
         }
         if qtype == "A" {
-            assert!(stats["iterative"]["out_of_bailiwick_dropped"].as_u64().unwrap() >= 5, "{stats}");
+            assert!(
+                stats["iterative"]["out_of_bailiwick_dropped"]
+                    .as_u64()
+                    .unwrap()
+                    >= 5,
+                "{stats}"
+            );
         }
     }
 }
@@ -416,19 +495,36 @@ fn the_cache_answers_the_second_time() {
     let all = expected(&world);
     let names: Vec<&str> = ["leaf", "cname-chain", "nxdomain-leaf", "dname"]
         .iter()
-        .map(|case| all.iter().find(|e| e.case == *case && e.qtype == "A").unwrap().name.as_str())
+        .map(|case| {
+            all.iter()
+                .find(|e| e.case == *case && e.qtype == "A")
+                .unwrap()
+                .name
+                .as_str()
+        })
         .collect();
     // The same names again, spelt in capitals: one worker, one name at a
     // time, so the second round finds everything the first one cached.
     let mut input: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     input.extend(names.iter().map(|n| n.to_ascii_uppercase()));
     let (records, stats) = lookup_in_order(
-        &["A", "--iterative", "--root-hints", world.root_hints.to_str().unwrap(), "--workers", "1"],
+        &[
+            "A",
+            "--iterative",
+            "--root-hints",
+            world.root_hints.to_str().unwrap(),
+            "--workers",
+            "1",
+        ],
         &input,
     );
     for (i, record) in records.iter().enumerate() {
         let name = names[i % names.len()];
-        assert_eq!(answers_of(record), truth(&all, name, "A").answers, "{record}");
+        assert_eq!(
+            answers_of(record),
+            truth(&all, name, "A").answers,
+            "{record}"
+        );
         if i >= names.len() {
             assert_eq!(record["attempts"], 0, "from the cache: {record}");
         } else {
@@ -443,13 +539,21 @@ fn the_cache_answers_the_second_time() {
 fn roots_from_name_servers_and_bad_hints() {
     let world = world();
     let all = expected(&world);
-    let leaf = all.iter().find(|e| e.case == "leaf" && e.qtype == "A").unwrap().name.clone();
+    let leaf = all
+        .iter()
+        .find(|e| e.case == "leaf" && e.qtype == "A")
+        .unwrap()
+        .name
+        .clone();
     let roots: Vec<String> = world.roots.iter().map(|r| r.to_string()).collect();
     let (got, _) = lookup(
         &["A", "--iterative", "--name-servers", &roots.join(",")],
         &[leaf.as_str()],
     );
-    assert_eq!(answers_of(&got[&key(&leaf)]), truth(&all, &leaf, "A").answers);
+    assert_eq!(
+        answers_of(&got[&key(&leaf)]),
+        truth(&all, &leaf, "A").answers
+    );
     let bad = std::env::temp_dir().join(format!("dnsluice-bad-hints-{}", std::process::id()));
     std::fs::write(&bad, ". NS a.test.\na.test. A 1.2.3\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
@@ -461,7 +565,10 @@ fn roots_from_name_servers_and_bad_hints() {
     let _ = std::fs::remove_file(&bad);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{}:2: bad address", bad.display())), "{err}");
+    assert!(
+        err.contains(&format!("{}:2: bad address", bad.display())),
+        "{err}"
+    );
 }
 
 /// Every authoritative server address of the world (`layout.json`).
@@ -482,7 +589,11 @@ fn world_addresses(world: &World) -> usize {
 fn tcp_keeps_one_connection_per_authority() {
     let world = world();
     let all = expected(&world);
-    let leaves: Vec<&Expected> = all.iter().filter(|e| e.case == "leaf" && e.qtype == "A").take(400).collect();
+    let leaves: Vec<&Expected> = all
+        .iter()
+        .filter(|e| e.case == "leaf" && e.qtype == "A")
+        .take(400)
+        .collect();
     let names: Vec<&str> = leaves.iter().map(|e| e.name.as_str()).collect();
     let mut seen = BTreeMap::new();
     for transport in ["udp", "tcp"] {
@@ -497,17 +608,30 @@ fn tcp_keeps_one_connection_per_authority() {
         let opened = stats["connections_opened"].as_u64().unwrap();
         assert!(queries >= names.len() as u64, "{stats}");
         // Every query but the first on each connection travelled on a kept one.
-        assert_eq!(stats["connections_reused"].as_u64().unwrap(), queries - opened, "{stats}");
+        assert_eq!(
+            stats["connections_reused"].as_u64().unwrap(),
+            queries - opened,
+            "{stats}"
+        );
         seen.insert(transport, (queries, opened));
     }
     let (tcp_queries, tcp_opened) = seen["tcp"];
     // At most one connection per authoritative address of the world, shared
     // by the 100 workers.
-    assert!(tcp_opened <= world_addresses(&world) as u64, "{tcp_opened} TCP connections");
-    assert!(tcp_queries >= 4 * tcp_opened, "{tcp_queries} queries on {tcp_opened} connections");
+    assert!(
+        tcp_opened <= world_addresses(&world) as u64,
+        "{tcp_opened} TCP connections"
+    );
+    assert!(
+        tcp_queries >= 4 * tcp_opened,
+        "{tcp_queries} queries on {tcp_opened} connections"
+    );
     // UDP sockets are replaced every 64 queries (new source ports).
     let (udp_queries, udp_opened) = seen["udp"];
-    assert!(udp_opened >= udp_queries / 64, "{udp_queries} queries on {udp_opened} sockets");
+    assert!(
+        udp_opened >= udp_queries / 64,
+        "{udp_queries} queries on {udp_opened} sockets"
+    );
 }
 
 #[test]
@@ -523,7 +647,10 @@ fn a_trace_lists_every_step() {
         world.root_hints.display().to_string()
     ))
     .unwrap();
-    let mut config = LookupOptions::from_table(table).unwrap().to_config().unwrap();
+    let mut config = LookupOptions::from_table(table)
+        .unwrap()
+        .to_config()
+        .unwrap();
     config.trace = true;
     let mut engine = LookupEngine::start(config).unwrap();
     let mut done = Vec::new();
@@ -552,12 +679,21 @@ fn a_trace_lists_every_step() {
     assert_eq!(steps[0]["zone"], ".", "{first}");
     assert_eq!(steps[0]["result"], format!("referral to {tld}."), "{first}");
     let roots: Vec<String> = world.roots.iter().map(|r| r.to_string()).collect();
-    assert!(roots.contains(&steps[0]["name_server"].as_str().unwrap().to_string()), "{first}");
-    assert!(steps.iter().any(|s| s["depth"] == 1), "a nested lookup: {first}");
+    assert!(
+        roots.contains(&steps[0]["name_server"].as_str().unwrap().to_string()),
+        "{first}"
+    );
+    assert!(
+        steps.iter().any(|s| s["depth"] == 1),
+        "a nested lookup: {first}"
+    );
     let last = steps.last().unwrap();
     assert_eq!(last["zone"], format!("{zone}."), "{first}");
     assert_eq!(last["depth"], 0);
-    assert!(last["result"].as_str().unwrap().starts_with("answer"), "{first}");
+    assert!(
+        last["result"].as_str().unwrap().starts_with("answer"),
+        "{first}"
+    );
     assert_eq!(last["cached"], false);
     let second: Value = serde_json::from_str(&done[1].json).unwrap();
     let steps = second["data"]["trace"].as_array().unwrap();

@@ -8,10 +8,10 @@
 //! finished records, and [`LookupEngine::summary`] the counters.
 
 use super::config::LookupConfig;
+use super::iterative::summary::IterativeSummary;
 use super::job::parse_line;
 use super::record::Finished;
 use super::shared::Shared;
-use super::iterative::summary::IterativeSummary;
 use super::stats::LookupSummary;
 use super::worker;
 use dnsluice_net::{Endpoint, NetError};

@@ -228,7 +228,14 @@ mod tests {
         let options = QueryOptions::default();
         let (mut from_text, mut from_wire) = (Vec::new(), Vec::new());
         build_in_class(9, "www.example.com", 28, CLASS_IN, &options, &mut from_text).unwrap();
-        build_wire(9, b"\x03www\x07example\x03com\x00", 28, CLASS_IN, &options, &mut from_wire);
+        build_wire(
+            9,
+            b"\x03www\x07example\x03com\x00",
+            28,
+            CLASS_IN,
+            &options,
+            &mut from_wire,
+        );
         assert_eq!(from_text, from_wire);
     }
 

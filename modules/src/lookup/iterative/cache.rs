@@ -77,7 +77,8 @@ pub struct Cache {
 impl Cache {
     /// A cache of at most `capacity` entries (at least one per shard).
     pub fn new(capacity: usize) -> Cache {
-        let per_shard = NonZeroUsize::new(capacity.div_ceil(SHARDS).max(1)).unwrap_or(NonZeroUsize::MIN);
+        let per_shard =
+            NonZeroUsize::new(capacity.div_ceil(SHARDS).max(1)).unwrap_or(NonZeroUsize::MIN);
         Cache {
             shards: (0..SHARDS)
                 .map(|_| Mutex::new(LruCache::new(per_shard)))
@@ -338,13 +339,21 @@ mod tests {
         assert_eq!(cache.answer(&n("x.example"), 1, 1), None);
         assert_eq!(negative_ttl(&[], Some(&soa("example", 600, 60))), 60);
         assert_eq!(negative_ttl(&[], Some(&soa("example", 30, 60))), 30);
-        assert_eq!(negative_ttl(&[], Some(&soa("example", 99_999, 99_999))), 3600);
+        assert_eq!(
+            negative_ttl(&[], Some(&soa("example", 99_999, 99_999))),
+            3600
+        );
     }
 
     #[test]
     fn zero_ttls_and_expiry() {
         let cache = Cache::new(1000);
-        cache.put_answer(&n("z.example"), 1, 1, &Verdict::Answer(vec![a("z.example", 0)]));
+        cache.put_answer(
+            &n("z.example"),
+            1,
+            1,
+            &Verdict::Answer(vec![a("z.example", 0)]),
+        );
         assert_eq!(cache.answer(&n("z.example"), 1, 1), None);
         assert!(cache.is_empty());
     }

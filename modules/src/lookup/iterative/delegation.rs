@@ -146,7 +146,10 @@ mod tests {
             prefer_ipv6: true,
             ..both
         };
-        assert_eq!(v6_first.order(&addrs), [ip("::1"), ip("::2"), ip("127.0.0.1")]);
+        assert_eq!(
+            v6_first.order(&addrs),
+            [ip("::1"), ip("::2"), ip("127.0.0.1")]
+        );
         assert_eq!(v6_first.lookup_types(), [28, 1]);
         let only4 = Families {
             ipv6: false,

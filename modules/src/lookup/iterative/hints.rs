@@ -122,7 +122,8 @@ pub fn parse(text: &str) -> Result<Delegation, (Option<usize>, String)> {
                 if !owner.is_root() {
                     return Err((at, format!("an NS record for `{owner}`, not the root")));
                 }
-                let target = Name::parse(data).map_err(|e| (at, format!("bad name `{data}`: {e}")))?;
+                let target =
+                    Name::parse(data).map_err(|e| (at, format!("bad name `{data}`: {e}")))?;
                 if !names.contains(&target) {
                     names.push(target);
                 }
@@ -179,12 +180,21 @@ b.root.test. IN A 127.53.0.2
         let hints = parse(text).unwrap();
         assert!(hints.zone.is_root());
         assert_eq!(hints.servers.len(), 2);
-        assert_eq!(hints.servers[0].name, Name::parse("a.root-servers.net").unwrap());
+        assert_eq!(
+            hints.servers[0].name,
+            Name::parse("a.root-servers.net").unwrap()
+        );
         assert_eq!(
             hints.servers[0].addrs,
-            ["198.41.0.4".parse::<IpAddr>().unwrap(), "2001:503:ba3e::2:30".parse().unwrap()]
+            [
+                "198.41.0.4".parse::<IpAddr>().unwrap(),
+                "2001:503:ba3e::2:30".parse().unwrap()
+            ]
         );
-        assert_eq!(hints.servers[1].addrs, ["127.53.0.2".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            hints.servers[1].addrs,
+            ["127.53.0.2".parse::<IpAddr>().unwrap()]
+        );
     }
 
     #[test]
@@ -216,7 +226,11 @@ b.root.test. IN A 127.53.0.2
         for server in &roots.servers {
             for addr in &server.addrs {
                 let needle = format!("{addr}\0");
-                assert!(text.contains(&needle), "{addr} of {} is not unbound's", server.name);
+                assert!(
+                    text.contains(&needle),
+                    "{addr} of {} is not unbound's",
+                    server.name
+                );
             }
         }
     }

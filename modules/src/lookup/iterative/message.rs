@@ -279,7 +279,9 @@ mod tests {
         // www.example.com CNAME web.example.com (web + pointer to example.com at 16)
         m.extend_from_slice(b"\xc0\x0c\x00\x05\x00\x01\x00\x00\x0e\x10\x00\x06\x03WEB\xc0\x10");
         // example.com MX 10 mail.example.com
-        m.extend_from_slice(b"\xc0\x10\x00\x0f\x00\x01\x00\x00\x0e\x10\x00\x09\x00\x0a\x04mail\xc0\x10");
+        m.extend_from_slice(
+            b"\xc0\x10\x00\x0f\x00\x01\x00\x00\x0e\x10\x00\x09\x00\x0a\x04mail\xc0\x10",
+        );
         m
     }
 
@@ -291,7 +293,10 @@ mod tests {
         let cname = &reply.answer[0];
         assert_eq!(cname.owner, Name::parse("www.example.com").unwrap());
         assert_eq!(cname.ttl, 3600);
-        assert_eq!(cname.target().unwrap(), Name::parse("web.example.com").unwrap());
+        assert_eq!(
+            cname.target().unwrap(),
+            Name::parse("web.example.com").unwrap()
+        );
         let mx = &reply.answer[1];
         assert_eq!(&mx.rdata[..], b"\x00\x0a\x04mail\x07example\x03com\x00");
     }

@@ -318,13 +318,20 @@ mod tests {
             vec![a("ns1.example.com", 1), a("ns.example.net", 2)],
         );
         r.authoritative = false;
-        let Verdict::Referral(referral) = judge(&r, &n("com"), &n("www.example.com"), types::A) else {
+        let Verdict::Referral(referral) = judge(&r, &n("com"), &n("www.example.com"), types::A)
+        else {
             panic!("a referral");
         };
         assert_eq!(referral.zone, n("example.com"));
-        assert_eq!(referral.nameservers, [n("ns1.example.com"), n("ns.example.net")]);
+        assert_eq!(
+            referral.nameservers,
+            [n("ns1.example.com"), n("ns.example.net")]
+        );
         // ns.example.net's address from a com server is not trusted.
-        assert_eq!(referral.glue, [(n("ns1.example.com"), "192.0.2.1".parse().unwrap())]);
+        assert_eq!(
+            referral.glue,
+            [(n("ns1.example.com"), "192.0.2.1".parse().unwrap())]
+        );
         // The same delegation, asked of example.com's own server: not below it.
         assert_eq!(
             judge(&r, &n("example.com"), &n("www.example.com"), types::A),
@@ -336,7 +343,11 @@ mod tests {
             Verdict::Lame(Lame::UpwardReferral)
         );
         // Upward: the root's NS from a com server.
-        let mut up = reply(vec![], vec![to(".", types::NS, "a.root-servers.net")], vec![]);
+        let mut up = reply(
+            vec![],
+            vec![to(".", types::NS, "a.root-servers.net")],
+            vec![],
+        );
         up.authoritative = false;
         assert_eq!(
             judge(&up, &n("com"), &n("www.example.com"), types::A),
@@ -348,7 +359,10 @@ mod tests {
     fn a_cname_out_of_the_zone_is_followed_afresh() {
         // The target's address in the same answer is not the zone's to give.
         let r = reply(
-            vec![to("www.a.com", types::CNAME, "www.b.net"), a("www.b.net", 9)],
+            vec![
+                to("www.a.com", types::CNAME, "www.b.net"),
+                a("www.b.net", 9),
+            ],
             vec![],
             vec![],
         );
@@ -368,7 +382,11 @@ mod tests {
 
     #[test]
     fn a_dname_gets_its_cname_synthesized() {
-        let r = reply(vec![to("old.a.com", types::DNAME, "new.b.net")], vec![], vec![]);
+        let r = reply(
+            vec![to("old.a.com", types::DNAME, "new.b.net")],
+            vec![],
+            vec![],
+        );
         assert_eq!(
             judge(&r, &n("a.com"), &n("www.old.a.com"), types::A),
             Verdict::Alias {

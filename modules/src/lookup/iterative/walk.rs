@@ -91,12 +91,19 @@ impl<'a> Walk<'a> {
     }
 
     /// Resolves `asked`; `depth` is how deep in nested lookups this is.
-    pub fn resolve<'s>(&'s mut self, asked: &'s Asked, depth: u32) -> Boxed<'s, Result<Resolved, AskError>> {
+    pub fn resolve<'s>(
+        &'s mut self,
+        asked: &'s Asked,
+        depth: u32,
+    ) -> Boxed<'s, Result<Resolved, AskError>> {
         Box::pin(async move {
             if depth > self.r.config.max_depth {
                 return Err(failure(
                     "ERROR",
-                    format!("max depth {} reached (--max-depth)", self.r.config.max_depth),
+                    format!(
+                        "max depth {} reached (--max-depth)",
+                        self.r.config.max_depth
+                    ),
                 ));
             }
             if self.pending.contains(asked) {
@@ -127,7 +134,10 @@ impl<'a> Walk<'a> {
                     self.note_cached(depth, &current, asked, &verdict);
                     verdict
                 }
-                None => self.descend(&current, asked.qtype, asked.qclass, depth).await?,
+                None => {
+                    self.descend(&current, asked.qtype, asked.qclass, depth)
+                        .await?
+                }
             };
             let (rcode, more, authority) = match verdict {
                 Verdict::Answer(records) => (rcodes::NOERROR, records, None),
@@ -149,7 +159,10 @@ impl<'a> Walk<'a> {
                     continue;
                 }
                 Verdict::Referral(_) | Verdict::Lame(_) => {
-                    return Err(failure("ERROR", "internal: a step ended without a verdict".into()))
+                    return Err(failure(
+                        "ERROR",
+                        "internal: a step ended without a verdict".into(),
+                    ))
                 }
             };
             chain.extend(more);
@@ -163,7 +176,13 @@ impl<'a> Walk<'a> {
 
     /// Asks zone after zone, from the closest known cut down, until a
     /// server answers for `name`; caches every cut and the final verdict.
-    async fn descend(&mut self, name: &Name, qtype: u16, qclass: u16, depth: u32) -> Result<Verdict, AskError> {
+    async fn descend(
+        &mut self,
+        name: &Name,
+        qtype: u16,
+        qclass: u16,
+        depth: u32,
+    ) -> Result<Verdict, AskError> {
         // DS lives on the parent side of a cut: start above the name.
         let start = match (qtype, name.parent()) {
             (types::DS, Some(parent)) => parent,
@@ -267,12 +286,18 @@ impl<'a> Walk<'a> {
                 }
                 try_number += 1;
                 let started = Instant::now();
-                let tried = self.query(zone, addr, name, qtype, qclass, step_deadline).await;
+                let tried = self
+                    .query(zone, addr, name, qtype, qclass, step_deadline)
+                    .await;
                 let (verdict, rcode, result) = match tried {
                     Tried::Reply(reply) => {
                         let verdict = judge(&reply, &zone.zone, name, qtype);
                         let text = describe(&verdict);
-                        (Some(verdict), Some(mnemonic::rcode(reply.rcode).into_owned()), text)
+                        (
+                            Some(verdict),
+                            Some(mnemonic::rcode(reply.rcode).into_owned()),
+                            text,
+                        )
                     }
                     Tried::Failed(NetError::Timeout) => {
                         timed_out = true;
@@ -282,10 +307,15 @@ impl<'a> Walk<'a> {
                     Tried::Failed(error) => (None, None, error.to_string()),
                     Tried::Unusable(why) => (None, None, why),
                 };
-                self.note_step(depth, zone, name, qtype, qclass, addr, try_number, rcode, &result, started);
+                self.note_step(
+                    depth, zone, name, qtype, qclass, addr, try_number, rcode, &result, started,
+                );
                 match verdict {
                     Some(Verdict::Lame(kind)) => {
-                        self.r.counters.lame_responses.fetch_add(1, Ordering::Relaxed);
+                        self.r
+                            .counters
+                            .lame_responses
+                            .fetch_add(1, Ordering::Relaxed);
                         lame |= kind != Lame::Empty;
                         empty |= kind == Lame::Empty;
                     }
@@ -304,30 +334,54 @@ impl<'a> Walk<'a> {
         let now = Instant::now();
         let zone_name = &zone.zone;
         Err(if now >= self.deadline {
-            failure("TIMEOUT", format!("name timeout at zone {zone_name} (--name-timeout): {problems}"))
+            failure(
+                "TIMEOUT",
+                format!("name timeout at zone {zone_name} (--name-timeout): {problems}"),
+            )
         } else if timed_out && now >= step_deadline {
             failure(
                 "ITERATIVE_TIMEOUT",
                 format!("iteration timeout at zone {zone_name} (--iteration-timeout): {problems}"),
             )
         } else if lame {
-            failure("SERVFAIL", format!("no server of zone {zone_name} answered usably: {problems}"))
+            failure(
+                "SERVFAIL",
+                format!("no server of zone {zone_name} answered usably: {problems}"),
+            )
         } else if circular {
-            failure("CIRCULAR", format!("the nameservers of zone {zone_name} need it: {problems}"))
+            failure(
+                "CIRCULAR",
+                format!("the nameservers of zone {zone_name} need it: {problems}"),
+            )
         } else if timed_out {
-            failure("TIMEOUT", format!("every server of zone {zone_name} timed out: {problems}"))
+            failure(
+                "TIMEOUT",
+                format!("every server of zone {zone_name} timed out: {problems}"),
+            )
         } else if empty {
-            failure("ERROR", format!("NOERROR without answer or authority from zone {zone_name}: {problems}"))
+            failure(
+                "ERROR",
+                format!("NOERROR without answer or authority from zone {zone_name}: {problems}"),
+            )
         } else if try_number == 0 && problems.is_empty() {
-            failure("SERVFAIL", format!("no usable address for any nameserver of zone {zone_name}"))
+            failure(
+                "SERVFAIL",
+                format!("no usable address for any nameserver of zone {zone_name}"),
+            )
         } else {
-            failure("SERVFAIL", format!("every server of zone {zone_name} failed: {problems}"))
+            failure(
+                "SERVFAIL",
+                format!("every server of zone {zone_name} failed: {problems}"),
+            )
         })
     }
 
     /// The addresses of a nameserver that came without glue (a nested walk).
     async fn addresses_of(&mut self, ns: &Name, depth: u32) -> Result<Vec<IpAddr>, AskError> {
-        self.r.counters.glueless_lookups.fetch_add(1, Ordering::Relaxed);
+        self.r
+            .counters
+            .glueless_lookups
+            .fetch_add(1, Ordering::Relaxed);
         let mut first_error = None;
         for qtype in self.r.config.families.lookup_types() {
             let asked = Asked {
@@ -375,7 +429,11 @@ impl<'a> Walk<'a> {
             let timeout = r.network_timeout.min(left).max(Duration::from_millis(1));
             self.queries += 1;
             r.count_query(&zone.zone);
-            let response = match r.authorities.exchange(server, transport, &query, timeout).await {
+            let response = match r
+                .authorities
+                .exchange(server, transport, &query, timeout)
+                .await
+            {
                 Ok(response) => response,
                 Err(error) => return Tried::Failed(error),
             };
