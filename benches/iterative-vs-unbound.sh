@@ -23,8 +23,10 @@
 #   UNBOUND_PORT   port of the benchmark's own unbound (default 53953)
 #
 # Prints for each case and pass: names, wall seconds, names/s, queries per
-# name and cache hit rate (dnsluice), connections opened, CPU seconds; then
-# dnsluice's names/s as a ratio to unbound's. Run it on an idle machine.
+# name and the names answered without a query (dnsluice), CPU seconds; for
+# each dnsluice run its queries, connections, cache hit rate and queries by
+# zone level; then dnsluice's names/s as a ratio to unbound's. Run it on an
+# idle machine, through `cpu-lock bench` where sessions share one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +47,7 @@ fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 head -n "$NAMES" "$WORLD_BENCH_NAMES" >"$OUT/names.txt"
-cat "$OUT/names.txt" "$OUT/names.txt" >"$OUT/names-twice.txt"
+cat "$OUT/names.txt" <(tr '[:lower:]' '[:upper:]' <"$OUT/names.txt") >"$OUT/names-twice.txt"
 awk '{ print $1, "A" }' "$OUT/names.txt" >"$OUT/dnsperf.txt"
 
 # cpu_of PID: user+system seconds so far.
@@ -53,43 +55,56 @@ cpu_of() {
     awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
-# One dnsluice run over the names twice; the stats of each pass come from
-# --stats-json of a run over the first half alone and of the whole.
+# One dnsluice process given the names, then the same names in capitals: the
+# cache is case-blind and the records keep the spelling, so the lower-case
+# records are the cold pass and the capital ones the warm pass. A pass's
+# wall time runs from the first query (the earliest record's timestamp less
+# its duration) or the end of the cold pass to its last record; its queries
+# are the sum of its records' attempts. CPU time is the whole process's.
 dnsluice_case() {
     local transport=$1 tag=dnsluice-$1
-    for pass in cold both; do
-        local input=$OUT/names.txt
-        [[ $pass == both ]] && input=$OUT/names-twice.txt
-        /usr/bin/time -f "%e %U %S" -o "$OUT/$tag-$pass.time" \
-            "$BIN" lookup A --iterative --root-hints "$WORLD_ROOT_HINTS" \
-            --transport "$transport" --workers "$WORKERS" --cache-size 4000000 \
-            --input "$input" --output "$OUT/$tag-$pass.jsonl" \
-            --stats-json "$OUT/$tag-$pass.json" -q
-    done
-    python3 - "$OUT" "$tag" "$NAMES" <<'PY'
-import json, sys
-out, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def load(p):
-    s = json.load(open(f"{out}/{tag}-{p}.json"))
-    wall, user, sys_ = map(float, open(f"{out}/{tag}-{p}.time").read().split())
-    return s, wall, user + sys_
-cold, cw, cc = load("cold")
-both, bw, bc = load("both")
-it_c, it_b = cold["iterative"], both["iterative"]
-def row(label, names, secs, cpu, queries, hits, misses, conns, statuses):
-    rate = hits / max(hits + misses, 1)
-    print(f"{tag:14} {label:5} {names:7} names {secs:7.2f} s {names / max(secs, 1e-9):9.0f} names/s "
-          f"{queries / max(names, 1):5.2f} queries/name  cache hits {100 * rate:5.1f}%  "
-          f"{conns:6} connections  cpu {cpu:6.2f} s  {statuses}")
-row("cold", n, cold["elapsed_s"], cc, cold["queries"], it_c["cache_hits"], it_c["cache_misses"],
-    cold["connections_opened"], cold["statuses"])
-# The warm pass: the whole run less the cold one (same names, same order).
-row("warm", n, both["elapsed_s"] - cold["elapsed_s"], bc - cc, both["queries"] - cold["queries"],
-    it_b["cache_hits"] - it_c["cache_hits"], it_b["cache_misses"] - it_c["cache_misses"],
-    both["connections_opened"] - cold["connections_opened"], "")
-json.dump({"cold_names_per_s": n / cold["elapsed_s"],
-           "warm_names_per_s": n / max(both["elapsed_s"] - cold["elapsed_s"], 1e-9)},
-          open(f"{out}/{tag}.summary.json", "w"))
+    /usr/bin/time -f "%e %U %S" -o "$OUT/$tag.time" \
+        "$BIN" lookup A --iterative --root-hints "$WORLD_ROOT_HINTS" \
+        --transport "$transport" --workers "$WORKERS" --cache-size 4000000 \
+        --input "$OUT/names-twice.txt" --output "$OUT/$tag.jsonl" \
+        --stats-json "$OUT/$tag.json" -q
+    python3 - "$OUT" "$tag" <<'PY'
+import datetime, json, sys
+out, tag = sys.argv[1:3]
+def ts(text):
+    day, frac = text.rstrip("Z").split(".")
+    t = datetime.datetime.fromisoformat(day).replace(tzinfo=datetime.timezone.utc).timestamp()
+    return t + float("0." + frac)
+passes = {"cold": [], "warm": []}
+for line in open(f"{out}/{tag}.jsonl"):
+    r = json.loads(line)
+    passes["warm" if r["name"].isupper() else "cold"].append(r)
+stats = json.load(open(f"{out}/{tag}.json"))
+wall, user, system = map(float, open(f"{out}/{tag}.time").read().split())
+start = min(ts(r["timestamp"]) - r["duration_ms"] / 1000 for r in passes["cold"])
+cold_end = max(ts(r["timestamp"]) for r in passes["cold"])
+summary = {}
+for label, begin in (("cold", start), ("warm", cold_end)):
+    records = passes[label]
+    n = len(records)
+    end = max(ts(r["timestamp"]) for r in records)
+    secs = max(end - begin, 1e-6)
+    attempts = sum(r["attempts"] for r in records)
+    without = sum(r["attempts"] == 0 for r in records)
+    statuses = {}
+    for r in records:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    print(f"{tag:14} {label:5} {n:7} names {secs:7.2f} s {n / secs:9.0f} names/s "
+          f"{attempts / n:5.2f} queries/name  {100 * without / n:5.1f}% without a query  {statuses}")
+    summary[label + "_names_per_s"] = n / secs
+it = stats["iterative"]
+hit_rate = it["cache_hits"] / max(it["cache_hits"] + it["cache_misses"], 1)
+print(f"{tag:14} both passes: {wall:.2f} s wall, {user + system:.2f} s CPU; {stats['queries']} queries, "
+      f"{stats['connections_opened']} connections opened, {stats['connections_reused']} queries on kept ones; "
+      f"cache hit rate {100 * hit_rate:.1f}% ({it['cache_entries']} entries); queries by level: root "
+      f"{it['queries_root']}, TLD {it['queries_level1']}, 2nd {it['queries_level2']}, deeper "
+      f"{it['queries_level3'] + it['queries_level4'] + it['queries_deeper']}")
+json.dump(summary, open(f"{out}/{tag}.summary.json", "w"))
 PY
 }
 
