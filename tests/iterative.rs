@@ -586,7 +586,7 @@ fn world_addresses(world: &World) -> usize {
 }
 
 #[test]
-fn tcp_keeps_one_connection_per_authority() {
+fn tcp_keeps_a_few_connections_per_authority() {
     let world = world();
     let all = expected(&world);
     let leaves: Vec<&Expected> = all

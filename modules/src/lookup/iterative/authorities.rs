@@ -1,12 +1,12 @@
 //! Connections to authoritative servers, kept and shared by every worker.
 //!
 //! With `--transport tcp` each authoritative server the run talks to gets
-//! one kept TCP connection, and every worker's queries to that server travel
-//! on it, pipelined (RFC 7766 §6.2.1.1; answers matched by id and question in
+//! up to [`STREAMS_PER_AUTHORITY`] kept TCP connections, and every worker's
+//! queries to that server travel on them in turn, pipelined (RFC 7766 §6.2.1.1; answers matched by id and question in
 //! `dnsluice_net`'s multiplexer). That is the sticky idea carried to its end:
 //! instead of routing names so that consecutive queries to one server come
-//! from one worker, the connection itself is shared, so a root or TLD server
-//! sees one connection for the whole run however many workers there are
+//! from one worker, the connections themselves are shared, so a root or TLD
+//! server sees a few connections for the whole run however many workers there are
 //! (ZDNS cannot iterate over TCP with kept connections at all).
 //!
 //! Over UDP each server gets a connected socket from an ephemeral port the
@@ -27,6 +27,10 @@ use std::time::Duration;
 
 /// Queries one UDP socket carries before a new one (a new source port) replaces it.
 pub const UDP_QUERIES_PER_SOCKET: u64 = 64;
+/// Kept TCP connections per authoritative server, used in turn: a server
+/// answers the queries of one connection one after another, so a busy one
+/// (a TLD's) gets a few to answer in parallel.
+pub const STREAMS_PER_AUTHORITY: u64 = 4;
 /// Shards of the table (a power of two).
 const SHARDS: usize = 32;
 /// Most kept connections per shard; past this an idle one is dropped.
@@ -40,9 +44,12 @@ struct Kept {
 
 type Cell = Arc<tokio::sync::Mutex<Option<Arc<Kept>>>>;
 
+/// A server, the transport, and which of its kept connections.
+type Key = (SocketAddr, Transport, u64);
+
 /// The kept connections; see the module docs.
 pub struct Authorities {
-    shards: Box<[Mutex<HashMap<(SocketAddr, Transport), Cell>>]>,
+    shards: Box<[Mutex<HashMap<Key, Cell>>]>,
     hasher: RandomState,
     udp: ClientSetup,
     tcp: ClientSetup,
@@ -50,6 +57,8 @@ pub struct Authorities {
     pub net: Arc<NetCounters>,
     /// Queries sent on a connection that had carried one before.
     pub reused: AtomicU64,
+    /// Turns the queries to one server take over its kept connections.
+    turn: AtomicU64,
 }
 
 impl Authorities {
@@ -71,10 +80,11 @@ impl Authorities {
             tcp: setup(Transport::Tcp)?,
             net,
             reused: AtomicU64::new(0),
+            turn: AtomicU64::new(0),
         })
     }
 
-    fn cell(&self, key: (SocketAddr, Transport)) -> Cell {
+    fn cell(&self, key: Key) -> Cell {
         let index = self.hasher.hash_one(key) as usize & (SHARDS - 1);
         let mut shard = self.shards[index].lock().unwrap_or_else(|p| p.into_inner());
         if shard.len() >= MAX_PER_SHARD && !shard.contains_key(&key) {
@@ -92,7 +102,12 @@ impl Authorities {
 
     /// A usable connection to `addr` over `transport`: the kept one, or a new one.
     async fn get(&self, addr: SocketAddr, transport: Transport) -> Result<Arc<Kept>, NetError> {
-        let cell = self.cell((addr, transport));
+        let which = if transport.is_stream() {
+            self.turn.fetch_add(1, Ordering::Relaxed) % STREAMS_PER_AUTHORITY
+        } else {
+            0
+        };
+        let cell = self.cell((addr, transport, which));
         let mut slot = cell.lock().await;
         if let Some(kept) = slot.as_ref() {
             let worn = transport == Transport::Udp
