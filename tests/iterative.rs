@@ -457,21 +457,20 @@ fn the_poison_is_never_used_nor_shown() {
                 got[&key(&v.name)]
             );
         }
+        // What the poison server slips in (tests/world/gen.py): an address
+        // for the victim's host, its own address for a TLD server and a
+        // nameserver of another zone, and itself as their nameserver.
+        let poison_ip = world.addr(54, 1);
+        let poisoned = ["192.0.2.66", poison_ip.as_str(), "ns1.poison.com."];
         for record in got.values() {
-            let text = record.to_string();
-            for bad in [
-                "192.0.2.66",
-                "ns1.poison.com\",\"type\":\"NS",
-                "127.58.54.1\",\"type\":\"A",
-            ] {
-                assert!(!text.contains(bad), "poison {bad} in {text}");
-            }
             for section in ["additionals", "authorities", "answers"] {
                 for rr in record["data"][section].as_array().into_iter().flatten() {
+                    let data = rr["answer"].as_str().unwrap();
+                    assert!(!poisoned.contains(&data), "poison in {record}");
                     let owner = rr["name"].as_str().unwrap();
+                    let asked_poison = record["name"].as_str().unwrap().contains("poison");
                     assert!(
-                        !(record["name"].as_str().unwrap().contains("poison")
-                            && !owner.contains("poison")),
+                        !asked_poison || owner.contains("poison"),
                         "a record of {owner} from the poison server: {record}"
                     );
                 }
@@ -616,10 +615,10 @@ fn tcp_keeps_a_few_connections_per_authority() {
         seen.insert(transport, (queries, opened));
     }
     let (tcp_queries, tcp_opened) = seen["tcp"];
-    // At most one connection per authoritative address of the world, shared
+    // At most 4 connections per authoritative address of the world, shared
     // by the 100 workers.
     assert!(
-        tcp_opened <= world_addresses(&world) as u64,
+        tcp_opened <= 4 * world_addresses(&world) as u64,
         "{tcp_opened} TCP connections"
     );
     assert!(

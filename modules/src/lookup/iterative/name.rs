@@ -100,7 +100,7 @@ impl Name {
         }
         let start = mine.len() - theirs.len();
         // The suffix must begin on a label boundary.
-        &mine[start..] == &theirs[..] && self.label_starts().any(|at| at == start)
+        mine[start..] == theirs[..] && self.label_starts().any(|at| at == start)
     }
 
     /// Whether this name is strictly below `zone`.
