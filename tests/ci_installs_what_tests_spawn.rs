@@ -7,11 +7,12 @@
 //!   `Command::new(ARG)`, where ARG is a string literal, a `const` of the
 //!   same file, or `env!(...)` (our own binaries); any other ARG needs a
 //!   `// spawns: PROGRAM...` comment on one of the three lines above it.
-//! - Shell (`tests/run.sh`, `tests/servers/*.sh`, `benches/*.sh`): every
-//!   word in command position (after `nohup`, `nice`, `exec`, `env`,
-//!   `time` too), minus shell keywords, builtins, the script's own
-//!   functions and what every Debian system has; programs a script runs
-//!   through a helper of its own are named in a `# spawns: ...` comment.
+//! - Shell (`tests/run.sh`, `tests/servers/*.sh`, `tests/world/*.sh`,
+//!   `benches/*.sh`): every word in command position (after `nohup`,
+//!   `nice`, `exec`, `env`, `time` too), minus shell keywords, builtins,
+//!   the script's own functions and what every Debian system has;
+//!   programs a script runs through a helper of its own are named in a
+//!   `# spawns: ...` comment.
 //!
 //! Cheap (it reads a few dozen files), so it runs with every `cargo test`.
 
@@ -559,6 +560,7 @@ fn ci_installs_every_program_the_tests_spawn() {
     }
     let mut shell = vec![root().join("tests/run.sh")];
     files(&root().join("tests/servers"), "sh", &mut shell);
+    files(&root().join("tests/world"), "sh", &mut shell);
     files(&root().join("benches"), "sh", &mut shell);
     let mut found: Vec<(PathBuf, usize, String)> = Vec::new();
     for path in &rust {

@@ -295,19 +295,28 @@ fn ask_one(server: &str, name: &str, rtype: &str, extra: &[&str]) -> Result<Repl
     kdig::ask(server, 53, false, &[q], extra).remove(0)
 }
 
-/// A referral: NOERROR, not authoritative, nothing in the answer section.
-fn assert_referral(server: &str, name: &str) {
-    let reply = ask_one(server, name, "A", &["+timeout=2"]).unwrap();
+/// Asserts that `server` answers `name` with a referral to exactly
+/// `child`: NOERROR, not authoritative, no answer, NS records for `child`
+/// (kdig's `+authority` puts them after the empty answer section).
+fn assert_referral(server: &str, name: &str, child: &str) {
+    let reply = ask_one(server, name, "A", &["+authority", "+timeout=2"]).unwrap();
     assert_eq!(reply.rcode, "NOERROR", "{server} for {name}");
     assert!(
         !reply.has_flag("aa"),
         "{server} answered {name} authoritatively"
     );
     assert!(
-        reply.answers.is_empty(),
-        "{server} answered {name}: {:?}",
-        reply.answers
+        !reply.answers.is_empty(),
+        "{server} gave no referral for {name}"
     );
+    for rr in &reply.answers {
+        assert_eq!(
+            (rr.name.as_str(), rr.rtype.as_str()),
+            (child, "NS"),
+            "{server} for {name}: {:?}",
+            reply.answers
+        );
+    }
 }
 
 #[test]
@@ -318,21 +327,31 @@ fn every_level_is_its_own_server() {
         .into_iter()
         .filter(|e| e.case.starts_with("deep-"))
         .max_by_key(|e| e.name.len())
-        .expect("deep chain lines");
-    let levels = deepest
-        .name
-        .split('.')
-        .filter(|l| l.starts_with('l'))
-        .count()
-        + 1;
-    assert!(levels >= 12, "the deep chain has {levels} zones");
-    for level in 1..levels {
-        assert_referral(&world.addr(30, level as u8), &deepest.name);
+        .expect("deep chain lines")
+        .name;
+    // deep.com., l2.deep.com., ..., the zone of the deepest name.
+    let mut zones = vec!["deep.com.".to_owned()];
+    while zones
+        .last()
+        .is_some_and(|z| !deepest.ends_with(&format!("www.{z}")))
+    {
+        let labels: Vec<&str> = deepest.split('.').collect();
+        let depth = zones.last().unwrap().split('.').count();
+        zones.push(labels[labels.len() - depth - 1..].join("."));
     }
-    assert_referral(&world.addr(0, 1), &deepest.name);
-    assert_referral(&world.addr(1, 1), &deepest.name);
-    assert_referral(&world.addr(0, 1), "www.cname-c.org.");
-    assert_referral(&world.addr(1, 5), "www.cname-c.org.");
+    assert!(
+        zones.len() >= 12,
+        "the deep chain has {} zones",
+        zones.len()
+    );
+    // Each level refers exactly one level down, from the root on.
+    assert_referral(&world.addr(0, 1), &deepest, "com.");
+    assert_referral(&world.addr(1, 1), &deepest, "deep.com.");
+    for (level, child) in zones.iter().enumerate().skip(1) {
+        assert_referral(&world.addr(30, level as u8), &deepest, child);
+    }
+    assert_referral(&world.addr(0, 1), "www.cname-c.org.", "org.");
+    assert_referral(&world.addr(1, 5), "www.cname-c.org.", "cname-c.org.");
 }
 
 #[test]
@@ -366,7 +385,7 @@ fn misbehaving_servers_misbehave() {
     );
     assert!(silent.is_err(), "the silent server answered: {silent:?}");
     // Upward referral: to the root.
-    assert_referral(&world.addr(55, 1), "www.upward.com.");
+    assert_referral(&world.addr(55, 1), "www.upward.com.", ".");
     // Poison: the right answer, and out-of-bailiwick records beside it.
     let poison = ask_one(
         &world.addr(54, 1),

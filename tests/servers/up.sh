@@ -231,5 +231,6 @@ for ip in "${TLS_IPS[@]}" "$SLOW_IP"; do
     ask dot "$ip:$DOT_PORT" "${tls[@]}"
     ask doh "$ip:$DOH_PORT" "${tls[@]}" +https=/dns-query
 done
+bash "$ROOT/tests/world/up.sh"  # the simulated internet (tests/world/README.md)
 mv "$STATE/servers.env.tmp" "$STATE/servers.env"
 echo "  wrote $STATE/servers.env"

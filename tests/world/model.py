@@ -12,6 +12,8 @@ absolute (trailing dot), type the mnemonic, data in the presentation form
 that kdig prints for it (runs of blanks as one space, no trailing blank).
 """
 
+TTL = 3600  # every record's TTL unless a case says otherwise
+
 
 def is_below(name, zone):
     """True when `name` is `zone` or a name under it."""

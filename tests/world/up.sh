@@ -42,7 +42,7 @@ started=$(date +%s.%N)
 params="--out $STATE --net $NET --zones $ZONES --seed $SEED --bench-names $BENCH_NAMES --delay-ms $DELAY_MS --delay-proxy $PROXY --authserver $HERE/authserver.py"
 stale=0
 [[ -s $STATE/layout.json && -f $STATE/params && $(<"$STATE/params") == "$params" ]] || stale=1
-for f in "$HERE"/gen.py "$HERE"/model.py; do
+for f in "$HERE"/gen.py "$HERE"/model.py "$HERE"/configs.py "$HERE"/authserver.py; do
     [[ $f -nt $STATE/layout.json ]] && stale=1
 done
 if ((stale)); then
@@ -78,6 +78,7 @@ done <"$STATE/instances.tsv"
 ((${#ports[@]})) && python3 "$HERE/ctl.py" free "${ports[@]}"
 while IFS=$'\t' read -r name _ _ cmd; do
     [[ " ${todo[*]} " == *" $name "* ]] || continue
+    # spawns: knotd nsd dnsdist unbound python3 (instances.tsv's command lines)
     # shellcheck disable=SC2086 # the command line gen.py wrote
     nohup $cmd >"$STATE/logs/$name.log" 2>&1 </dev/null &
     echo $! >"$STATE/pids/$name.pid"
