@@ -54,7 +54,7 @@ awk '{ print $1, "A" }' "$OUT/names.txt" >"$OUT/dnsperf.txt"
 cpu_of() {
     python3 -c 'import os, sys
 f = open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")", 1)[1].split()
-print(f"{(int(f[11]) + int(f[12])) / os.sysconf(\"SC_CLK_TCK\"):.2f}")' "$1"
+print("%.2f" % ((int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")))' "$1"
 }
 
 # One dnsluice process given the names, then the same names in capitals: the
