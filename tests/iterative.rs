@@ -635,68 +635,33 @@ fn tcp_keeps_a_few_connections_per_authority() {
 
 #[test]
 fn a_trace_lists_every_step() {
-    use dnsluice_core::options::Options;
-    use dnsluice_modules::lookup::dns::LookupOptions;
-    use dnsluice_modules::lookup::LookupEngine;
     let world = world();
     let all = expected(&world);
     let glueless = all.iter().find(|e| e.case == "glueless").unwrap();
-    let table: toml::Table = toml::from_str(&format!(
-        "iterative = true\nroot_hints = {:?}\nworkers = 1\n",
-        world.root_hints.display().to_string()
-    ))
-    .unwrap();
-    let mut config = LookupOptions::from_table(table)
-        .unwrap()
-        .to_config()
-        .unwrap();
-    config.trace = true;
-    let mut engine = LookupEngine::start(config).unwrap();
-    let mut done = Vec::new();
-    // The same name twice: the second time from the cache.
-    for _ in 0..2 {
-        engine.submit(&glueless.name, &mut |d| done.push(d));
-        while done.len() < 2 {
-            match engine.next_result() {
-                Some(d) => done.push(d),
-                None => break,
-            }
-        }
-    }
-    engine.close_input();
-    while let Some(d) = engine.next_result() {
-        done.push(d);
-    }
-    engine.shutdown();
-    assert_eq!(done.len(), 2);
-    let first: Value = serde_json::from_str(&done[0].json).unwrap();
-    let steps = first["data"]["trace"].as_array().unwrap();
-    // The walk: the root refers to the TLD, the TLD to the zone (no glue), a
-    // nested walk finds the nameserver's address, then the zone answers.
-    let tld = key(&glueless.name).rsplit('.').next().unwrap().to_string();
+    // The same name twice, one at a time: the second time from the cache.
+    let lines = [glueless.name.clone(), glueless.name.to_ascii_uppercase()];
+    let hints = world.root_hints.to_str().unwrap();
+    let (records, _) = lookup_in_order(
+        &["A", "--iterative", "--root-hints", hints, "--workers", "1", "--result-verbosity", "trace"],
+        &lines,
+    );
+    let steps = records[0]["trace"].as_array().unwrap();
+    // The walk: the root refers to the TLD, the TLD to the zone (no glue),
+    // nested walks (deeper) find the nameserver's address, then the zone answers.
     let zone = key(&glueless.name).split_once('.').unwrap().1.to_string();
-    assert_eq!(steps[0]["zone"], ".", "{first}");
-    assert_eq!(steps[0]["result"], format!("referral to {tld}."), "{first}");
+    assert_eq!(steps[0]["layer"], ".", "{}", records[0]);
+    assert_eq!(steps[0]["depth"], 1);
     let roots: Vec<String> = world.roots.iter().map(|r| r.to_string()).collect();
-    assert!(
-        roots.contains(&steps[0]["name_server"].as_str().unwrap().to_string()),
-        "{first}"
-    );
-    assert!(
-        steps.iter().any(|s| s["depth"] == 1),
-        "a nested lookup: {first}"
-    );
+    let first_server = steps[0]["name_server"].as_str().unwrap().to_string();
+    assert!(roots.contains(&first_server), "{}", records[0]);
+    assert!(steps.iter().any(|s| s["depth"] == 2), "a nested lookup: {}", records[0]);
     let last = steps.last().unwrap();
-    assert_eq!(last["zone"], format!("{zone}."), "{first}");
-    assert_eq!(last["depth"], 0);
-    assert!(
-        last["result"].as_str().unwrap().starts_with("answer"),
-        "{first}"
-    );
+    assert_eq!(last["layer"], format!("{zone}."), "{}", records[0]);
+    assert_eq!(last["depth"], 1);
     assert_eq!(last["cached"], false);
-    let second: Value = serde_json::from_str(&done[1].json).unwrap();
-    let steps = second["data"]["trace"].as_array().unwrap();
-    assert_eq!(steps.len(), 1, "{second}");
-    assert_eq!(steps[0]["cached"], true, "{second}");
-    assert_eq!(steps[0]["name_server"], Value::Null, "{second}");
+    let answered = answers_of(&serde_json::json!({"data": last["results"]}));
+    assert_eq!(answered, glueless.answers, "{last}");
+    let steps = records[1]["trace"].as_array().unwrap();
+    assert_eq!(steps.len(), 1, "{}", records[1]);
+    assert_eq!(steps[0]["cached"], true, "{}", records[1]);
 }

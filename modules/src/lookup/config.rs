@@ -2,6 +2,8 @@
 
 use super::board::Scheduler;
 use super::iterative::IterativeConfig;
+use super::format::RecordStyle;
+use super::modules::ModuleOptions;
 use super::qtype::LookupType;
 use dnsluice_net::query::QueryOptions;
 use dnsluice_net::{DohMethod, Endpoint, TlsOptions, Transport};
@@ -39,6 +41,8 @@ pub struct LookupConfig {
     pub query: QueryOptions,
     /// Resolve from the root instead of asking the nameservers.
     pub iterative: Option<IterativeConfig>,
-    /// Record every step of each lookup in its record (`data.trace`).
-    pub trace: bool,
+    /// The modules' options (which addresses to look up).
+    pub module: ModuleOptions,
+    /// How records are written (format, verbosity; `style.module` is `qtype`).
+    pub style: RecordStyle,
 }

@@ -7,12 +7,16 @@ use super::ask::{Ask, AskError, Question};
 use super::board::{Nameserver, Scheduler};
 use super::record::Outcome;
 use super::shared::Shared;
+use super::trace::TraceStep;
 use dnsluice_core::dns;
-use dnsluice_net::{connect, Connection, NetError, Transport};
+use dnsluice_net::query::QueryOptions;
+use dnsluice_net::{connect, ClientSetup, Connection, Endpoint, NetError, Transport};
 use std::collections::HashMap;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A kept connection and how many queries it carried.
 struct Slot {
@@ -151,6 +155,85 @@ impl Ask for DirectAsk<'_> {
         );
         async move { asked.await.map_err(AskError::from) }
     }
+
+    fn transfer(
+        &self,
+        zone: &str,
+        server: Option<IpAddr>,
+        outcome: &mut Outcome,
+    ) -> impl Future<Output = Result<Vec<Vec<u8>>, NetError>> + Send {
+        transfer(self.shared, self.ns, zone, server, outcome)
+    }
+
+    fn pinned(&self) -> Option<IpAddr> {
+        self.pinned.then(|| self.ns.endpoint.addr.ip())
+    }
+}
+
+/// The AXFR query type.
+const TYPE_AXFR: u16 = 252;
+
+/// AXFR of `zone` from `server` (at the job's nameserver's port) or from
+/// the job's nameserver itself; one try (a transfer is not retried).
+async fn transfer(
+    shared: &Shared,
+    ns: &Nameserver,
+    zone: &str,
+    server: Option<IpAddr>,
+    outcome: &mut Outcome,
+) -> Result<Vec<Vec<u8>>, NetError> {
+    let mut endpoint = ns.endpoint.clone();
+    if let Some(ip) = server {
+        endpoint.addr = SocketAddr::new(ip, endpoint.addr.port());
+    }
+    if endpoint.transport == Transport::Udp {
+        endpoint.transport = Transport::Tcp;
+    }
+    let setup = shared.setup_for(endpoint.transport);
+    let config = &shared.config;
+    transfer_from(endpoint, setup, config.query, config.timeout, zone, outcome).await
+}
+
+/// AXFR of `zone` from `endpoint` (TCP, or TLS), one try, counted and traced
+/// in `outcome`: the messages in order.
+pub(super) async fn transfer_from(
+    endpoint: Endpoint,
+    setup: &ClientSetup,
+    query_options: QueryOptions,
+    timeout: std::time::Duration,
+    zone: &str,
+    outcome: &mut Outcome,
+) -> Result<Vec<Vec<u8>>, NetError> {
+    let mut query = Vec::with_capacity(64);
+    let options = QueryOptions {
+        recursion_desired: false,
+        ..query_options
+    };
+    dnsluice_net::query::build(0, zone, TYPE_AXFR, &options, &mut query)
+        .map_err(|_| NetError::BadQuery("the zone's name cannot be encoded"))?;
+    outcome.attempts += 1;
+    outcome.protocol = endpoint.transport.protocol_name();
+    let started = Instant::now();
+    let result = dnsluice_net::transfer(&endpoint, setup, &query, timeout).await;
+    if let Some(trace) = &mut outcome.trace {
+        trace.push(TraceStep {
+            name: zone.to_string(),
+            qtype: TYPE_AXFR,
+            qclass: dnsluice_net::query::CLASS_IN,
+            nameserver: endpoint.resolver_name(),
+            protocol: endpoint.transport.protocol_name(),
+            depth: 1,
+            layer: zone.to_string(),
+            response: result
+                .as_ref()
+                .ok()
+                .and_then(|t| t.messages.first().cloned()),
+            error: result.as_ref().err().map(ToString::to_string),
+            duration: started.elapsed(),
+            ..TraceStep::default()
+        });
+    }
+    result.map(|t| t.messages)
 }
 
 /// Sends one question with retries; the response, or the last error.
@@ -185,7 +268,18 @@ async fn ask(
             shared.run.retries.fetch_add(1, Ordering::Relaxed);
         }
         outcome.attempts += 1;
-        match exchange_once(shared, connections, ns, config.transport, &query).await {
+        let started = Instant::now();
+        let result = exchange_once(shared, connections, ns, config.transport, &query).await;
+        note_step(
+            outcome,
+            ns,
+            config.transport,
+            question,
+            attempt,
+            &result,
+            started,
+        );
+        match result {
             Ok(response) => {
                 outcome.protocol = config.transport.protocol_name();
                 let truncated = dns::Header::parse(&response).is_some_and(|h| h.tc());
@@ -196,7 +290,18 @@ async fn ask(
                 shared.run.tcp_fallbacks.fetch_add(1, Ordering::Relaxed);
                 outcome.attempts += 1;
                 outcome.protocol = Transport::Tcp.protocol_name();
-                match exchange_once(shared, connections, ns, Transport::Tcp, &query).await {
+                let started = Instant::now();
+                let result = exchange_once(shared, connections, ns, Transport::Tcp, &query).await;
+                note_step(
+                    outcome,
+                    ns,
+                    Transport::Tcp,
+                    question,
+                    attempt,
+                    &result,
+                    started,
+                );
+                match result {
                     Ok(response) => return Ok(response),
                     Err(error) => last = error,
                 }
@@ -205,6 +310,39 @@ async fn ask(
         }
     }
     Err(last)
+}
+
+/// Adds the exchange to the outcome's trace, when it collects one.
+fn note_step(
+    outcome: &mut Outcome,
+    ns: &Nameserver,
+    transport: Transport,
+    question: Question<'_>,
+    attempt: u32,
+    result: &Result<Vec<u8>, NetError>,
+    started: Instant,
+) {
+    if let Some(trace) = &mut outcome.trace {
+        // Names as ZDNS writes them in a trace: without the trailing dot.
+        let name = match question.name.strip_suffix('.') {
+            Some(n) if !n.is_empty() => n,
+            _ => question.name,
+        };
+        trace.push(TraceStep {
+            name: name.to_string(),
+            qtype: question.qtype,
+            qclass: question.qclass,
+            nameserver: ns.endpoint.resolver_name(),
+            protocol: transport.protocol_name(),
+            depth: 1,
+            layer: name.to_string(),
+            cached: false,
+            try_number: attempt,
+            response: result.as_ref().ok().cloned(),
+            error: result.as_ref().err().map(ToString::to_string),
+            duration: started.elapsed(),
+        });
+    }
 }
 
 /// One exchange on a kept (or new) connection, with the counters. A query

@@ -7,6 +7,8 @@
 use super::config::LookupConfig;
 use super::engine::LookupEngine;
 use super::iterative::IterativeOptions;
+use super::format::{OutputFormat, RecordStyle, Verbosity};
+use super::modules::ModuleOptions;
 use super::record::Finished;
 use super::{LookupType, Scheduler};
 use dnsluice_core::registry::ModuleEntry;
@@ -23,7 +25,8 @@ const MODULE: &str = "lookup.dns";
 /// (`--name-servers` for `name_servers`).
 #[derive(Debug, Clone, Options)]
 pub struct LookupOptions {
-    /// What to ask: a record type, or ALOOKUP (A and AAAA, following CNAMEs).
+    /// What to ask: a record type, or a module: ALOOKUP (A and AAAA,
+    /// following CNAMEs), NSLOOKUP, MXLOOKUP, AXFR, BINDVERSION, SPF, DMARC.
     #[option(rename = "type", default = LookupType::Single(1))]
     pub qtype: LookupType,
     /// Nameservers for the names not pinned to one (`name,nameserver` lines):
@@ -64,6 +67,24 @@ pub struct LookupOptions {
     /// Iterative resolution from the root (--iterative and its settings).
     #[option(flatten)]
     pub iterative: IterativeOptions,
+    /// NSLOOKUP, MXLOOKUP, AXFR (and ALOOKUP): look up the A records of the
+    /// hosts found (the default for all but ALOOKUP, which asks A and AAAA,
+    /// when neither this nor ipv6_lookup is set).
+    #[option(default)]
+    pub ipv4_lookup: bool,
+    /// NSLOOKUP, MXLOOKUP, AXFR (and ALOOKUP): look up the AAAA records of
+    /// the hosts found.
+    #[option(default)]
+    pub ipv6_lookup: bool,
+    /// The records' shape: native (dnsluice's) or zdns (ZDNS 2.x's,
+    /// `results.<MODULE>.status/data/...`, for jq scripts written for ZDNS).
+    #[option(default = OutputFormat::Native)]
+    pub output_format: OutputFormat,
+    /// How much each record says, as ZDNS's --result-verbosity: short (no
+    /// TTLs, protocol, resolver), normal, long (and flags, class), trace
+    /// (and every exchange: server asked, response, time).
+    #[option(default = Verbosity::Normal)]
+    pub result_verbosity: Verbosity,
 }
 
 impl LookupOptions {
@@ -111,7 +132,15 @@ impl LookupOptions {
                 dnssec_ok: self.dnssec_ok,
             },
             iterative,
-            trace: false,
+            module: ModuleOptions {
+                ipv4_lookup: self.ipv4_lookup,
+                ipv6_lookup: self.ipv6_lookup,
+            },
+            style: RecordStyle {
+                format: self.output_format,
+                verbosity: self.result_verbosity,
+                module: self.qtype,
+            },
         })
     }
 }

@@ -89,7 +89,12 @@ impl LookupEngine {
             Ok(job) => job,
             Err(bad) => {
                 self.shared.run.finished("ERROR");
-                sink(worker::bad_line_record(index, &bad.name, &bad.reason));
+                sink(worker::bad_line_record(
+                    index,
+                    &bad.name,
+                    &bad.reason,
+                    &self.shared.config.style,
+                ));
                 return true;
             }
         };
@@ -97,7 +102,12 @@ impl LookupEngine {
             self.shared.run.finished("ERROR");
             let reason = "a line pinned to a nameserver cannot be resolved iteratively \
                           (the walk starts at the root servers)";
-            sink(worker::bad_line_record(index, &job.name, reason));
+            sink(worker::bad_line_record(
+                index,
+                &job.name,
+                reason,
+                &self.shared.config.style,
+            ));
             return true;
         }
         let ns = match &job.pinned {
@@ -108,7 +118,12 @@ impl LookupEngine {
                     self.shared.run.finished("ERROR");
                     let reason =
                         "no nameserver: give --name-servers or pin the line (name,nameserver)";
-                    sink(worker::bad_line_record(index, &job.name, reason));
+                    sink(worker::bad_line_record(
+                        index,
+                        &job.name,
+                        reason,
+                        &self.shared.config.style,
+                    ));
                     return true;
                 }
             },

@@ -109,6 +109,8 @@ impl Shared {
     pub fn finish(&self, index: u64, name: &str, outcome: &Outcome) {
         self.run.finished(&outcome.status);
         // The engine outlives its workers, so the receiver is there.
-        let _ = self.results.send(Finished::new(index, name, outcome));
+        let _ = self
+            .results
+            .send(Finished::new(index, name, outcome, &self.config.style));
     }
 }

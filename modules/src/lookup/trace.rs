@@ -1,46 +1,47 @@
-//! The steps of a lookup, for `--result-verbosity trace`: every question a
-//! resolver asked on the way (or found in its cache), which server and zone,
-//! what came back, and how long it took. The iterative resolver fills it for
-//! each referral it follows; the direct lookups for each try. The record
-//! writes it as `data.trace`, a JSON array.
+//! `--result-verbosity trace`: every exchange of a lookup, in the order it
+//! happened. An [`super::ask::Ask`] adds a [`TraceStep`] per query it
+//! sends (a retry and a TCP fallback are steps of their own) when the
+//! outcome collects them; an iterative resolver adds its referrals the
+//! same way. Written as ZDNS writes its trace, with our `duration` and
+//! `error`.
 
-use crate::json::{push_json_str, Fields};
-use dnsluice_core::dns::mnemonic;
+use super::format::RecordStyle;
+use super::sections::{flags_json, write_sections};
+use crate::json::Fields;
 use std::time::Duration;
 
-/// One step of a lookup.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Step {
-    /// How deep in nested lookups this step is: 0 for the name itself, 1
-    /// for the address of a nameserver it needed, and so on.
-    pub depth: u32,
-    /// The zone whose server was asked (ZDNS's `layer`); `.` for the root.
-    pub zone: String,
+/// One exchange.
+#[derive(Clone, Debug, Default)]
+pub struct TraceStep {
     /// The name asked.
     pub name: String,
     /// The type asked.
     pub qtype: u16,
     /// The class asked.
     pub qclass: u16,
-    /// The server asked (`ip:port`); `None` when the cache answered.
-    pub server: Option<String>,
-    /// `udp` or `tcp` (empty from the cache).
+    /// The server asked (`ip:port` or URL).
+    pub nameserver: String,
+    /// `udp`, `tcp`, `DoT`, `DoH`.
     pub protocol: &'static str,
-    /// Whether the cache answered instead of a server.
+    /// How deep in a resolution (1 when asking a given nameserver).
+    pub depth: u32,
+    /// The zone the server was asked as (the name itself when asking a
+    /// given nameserver, as ZDNS writes it).
+    pub layer: String,
+    /// Answered from a cache, not the wire.
     pub cached: bool,
-    /// Which try at this zone (1 for the first server asked).
+    /// Which try of the question this was (0 for the first).
     pub try_number: u32,
-    /// The response's RCODE mnemonic, when one came.
-    pub rcode: Option<String>,
-    /// What the step found: `referral to com.`, `answer`, `CNAME to x.`,
-    /// `NXDOMAIN`, `lame: REFUSED`, `timeout`, ...
-    pub result: String,
-    /// How long the step took.
+    /// The response, when one came.
+    pub response: Option<Vec<u8>>,
+    /// What went wrong, when something did.
+    pub error: Option<String>,
+    /// How long the exchange took.
     pub duration: Duration,
 }
 
-/// Appends `steps` as a JSON array.
-pub fn write_steps(steps: &[Step], out: &mut Vec<u8>) {
+/// Writes `steps` as a JSON array.
+pub fn write(steps: &[TraceStep], style: &RecordStyle, out: &mut Vec<u8>) {
     out.push(b'[');
     for (i, step) in steps.iter().enumerate() {
         if i > 0 {
@@ -48,74 +49,31 @@ pub fn write_steps(steps: &[Step], out: &mut Vec<u8>) {
         }
         let mut f = Fields::new();
         out.push(b'{');
-        f.num(out, "depth", u64::from(step.depth));
-        f.string(out, "zone", &step.zone);
+        f.key(out, "results");
+        out.push(b'{');
+        let mut r = Fields::new();
+        if let Some(response) = &step.response {
+            write_sections(response, style, &mut r, out);
+            if let Some(header) = dnsluice_core::dns::Header::parse(response) {
+                r.raw(out, "flags", &flags_json(&header));
+            }
+        }
+        r.string(out, "protocol", step.protocol);
+        r.string(out, "resolver", &step.nameserver);
+        out.push(b'}');
+        f.num(out, "type", u64::from(step.qtype));
+        f.num(out, "class", u64::from(step.qclass));
         f.string(out, "name", &step.name);
-        f.string(out, "type", &mnemonic::rtype(step.qtype));
-        f.string(out, "class", &mnemonic::class(step.qclass));
-        match &step.server {
-            Some(server) => f.string(out, "name_server", server),
-            None => f.raw(out, "name_server", "null"),
-        }
-        if !step.protocol.is_empty() {
-            f.string(out, "protocol", step.protocol);
-        }
+        f.string(out, "name_server", &step.nameserver);
+        f.num(out, "depth", u64::from(step.depth));
+        f.string(out, "layer", &step.layer);
         f.raw(out, "cached", if step.cached { "true" } else { "false" });
         f.num(out, "try", u64::from(step.try_number));
-        if let Some(rcode) = &step.rcode {
-            f.string(out, "rcode", rcode);
+        f.raw(out, "duration", &format!("{}", step.duration.as_secs_f64()));
+        if let Some(error) = &step.error {
+            f.string(out, "error", error);
         }
-        f.key(out, "result");
-        push_json_str(step.result.as_bytes(), out);
-        f.key(out, "duration_ms");
-        let ms = step.duration.as_secs_f64() * 1000.0;
-        out.extend_from_slice(format!("{ms:.3}").as_bytes());
         out.push(b'}');
     }
     out.push(b']');
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn steps_are_json() {
-        let steps = [
-            Step {
-                zone: ".".into(),
-                name: "www.example.".into(),
-                qtype: 1,
-                qclass: 1,
-                server: Some("127.53.0.1:53".into()),
-                protocol: "udp",
-                try_number: 1,
-                rcode: Some("NOERROR".into()),
-                result: "referral to example.".into(),
-                duration: Duration::from_micros(1500),
-                ..Step::default()
-            },
-            Step {
-                depth: 1,
-                zone: "example.".into(),
-                name: "ns.example.".into(),
-                qtype: 28,
-                qclass: 1,
-                cached: true,
-                result: "answer".into(),
-                ..Step::default()
-            },
-        ];
-        let mut out = Vec::new();
-        write_steps(&steps, &mut out);
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v[0]["name_server"], "127.53.0.1:53");
-        assert_eq!(v[0]["type"], "A");
-        assert_eq!(v[0]["result"], "referral to example.");
-        assert_eq!(v[0]["duration_ms"], 1.5);
-        assert_eq!(v[1]["cached"], true);
-        assert_eq!(v[1]["name_server"], serde_json::Value::Null);
-        assert_eq!(v[1]["type"], "AAAA");
-        assert_eq!(v[1]["depth"], 1);
-    }
 }

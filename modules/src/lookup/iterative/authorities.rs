@@ -84,6 +84,11 @@ impl Authorities {
         })
     }
 
+    /// The setup of TCP connections to authorities (for zone transfers).
+    pub fn tcp_setup(&self) -> &ClientSetup {
+        &self.tcp
+    }
+
     fn cell(&self, key: Key) -> Cell {
         let index = self.hasher.hash_one(key) as usize & (SHARDS - 1);
         let mut shard = self.shards[index].lock().unwrap_or_else(|p| p.into_inner());

@@ -28,16 +28,18 @@ pub mod trust;
 pub mod walk;
 
 use super::ask::{Ask, AskError, Question};
+use super::direct::transfer_from;
 use super::record::Outcome;
 use authorities::Authorities;
 use cache::Cache;
 use delegation::{Delegation, Shuffler};
 use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{NetCounters, NetError, Transport};
+use dnsluice_net::{Endpoint, NetCounters, NetError, Transport};
 use message::Asked;
 use name::Name;
 pub use options::{IterativeConfig, IterativeOptions};
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -137,8 +139,6 @@ pub struct IterativeAsk<'a> {
     pub resolver: &'a Resolver,
     /// When the job's budget (`--name-timeout`) runs out.
     pub deadline: Instant,
-    /// Record every step in the outcome's trace.
-    pub trace: bool,
 }
 
 impl Ask for IterativeAsk<'_> {
@@ -148,6 +148,7 @@ impl Ask for IterativeAsk<'_> {
         outcome: &mut Outcome,
     ) -> impl Future<Output = Result<Vec<u8>, AskError>> + Send {
         let name = Name::parse(question.name);
+        let tracing = outcome.trace.is_some();
         async move {
             let name = name.map_err(|e| AskError {
                 status: "ERROR",
@@ -158,7 +159,7 @@ impl Ask for IterativeAsk<'_> {
                 qtype: question.qtype,
                 qclass: question.qclass,
             };
-            let mut walk = walk::Walk::new(self.resolver, self.deadline, self.trace);
+            let mut walk = walk::Walk::new(self.resolver, self.deadline, tracing);
             let result = walk.resolve(&asked, 0).await;
             outcome.attempts += walk.queries;
             if let Some(protocol) = walk.protocol {
@@ -167,7 +168,9 @@ impl Ask for IterativeAsk<'_> {
             if let Some(server) = walk.last_server.take() {
                 outcome.nameserver = Some(server);
             }
-            outcome.trace.append(&mut walk.steps);
+            if let Some(trace) = &mut outcome.trace {
+                trace.append(&mut walk.steps);
+            }
             let resolved = result?;
             Ok(message::compose(
                 &asked,
@@ -175,6 +178,39 @@ impl Ask for IterativeAsk<'_> {
                 &resolved.answer,
                 &resolved.authority,
             ))
+        }
+    }
+
+    /// AXFR from `server` (an authority the module found by iterating), on
+    /// the authorities' port, over TCP; lines cannot be pinned here.
+    fn transfer(
+        &self,
+        zone: &str,
+        server: Option<IpAddr>,
+        outcome: &mut Outcome,
+    ) -> impl Future<Output = Result<Vec<Vec<u8>>, NetError>> + Send {
+        let r = self.resolver;
+        async move {
+            let Some(ip) = server else {
+                return Err(NetError::BadQuery(
+                    "iterative lookups have no pinned nameserver to transfer from",
+                ));
+            };
+            let endpoint = Endpoint {
+                addr: SocketAddr::new(ip, r.config.port),
+                transport: Transport::Tcp,
+                host: None,
+                path: String::new(),
+            };
+            transfer_from(
+                endpoint,
+                r.authorities.tcp_setup(),
+                r.query,
+                r.network_timeout,
+                zone,
+                outcome,
+            )
+            .await
         }
     }
 }

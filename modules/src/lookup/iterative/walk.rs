@@ -17,7 +17,7 @@ use super::name::Name;
 use super::trust::{judge, Lame, Verdict};
 use super::Resolver;
 use crate::lookup::ask::AskError;
-use crate::lookup::trace::Step;
+use crate::lookup::trace::TraceStep;
 use dnsluice_core::dns::mnemonic;
 use dnsluice_net::{NetError, Transport};
 use std::future::Future;
@@ -63,14 +63,15 @@ pub struct Walk<'a> {
     /// The last server that answered (`ip:port`).
     pub last_server: Option<String>,
     /// The steps, when tracing.
-    pub steps: Vec<Step>,
+    pub steps: Vec<TraceStep>,
 }
 
 type Boxed<'s, T> = Pin<Box<dyn Future<Output = T> + Send + 's>>;
 
 /// What a query to one server came to.
 enum Tried {
-    Reply(Reply),
+    /// The response, decoded, and as it came (kept for a trace).
+    Reply(Reply, Option<Vec<u8>>),
     Failed(NetError),
     Unusable(String),
 }
@@ -284,32 +285,36 @@ impl<'a> Walk<'a> {
                     timed_out = true;
                     break 'rounds;
                 }
-                try_number += 1;
                 let started = Instant::now();
                 let tried = self
                     .query(zone, addr, name, qtype, qclass, step_deadline)
                     .await;
-                let (verdict, rcode, result) = match tried {
-                    Tried::Reply(reply) => {
+                let (verdict, result, response) = match tried {
+                    Tried::Reply(reply, raw) => {
                         let verdict = judge(&reply, &zone.zone, name, qtype);
                         let text = describe(&verdict);
-                        (
-                            Some(verdict),
-                            Some(mnemonic::rcode(reply.rcode).into_owned()),
-                            text,
-                        )
+                        (Some(verdict), text, raw)
                     }
                     Tried::Failed(NetError::Timeout) => {
                         timed_out = true;
                         again.push(addr);
-                        (None, None, "timeout".to_string())
+                        (None, "timeout".to_string(), None)
                     }
-                    Tried::Failed(error) => (None, None, error.to_string()),
-                    Tried::Unusable(why) => (None, None, why),
+                    Tried::Failed(error) => (None, error.to_string(), None),
+                    Tried::Unusable(why) => (None, why, None),
                 };
-                self.note_step(
-                    depth, zone, name, qtype, qclass, addr, try_number, rcode, &result, started,
-                );
+                let step = Sent {
+                    zone,
+                    name,
+                    qtype,
+                    qclass,
+                    addr,
+                    try_number,
+                    started,
+                };
+                let failed = verdict.is_none() || matches!(verdict, Some(Verdict::Lame(_)));
+                self.note_step(depth, step, response, failed.then_some(&result));
+                try_number += 1;
                 match verdict {
                     Some(Verdict::Lame(kind)) => {
                         self.r
@@ -441,6 +446,7 @@ impl<'a> Walk<'a> {
                 Ok(reply) => reply,
                 Err(bad) => return Tried::Unusable(bad.to_string()),
             };
+            let raw = self.tracing.then_some(response);
             self.protocol = Some(transport.protocol_name());
             self.last_server = Some(server.to_string());
             if reply.truncated && transport == Transport::Udp && r.tcp_fallback {
@@ -458,57 +464,65 @@ impl<'a> Walk<'a> {
             r.counters
                 .out_of_bailiwick
                 .fetch_add(outside as u64, Ordering::Relaxed);
-            return Tried::Reply(reply);
+            return Tried::Reply(reply, raw);
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn note_step(
-        &mut self,
-        depth: u32,
-        zone: &Delegation,
-        name: &Name,
-        qtype: u16,
-        qclass: u16,
-        addr: IpAddr,
-        try_number: u32,
-        rcode: Option<String>,
-        result: &str,
-        started: Instant,
-    ) {
+    /// Adds a query's step to the trace, when tracing.
+    fn note_step(&mut self, depth: u32, sent: Sent<'_>, response: Option<Vec<u8>>, error: Option<&String>) {
         if !self.tracing {
             return;
         }
-        self.steps.push(Step {
-            depth,
-            zone: zone.zone.to_text(),
-            name: name.to_text(),
-            qtype,
-            qclass,
-            server: Some(SocketAddr::new(addr, self.r.config.port).to_string()),
+        self.steps.push(TraceStep {
+            name: trace_name(sent.name),
+            qtype: sent.qtype,
+            qclass: sent.qclass,
+            nameserver: SocketAddr::new(sent.addr, self.r.config.port).to_string(),
             protocol: self.protocol.unwrap_or(self.r.transport.protocol_name()),
+            depth: depth + 1,
+            layer: sent.zone.zone.to_text(),
             cached: false,
-            try_number,
-            rcode,
-            result: result.to_string(),
-            duration: started.elapsed(),
+            try_number: sent.try_number,
+            response,
+            error: error.cloned(),
+            duration: sent.started.elapsed(),
         });
     }
 
+    /// Adds a cache hit to the trace, when tracing.
     fn note_cached(&mut self, depth: u32, name: &Name, asked: &Asked, verdict: &Verdict) {
         if !self.tracing {
             return;
         }
-        self.steps.push(Step {
-            depth,
-            zone: String::new(),
-            name: name.to_text(),
+        self.steps.push(TraceStep {
+            name: trace_name(name),
             qtype: asked.qtype,
             qclass: asked.qclass,
+            depth: depth + 1,
             cached: true,
-            result: describe(verdict),
-            ..Step::default()
+            error: matches!(verdict, Verdict::Lame(_)).then(|| describe(verdict)),
+            ..TraceStep::default()
         });
+    }
+}
+
+/// A query as its trace step names it.
+struct Sent<'z> {
+    zone: &'z Delegation,
+    name: &'z Name,
+    qtype: u16,
+    qclass: u16,
+    addr: IpAddr,
+    try_number: u32,
+    started: Instant,
+}
+
+/// A name as traces write it: without the trailing dot (`.` for the root).
+fn trace_name(name: &Name) -> String {
+    let text = name.to_text();
+    match text.strip_suffix('.') {
+        Some(bare) if !bare.is_empty() => bare.to_string(),
+        _ => text,
     }
 }
 
