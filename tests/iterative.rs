@@ -461,13 +461,16 @@ fn the_poison_is_never_used_nor_shown() {
         // for the victim's host, its own address for a TLD server and a
         // nameserver of another zone, and itself as their nameserver.
         let poison_ip = world.addr(54, 1);
-        let poisoned = ["192.0.2.66", poison_ip.as_str(), "ns1.poison.com."];
+        let poisoned = ["192.0.2.66", poison_ip.as_str()];
         for record in got.values() {
             for section in ["additionals", "authorities", "answers"] {
                 for rr in record["data"][section].as_array().into_iter().flatten() {
                     let data = rr["answer"].as_str().unwrap();
                     assert!(!poisoned.contains(&data), "poison in {record}");
                     let owner = rr["name"].as_str().unwrap();
+                    if data == "ns1.poison.com." {
+                        assert_eq!(owner, "poison.com", "poison in {record}");
+                    }
                     let asked_poison = record["name"].as_str().unwrap().contains("poison");
                     assert!(
                         !asked_poison || owner.contains("poison"),
@@ -517,14 +520,14 @@ fn the_cache_answers_the_second_time() {
         ],
         &input,
     );
-    for (i, record) in records.iter().enumerate() {
-        let name = names[i % names.len()];
+    for record in &records {
+        let name = record["name"].as_str().unwrap();
         assert_eq!(
             answers_of(record),
             truth(&all, name, "A").answers,
             "{record}"
         );
-        if i >= names.len() {
+        if name.chars().any(|c| c.is_ascii_uppercase()) {
             assert_eq!(record["attempts"], 0, "from the cache: {record}");
         } else {
             assert!(record["attempts"].as_u64().unwrap() > 0, "{record}");
@@ -642,7 +645,16 @@ fn a_trace_lists_every_step() {
     let lines = [glueless.name.clone(), glueless.name.to_ascii_uppercase()];
     let hints = world.root_hints.to_str().unwrap();
     let (records, _) = lookup_in_order(
-        &["A", "--iterative", "--root-hints", hints, "--workers", "1", "--result-verbosity", "trace"],
+        &[
+            "A",
+            "--iterative",
+            "--root-hints",
+            hints,
+            "--workers",
+            "1",
+            "--result-verbosity",
+            "trace",
+        ],
         &lines,
     );
     let steps = records[0]["trace"].as_array().unwrap();
@@ -654,7 +666,11 @@ fn a_trace_lists_every_step() {
     let roots: Vec<String> = world.roots.iter().map(|r| r.to_string()).collect();
     let first_server = steps[0]["name_server"].as_str().unwrap().to_string();
     assert!(roots.contains(&first_server), "{}", records[0]);
-    assert!(steps.iter().any(|s| s["depth"] == 2), "a nested lookup: {}", records[0]);
+    assert!(
+        steps.iter().any(|s| s["depth"] == 2),
+        "a nested lookup: {}",
+        records[0]
+    );
     let last = steps.last().unwrap();
     assert_eq!(last["layer"], format!("{zone}."), "{}", records[0]);
     assert_eq!(last["depth"], 1);

@@ -1,8 +1,8 @@
 //! The configuration of a lookup run.
 
 use super::board::Scheduler;
-use super::iterative::IterativeConfig;
 use super::format::RecordStyle;
+use super::iterative::IterativeConfig;
 use super::modules::ModuleOptions;
 use super::qtype::LookupType;
 use dnsluice_net::query::QueryOptions;

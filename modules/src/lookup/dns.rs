@@ -6,8 +6,8 @@
 
 use super::config::LookupConfig;
 use super::engine::LookupEngine;
-use super::iterative::IterativeOptions;
 use super::format::{OutputFormat, RecordStyle, Verbosity};
+use super::iterative::IterativeOptions;
 use super::modules::ModuleOptions;
 use super::record::Finished;
 use super::{LookupType, Scheduler};

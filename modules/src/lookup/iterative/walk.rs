@@ -469,7 +469,13 @@ impl<'a> Walk<'a> {
     }
 
     /// Adds a query's step to the trace, when tracing.
-    fn note_step(&mut self, depth: u32, sent: Sent<'_>, response: Option<Vec<u8>>, error: Option<&String>) {
+    fn note_step(
+        &mut self,
+        depth: u32,
+        sent: Sent<'_>,
+        response: Option<Vec<u8>>,
+        error: Option<&String>,
+    ) {
         if !self.tracing {
             return;
         }
