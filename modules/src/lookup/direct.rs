@@ -8,9 +8,9 @@ use super::board::{Nameserver, Scheduler};
 use super::record::Outcome;
 use super::shared::Shared;
 use super::trace::TraceStep;
+use super::transfer::transfer_from;
 use dnsluice_core::dns;
-use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{connect, ClientSetup, Connection, Endpoint, NetError, Transport};
+use dnsluice_net::{connect, Connection, NetError, Transport};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -170,9 +170,6 @@ impl Ask for DirectAsk<'_> {
     }
 }
 
-/// The AXFR query type.
-const TYPE_AXFR: u16 = 252;
-
 /// AXFR of `zone` from `server` (at the job's nameserver's port) or from
 /// the job's nameserver itself; one try (a transfer is not retried).
 async fn transfer(
@@ -192,48 +189,6 @@ async fn transfer(
     let setup = shared.setup_for(endpoint.transport);
     let config = &shared.config;
     transfer_from(endpoint, setup, config.query, config.timeout, zone, outcome).await
-}
-
-/// AXFR of `zone` from `endpoint` (TCP, or TLS), one try, counted and traced
-/// in `outcome`: the messages in order.
-pub(super) async fn transfer_from(
-    endpoint: Endpoint,
-    setup: &ClientSetup,
-    query_options: QueryOptions,
-    timeout: std::time::Duration,
-    zone: &str,
-    outcome: &mut Outcome,
-) -> Result<Vec<Vec<u8>>, NetError> {
-    let mut query = Vec::with_capacity(64);
-    let options = QueryOptions {
-        recursion_desired: false,
-        ..query_options
-    };
-    dnsluice_net::query::build(0, zone, TYPE_AXFR, &options, &mut query)
-        .map_err(|_| NetError::BadQuery("the zone's name cannot be encoded"))?;
-    outcome.attempts += 1;
-    outcome.protocol = endpoint.transport.protocol_name();
-    let started = Instant::now();
-    let result = dnsluice_net::transfer(&endpoint, setup, &query, timeout).await;
-    if let Some(trace) = &mut outcome.trace {
-        trace.push(TraceStep {
-            name: zone.to_string(),
-            qtype: TYPE_AXFR,
-            qclass: dnsluice_net::query::CLASS_IN,
-            nameserver: endpoint.resolver_name(),
-            protocol: endpoint.transport.protocol_name(),
-            depth: 1,
-            layer: zone.to_string(),
-            response: result
-                .as_ref()
-                .ok()
-                .and_then(|t| t.messages.first().cloned()),
-            error: result.as_ref().err().map(ToString::to_string),
-            duration: started.elapsed(),
-            ..TraceStep::default()
-        });
-    }
-    result.map(|t| t.messages)
 }
 
 /// Sends one question with retries; the response, or the last error.

@@ -29,6 +29,7 @@ pub mod sections;
 pub mod shared;
 pub mod stats;
 pub mod trace;
+pub mod transfer;
 pub mod worker;
 
 pub use board::Scheduler;

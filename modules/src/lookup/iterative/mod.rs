@@ -28,8 +28,8 @@ pub mod trust;
 pub mod walk;
 
 use super::ask::{Ask, AskError, Question};
-use super::direct::transfer_from;
 use super::record::Outcome;
+use super::transfer::transfer_from;
 use authorities::Authorities;
 use cache::Cache;
 use delegation::{Delegation, Shuffler};
