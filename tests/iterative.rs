@@ -681,3 +681,261 @@ fn a_trace_lists_every_step() {
     assert_eq!(steps.len(), 1, "{}", records[1]);
     assert_eq!(steps[0]["cached"], true, "{}", records[1]);
 }
+
+/// The generator's answers for (`name`, `qtype`), as compared, if it recorded them.
+fn recorded<'a>(all: &'a [Expected], name: &str, qtype: &str) -> Option<&'a Expected> {
+    all.iter()
+        .find(|e| key(&e.name) == key(name) && e.qtype == qtype)
+}
+
+/// Addresses unbound gives for `names` (A), by name: the truth for the
+/// addresses the modules look up themselves.
+fn unbound_addresses(
+    world: &World,
+    names: &BTreeSet<String>,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let questions: Vec<testkit::kdig::Question> = names
+        .iter()
+        .map(|n| testkit::kdig::Question {
+            name: format!("{n}."),
+            rtype: "A".into(),
+            class: "IN".into(),
+        })
+        .collect();
+    let replies = testkit::kdig::ask(
+        &world.unbound.ip().to_string(),
+        world.unbound.port(),
+        true,
+        &questions,
+        &[],
+    );
+    names
+        .iter()
+        .zip(replies)
+        .map(|(name, reply)| {
+            let reply = reply.unwrap_or_else(|e| panic!("unbound on {name}: {e}"));
+            let found = reply
+                .answers
+                .iter()
+                .filter(|a| a.rtype == "A")
+                .map(|a| a.data.clone())
+                .collect();
+            (name.clone(), found)
+        })
+        .collect()
+}
+
+/// A list of strings in a record, as a set.
+fn strings(value: &Value) -> BTreeSet<String> {
+    value
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The lookup modules run unchanged over the iterative resolver: NSLOOKUP
+/// and MXLOOKUP give the generator's NS and MX sets with the addresses
+/// unbound finds for them, SPF and DMARC the generator's TXT records.
+#[test]
+fn lookup_modules_run_iteratively_on_the_world() {
+    let world = world();
+    let all = expected(&world);
+    let leaf = |qtype: &str| -> Vec<&Expected> {
+        all.iter()
+            .filter(|e| e.case == "leaf" && e.qtype == qtype && e.rcode == "NOERROR")
+            .take(25)
+            .collect()
+    };
+    // MXLOOKUP: every exchange of the generator's MX set, with its addresses.
+    let mx = leaf("MX");
+    let names: Vec<&str> = mx.iter().map(|e| e.name.as_str()).collect();
+    let (records, _) = iterate(&world, "MXLOOKUP", &[], &names);
+    let targets: BTreeSet<String> = mx
+        .iter()
+        .flat_map(|e| {
+            e.answers
+                .iter()
+                .map(|(_, _, data)| key(data.split(' ').nth(1).unwrap()))
+        })
+        .collect();
+    let truth = unbound_addresses(&world, &targets);
+    for e in &mx {
+        let record = &records[&key(&e.name)];
+        assert_eq!(record["status"], "NOERROR", "{record}");
+        let exchanges = record["data"]["exchanges"].as_array().unwrap();
+        let got: BTreeSet<(u64, String)> = exchanges
+            .iter()
+            .map(|x| {
+                (
+                    x["preference"].as_u64().unwrap(),
+                    key(x["name"].as_str().unwrap()),
+                )
+            })
+            .collect();
+        let want: BTreeSet<(u64, String)> = e
+            .answers
+            .iter()
+            .map(|(_, _, data)| {
+                let (pref, target) = data.split_once(' ').unwrap();
+                (pref.parse().unwrap(), key(target))
+            })
+            .collect();
+        assert_eq!(got, want, "{}", e.name);
+        for x in exchanges {
+            let name = key(x["name"].as_str().unwrap());
+            assert_eq!(strings(&x["ipv4_addresses"]), truth[&name], "{name}");
+        }
+    }
+    // NSLOOKUP: the generator's NS names, with the addresses unbound finds.
+    let ns = leaf("NS");
+    let names: Vec<&str> = ns.iter().map(|e| e.name.as_str()).collect();
+    let (records, _) = iterate(&world, "NSLOOKUP", &[], &names);
+    let servers: BTreeSet<String> = ns
+        .iter()
+        .flat_map(|e| e.answers.iter().map(|(_, _, data)| key(data)))
+        .collect();
+    let truth = unbound_addresses(&world, &servers);
+    for e in &ns {
+        let record = &records[&key(&e.name)];
+        assert_eq!(record["status"], "NOERROR", "{record}");
+        let listed = record["data"]["servers"].as_array().unwrap();
+        let got: BTreeSet<String> = listed
+            .iter()
+            .map(|s| key(s["name"].as_str().unwrap()))
+            .collect();
+        let want: BTreeSet<String> = e.answers.iter().map(|(_, _, data)| key(data)).collect();
+        assert_eq!(got, want, "{}", e.name);
+        for s in listed {
+            let name = key(s["name"].as_str().unwrap());
+            assert_eq!(strings(&s["ipv4_addresses"]), truth[&name], "{name}");
+        }
+    }
+    // SPF and DMARC: the zone's `v=spf1` TXT and its `_dmarc` TXT.
+    let txt: Vec<&Expected> = all
+        .iter()
+        .filter(|e| e.case == "leaf" && e.qtype == "TXT")
+        .collect();
+    let value = |e: &Expected, prefix: &str| {
+        e.answers
+            .iter()
+            .map(|(_, _, data)| data.trim_matches('"').to_string())
+            .find(|text| text.starts_with(prefix))
+    };
+    let spf: Vec<(&str, String)> = txt
+        .iter()
+        .filter_map(|e| Some((e.name.as_str(), value(e, "v=spf1")?)))
+        .take(20)
+        .collect();
+    // As ZDNS, DMARC asks the name given: `_dmarc.<domain>`.
+    let dmarc: Vec<(String, String)> = txt
+        .iter()
+        .filter(|e| key(&e.name).starts_with("_dmarc."))
+        .filter_map(|e| Some((key(&e.name), value(e, "v=DMARC1")?)))
+        .take(20)
+        .collect();
+    assert!(
+        spf.len() == 20 && dmarc.len() == 20,
+        "the world has SPF and DMARC records"
+    );
+    let names: Vec<&str> = spf.iter().map(|(n, _)| *n).collect();
+    let (records, _) = iterate(&world, "SPF", &[], &names);
+    for (name, text) in &spf {
+        assert_eq!(records[&key(name)]["data"]["spf"], text.as_str(), "{name}");
+    }
+    let names: Vec<&str> = dmarc.iter().map(|(n, _)| n.as_str()).collect();
+    let (records, _) = iterate(&world, "DMARC", &[], &names);
+    for (name, text) in &dmarc {
+        assert_eq!(
+            records[&key(name)]["data"]["dmarc"],
+            text.as_str(),
+            "{name}"
+        );
+    }
+}
+
+/// AXFR, iteratively: the zone's NS set found from the root, then a transfer
+/// from each; `axfr.com.` gives the generator's whole zone from every
+/// server, `noaxfr.com.` each server's refusal.
+#[test]
+fn axfr_finds_the_servers_from_the_root_and_transfers_from_each() {
+    let world = world();
+    let all = expected(&world);
+    let zone = recorded(&all, "axfr.com.", "AXFR").expect("the world records axfr.com's zone");
+    let (records, _) = iterate(&world, "AXFR", &[], &["axfr.com", "noaxfr.com"]);
+    let record = &records["axfr.com"];
+    assert_eq!(record["status"], "NOERROR", "{record}");
+    let servers = record["data"]["servers"].as_array().unwrap();
+    let ns = recorded(&all, "axfr.com.", "NS").map_or(2, |e| e.answers.len());
+    assert_eq!(servers.len(), ns, "one transfer per nameserver: {record}");
+    for server in servers {
+        assert_eq!(server["Status"], "NOERROR", "{server}");
+        let got: BTreeSet<(String, String, String)> = server["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let text = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+                rr(&text("name"), &text("type"), &text("answer"))
+            })
+            .collect();
+        assert_eq!(got, zone.answers, "{}", server["server"]);
+    }
+    let refused = records["noaxfr.com"]["data"]["servers"].as_array().unwrap();
+    assert!(!refused.is_empty());
+    for server in refused {
+        assert_eq!(server["Status"], "ERROR", "{server}");
+        assert!(
+            server["error"].as_str().unwrap().contains("NOTAUTH"),
+            "{server}"
+        );
+    }
+}
+
+/// BINDVERSION, pinned to each world server: the version string the
+/// generator gave each instance (and REFUSED where it gave none).
+#[test]
+fn bindversion_asks_each_world_server() {
+    let world = world();
+    let lines: Vec<(String, String, String)> = world
+        .expected()
+        .into_iter()
+        .filter(|e| e.case == "bindversion")
+        .map(|e| {
+            let server = e
+                .server
+                .clone()
+                .expect("a bindversion line names its server");
+            let version = e
+                .answers
+                .first()
+                .map(|a| a.data.trim_matches('"').to_string());
+            (server, e.rcode.clone(), version.unwrap_or_default())
+        })
+        .collect();
+    assert!(lines.len() >= 20, "every knot and nsd instance");
+    let input: Vec<String> = lines
+        .iter()
+        .map(|(server, _, _)| format!("version.bind,{server}"))
+        .collect();
+    let (records, _) = lookup_in_order(&["BINDVERSION", "--retries", "0"], &input);
+    for record in &records {
+        let server = record["nameserver"].as_str().unwrap();
+        let (_, rcode, version) = lines
+            .iter()
+            .find(|(s, _, _)| {
+                [format!("{s}:53"), format!("[{s}]:53")]
+                    .iter()
+                    .any(|a| a == server)
+            })
+            .unwrap_or_else(|| panic!("{server} was asked"));
+        if rcode == "NOERROR" {
+            assert_eq!(record["data"]["version"], version.as_str(), "{record}");
+        } else {
+            assert_eq!(record["status"], rcode.as_str(), "{record}");
+        }
+    }
+}
