@@ -30,10 +30,13 @@ mod filter_lua;
 mod lua_module;
 mod modules;
 mod options;
+mod record;
 mod pull;
 mod script;
 mod source;
 mod state;
+#[cfg(feature = "lua54")]
+mod strings;
 mod view;
 
 pub use entry::filter_lua_entry;

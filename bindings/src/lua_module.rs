@@ -3,9 +3,9 @@
 
 use crate::error::{describe, located};
 use crate::pull::Pull;
-use crate::view::{with_view, Cursor};
+use crate::view::{normalize, with_view, Cursor};
 use dnsluice_core::{Object, OwnedObject, Producer, Receiver, StageError, StageStats};
-use mlua::{Function, Lua, Table, Value};
+use mlua::{Function, Lua, Table, Value, WeakLua};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -44,6 +44,7 @@ impl LuaReceiver {
             let Some(receiver) = to.as_mut() else {
                 return Err(located(lua, "pass: this stage has no receiver"));
             };
+            let view = normalize(lua, &view)?;
             with_view(&view, |obj, _| {
                 let mut obj = *obj;
                 receiver.receive(&mut obj)
@@ -109,6 +110,8 @@ impl Receiver for LuaReceiver {
 /// A Lua module that produces objects (`produce(self)`); what it returns is
 /// copied, so native stages may keep it until they ask for the next.
 pub struct LuaProducer {
+    /// The state (weak: the state owns the chain).
+    lua: WeakLua,
     name: String,
     table: Table,
     produce: Function,
@@ -138,6 +141,7 @@ impl LuaProducer {
             table.set("pull", next)?;
         }
         Ok(Box::new(LuaProducer {
+            lua: lua.weak(),
             name,
             table,
             produce,
@@ -156,6 +160,12 @@ impl Producer for LuaProducer {
         if value.is_nil() {
             return Ok(None);
         }
+        let lua = self
+            .lua
+            .try_upgrade()
+            .ok_or_else(|| StageError::other(&self.name, "the Lua state is gone"))?;
+        let value =
+            normalize(&lua, &value).map_err(|e| StageError::other(&self.name, describe(&e)))?;
         let owned = &mut self.owned;
         with_view(&value, |obj, _| owned.copy_from(obj))
             .map_err(|e| StageError::other(&self.name, format!("produce returned {e}")))?;

@@ -20,7 +20,10 @@ use mlua::{Lua, Table, Value};
 pub fn new_state(registry: &Registry, args: &[String]) -> mlua::Result<Lua> {
     let lua = Lua::new();
     #[cfg(feature = "lua54")]
-    lua.load("collectgarbage('generational')").exec()?;
+    {
+        lua.load("collectgarbage('generational')").exec()?;
+        crate::strings::install(&lua)?;
+    }
     crate::view::install(&lua)?;
     let arg = lua.create_table()?;
     for (i, a) in args.iter().enumerate() {
