@@ -5,7 +5,7 @@
 -- lengths of the lower-cased QNAMEs.
 -- Prints "queries qname_bytes" then one "qtype count" line per QTYPE.
 --
--- Usage: dnsluice script benches/lua/qname-qtype.lua FILE
+-- Usage: dnsluice script benches/lua/qname-qtype.lua FILE [--one-thread]
 
 local file = arg[1]
 if file == nil then
@@ -13,7 +13,8 @@ if file == nil then
     os.exit(2)
 end
 
-local input = require("dnsluice.input.mmpcap").new { path = file }
+-- `--one-thread`: no mmpcap helper thread (the whole run on one core, as dnsjit).
+local input = require("dnsluice.input.mmpcap").new { path = file, helper = arg[2] ~= "--one-thread" }
 local layer = require("dnsluice.filter.layer").new()
 local dns = require("dnsluice.filter.dns").new()
 dns:producer(layer:producer(input))

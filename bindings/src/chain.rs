@@ -87,6 +87,19 @@ impl Stage {
         Stage::new(name, Kind::LuaModule { table })
     }
 
+    /// Whether this stage and all it pulls from are registry modules.
+    fn is_native_chain(&self) -> bool {
+        let mut stage = Some(self.clone());
+        while let Some(s) = stage {
+            let node = s.0.borrow();
+            if !matches!(node.kind, Kind::Native { .. }) {
+                return false;
+            }
+            stage = node.upstream.clone();
+        }
+        true
+    }
+
     fn name(&self) -> String {
         self.0.borrow().name.clone()
     }
@@ -279,7 +292,7 @@ impl Stage {
         }
         match &mut node.kind {
             Kind::Native { entry, options } => {
-                crate::modules::check_option(entry, key).map_err(|e| located(lua, e))?;
+                check_option(entry, key).map_err(|e| located(lua, e))?;
                 match crate::options::to_toml(&value)
                     .map_err(|e| located(lua, format!("{}: option `{key}`: {e}", entry.name)))?
                 {
@@ -314,6 +327,26 @@ fn stats_table(lua: &Lua, stats: &[StageStats]) -> mlua::Result<Table> {
         list.push(t)?;
     }
     Ok(list)
+}
+
+/// Checks that `key` is an option of `entry`.
+pub fn check_option(entry: &ModuleEntry, key: &str) -> Result<(), String> {
+    if entry.options.iter().any(|o| o.key == key) {
+        return Ok(());
+    }
+    let valid: Vec<&str> = entry.options.iter().map(|o| o.key).collect();
+    Err(if valid.is_empty() {
+        format!(
+            "{}: unknown option `{key}` ({} has no options)",
+            entry.name, entry.name
+        )
+    } else {
+        format!(
+            "{}: unknown option `{key}`; options are: {}",
+            entry.name,
+            valid.join(", ")
+        )
+    })
 }
 
 fn link(lua: &Lua, up: &Stage, down: &Stage) -> mlua::Result<()> {
@@ -357,7 +390,17 @@ impl UserData for Stage {
                     })
                 })
                 .collect::<mlua::Result<Vec<_>>>()?;
-            push_iterator(lua, this.pull(lua)?, keys)
+            let native = this.is_native_chain();
+            let pull = this.pull(lua)?;
+            // With LuaJIT, a chain of native stages is read through FFI
+            // views, which the JIT compiles; Lua stages in the chain would
+            // call Lua from inside the FFI call, which LuaJIT forbids.
+            #[cfg(feature = "luajit")]
+            if native {
+                return crate::view::jit::iterator(lua, pull, &names);
+            }
+            let _ = native;
+            push_iterator(lua, pull, keys)
         });
         methods.add_method("set", |lua, this, (key, value): (String, Value)| {
             this.set_option(lua, &key, value)?;
@@ -378,7 +421,7 @@ impl UserData for Stage {
             |lua, (ud, key): (AnyUserData, String)| {
                 let this = ud.borrow::<Stage>()?.clone();
                 if let Kind::Native { entry, .. } = &this.0.borrow().kind {
-                    crate::modules::check_option(entry, &key).map_err(|e| located(lua, e))?;
+                    check_option(entry, &key).map_err(|e| located(lua, e))?;
                 } else {
                     return Err(located(lua, format!("{}: no method `{key}`", this.name())));
                 }

@@ -285,7 +285,7 @@ fn dns_field<'a>(
         b"ancount" => int_if(rec, HAS_HEADER, |r| i64::from(r.ancount)),
         b"nscount" => int_if(rec, HAS_HEADER, |r| i64::from(r.nscount)),
         b"arcount" => int_if(rec, HAS_HEADER, |r| i64::from(r.arcount)),
-        b"qname" if question => qname(m, scratch),
+        b"qname" if question => qname(m, rec, scratch),
         b"qtype" if question => cow(mnemonic::rtype(rec.qtype), scratch),
         b"qclass" if question => cow(mnemonic::class(rec.qclass), scratch),
         b"qtype_code" => int_if(rec, HAS_QUESTION, |r| i64::from(r.qtype)),
@@ -306,12 +306,9 @@ fn dns_field<'a>(
 }
 
 /// The first question's name in presentation form, in `scratch`.
-fn qname<'a>(m: &dnsluice_core::DnsMessage<'a>, scratch: &mut Vec<u8>) -> Field<'a> {
-    let Some(q) = m.info().question else {
-        return Field::Nil;
-    };
+fn qname<'a>(m: &dnsluice_core::DnsMessage<'a>, rec: &Record, scratch: &mut Vec<u8>) -> Field<'a> {
     scratch.clear();
-    match name::write(m.bytes, q.name as usize, scratch) {
+    match name::write(m.bytes, rec.qname_at as usize, scratch) {
         Ok(_) => Field::Scratch,
         Err(_) => Field::Nil,
     }
@@ -517,7 +514,11 @@ mod tests {
         assert_eq!(all, listed);
         for part in [Part::Packet, Part::Dns, Part::Edns] {
             for name in part.names() {
-                assert_eq!(resolve(name.as_bytes()).map(|k| k.part), Some(part), "{name}");
+                assert_eq!(
+                    resolve(name.as_bytes()).map(|k| k.part),
+                    Some(part),
+                    "{name}"
+                );
             }
         }
         assert_eq!(resolve(b"copy"), None);

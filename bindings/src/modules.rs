@@ -93,23 +93,3 @@ pub fn new_lua_filter(lua: &Lua, spec: Value) -> mlua::Result<Stage> {
     };
     Ok(Stage::lua_filter(func))
 }
-
-/// Checks that `key` is an option of `entry`.
-pub fn check_option(entry: &ModuleEntry, key: &str) -> Result<(), String> {
-    if entry.options.iter().any(|o| o.key == key) {
-        return Ok(());
-    }
-    let valid: Vec<&str> = entry.options.iter().map(|o| o.key).collect();
-    Err(if valid.is_empty() {
-        format!(
-            "{}: unknown option `{key}` ({} has no options)",
-            entry.name, entry.name
-        )
-    } else {
-        format!(
-            "{}: unknown option `{key}`; options are: {}",
-            entry.name,
-            valid.join(", ")
-        )
-    })
-}

@@ -58,6 +58,19 @@ impl NextView for Pull {
 }
 
 impl Pull {
+    /// The slot of the cursor the objects are lent through.
+    #[cfg_attr(not(feature = "luajit"), allow(dead_code))]
+    pub fn slot(&self) -> usize {
+        self.cursor.slot()
+    }
+
+    /// Makes the next object current: its generation, or `None` at the end.
+    #[cfg_attr(not(feature = "luajit"), allow(dead_code))]
+    pub fn next_gen(&self) -> Result<Option<u32>, String> {
+        self.advance()
+            .map(|view| view.map(|l| crate::view::slots::decode(l.0 as usize).1))
+    }
+
     /// The counters of the chain, from its first stage to this one.
     pub fn stats(&self) -> Result<Vec<StageStats>, String> {
         let producer = self

@@ -89,7 +89,9 @@ pub struct Record {
     /// EDNS: the DO bit (0 or 1).
     pub edns_do: u8,
     /// Padding (keeps the layout the same in C).
-    pub pad: [u8; 5],
+    pub pad: u8,
+    /// Offset of the first question's name in the message.
+    pub qname_at: u32,
 }
 
 /// The code [`Record::transport`] gives `transport`.
@@ -99,6 +101,15 @@ pub fn transport_code(transport: Transport) -> u16 {
         Transport::Udp => 1,
         Transport::Tcp => 2,
         Transport::Other(n) => 256 + u16::from(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `view/jit.lua` declares the same struct; it checks the size too.
+    #[test]
+    fn the_record_is_80_bytes() {
+        assert_eq!(std::mem::size_of::<super::Record>(), 80);
     }
 }
 
@@ -168,6 +179,7 @@ impl Record {
             r.has |= HAS_QUESTION;
             r.qtype = q.qtype;
             r.qclass = q.qclass;
+            r.qname_at = q.name;
         }
         if let Some(e) = info.edns {
             r.has |= HAS_EDNS;

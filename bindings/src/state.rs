@@ -18,6 +18,16 @@ use mlua::{Lua, Table, Value};
 /// (measured: about 6% less CPU for `benches/lua/qname-qtype.lua`).
 /// `collectgarbage("incremental")` switches back.
 pub fn new_state(registry: &Registry, args: &[String]) -> mlua::Result<Lua> {
+    #[cfg(feature = "luajit")]
+    // SAFETY: the FFI is for `view/jit.lua` only: it is taken out of
+    // `package.loaded` once that has run, so scripts cannot load it.
+    let lua = unsafe {
+        Lua::unsafe_new_with(
+            mlua::StdLib::ALL_SAFE | mlua::StdLib::FFI,
+            mlua::LuaOptions::default(),
+        )
+    };
+    #[cfg(not(feature = "luajit"))]
     let lua = Lua::new();
     #[cfg(feature = "lua54")]
     {

@@ -13,6 +13,21 @@ pub const METHODS_KEY: &std::ffi::CStr = c"dnsluice.view.methods";
 /// Registry key of the function that builds table-valued fields.
 pub const TABLES_KEY: &std::ffi::CStr = c"dnsluice.view.tables";
 
+/// A view method (`copy`), or the error for a name that is neither a field
+/// nor a method.
+pub fn method(lua: &mlua::Lua, key: &mlua::LuaString) -> mlua::Result<mlua::Value> {
+    let methods: mlua::Table =
+        lua.named_registry_value(METHODS_KEY.to_str().unwrap_or_default())?;
+    match methods.raw_get::<mlua::Value>(key)? {
+        mlua::Value::Nil => Err(mlua::Error::runtime(format!(
+            "objects have no field `{}` (fields: {})",
+            key.display(),
+            fields::NAMES
+        ))),
+        v => Ok(v),
+    }
+}
+
 thread_local! {
     /// The buffer string fields are written to before Lua copies them.
     pub static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
@@ -110,7 +125,9 @@ pub unsafe fn push_field(
         // stays put until the slot is cleared, and nothing below runs Lua
         // code that could clear it before the string is pushed.
         let (slot, gen, part) = decode(value);
-        let field = with_live(slot, gen, |obj, rec| fields::field(obj, rec, part, key, scratch));
+        let field = with_live(slot, gen, |obj, rec| {
+            fields::field(obj, rec, part, key, scratch)
+        });
         let Some(field) = field else {
             push_message(l, STALE);
             return -1;
@@ -161,4 +178,3 @@ pub unsafe fn push_table(l: *mut ffi::lua_State, value: usize, key: c_int) {
         ffi::lua_call(l, 2, 1);
     }
 }
-

@@ -28,6 +28,7 @@
 //! slot ([`with_view`]) the slot is pinned, and a pinned slot refuses to take
 //! a new object.
 
+mod access;
 mod index;
 mod iter;
 #[cfg(feature = "luajit")]
@@ -35,61 +36,13 @@ pub mod jit;
 mod owned;
 pub mod slots;
 
+pub use access::{copy, normalize, with_view};
 pub use iter::{push_iterator, NextView};
 pub use slots::{Cursor, ViewError};
 
-use crate::fields::{self, Part};
+use crate::fields;
 use index::{light_index, METHODS_KEY, TABLES_KEY};
-use mlua::{AnyUserData, LightUserData, Lua, Value};
-use owned::OwnedView;
-
-fn method(lua: &Lua, key: &mlua::LuaString) -> mlua::Result<Value> {
-    let methods: mlua::Table =
-        lua.named_registry_value(METHODS_KEY.to_str().unwrap_or_default())?;
-    match methods.raw_get::<Value>(key)? {
-        Value::Nil => Err(mlua::Error::runtime(format!(
-            "objects have no field `{}` (fields: {})",
-            key.display(),
-            fields::NAMES
-        ))),
-        v => Ok(v),
-    }
-}
-
-/// Calls `f` with the object a view (light or owned) stands for, and the
-/// part it stands for; a light view's slot is pinned meanwhile.
-pub fn with_view<R>(
-    value: &Value,
-    f: impl for<'a> FnOnce(&dnsluice_core::Object<'a>, Part) -> R,
-) -> Result<R, ViewError> {
-    match value {
-        Value::LightUserData(l) => slots::with_pinned(l.0 as usize, f),
-        Value::UserData(ud) => {
-            let this = ud
-                .borrow::<OwnedView>()
-                .map_err(|_| ViewError::NotAnObject("another userdata"))?;
-            Ok(f(&this.obj.view(), this.part))
-        }
-        other => Err(ViewError::NotAnObject(other.type_name())),
-    }
-}
-
-/// Makes an owned copy of the object a view stands for.
-pub fn copy(lua: &Lua, value: &Value) -> mlua::Result<AnyUserData> {
-    let value = normalize(lua, value)?;
-    with_view(&value, |obj, part| owned::copy_of(lua, obj, part)).map_err(mlua::Error::external)?
-}
-
-/// A view as [`with_view`] takes it: an FFI view (LuaJIT) becomes the light
-/// view of the same object; anything else is returned as it is.
-pub fn normalize(lua: &Lua, value: &Value) -> mlua::Result<Value> {
-    #[cfg(feature = "luajit")]
-    if let Value::Other(_) = value {
-        return jit::to_light(lua, value);
-    }
-    let _ = lua;
-    Ok(value.clone())
-}
+use mlua::{LightUserData, Lua, Value};
 
 /// Installs the metatable of light userdata (object views), the view
 /// methods and, with LuaJIT, the FFI views.

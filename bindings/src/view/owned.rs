@@ -25,7 +25,8 @@ impl UserData for OwnedView {
                 let this = ud.borrow::<OwnedView>()?;
                 let obj = this.obj.view();
                 let mut scratch = Vec::new();
-                let field = fields::field(&obj, &this.record, this.part, &key.as_bytes(), &mut scratch);
+                let field =
+                    fields::field(&obj, &this.record, this.part, &key.as_bytes(), &mut scratch);
                 match field {
                     Field::View(part) => {
                         let view = OwnedView {
@@ -37,7 +38,7 @@ impl UserData for OwnedView {
                         lua.create_userdata(view).map(Value::UserData)
                     }
                     Field::Table => fields::table(lua, &obj, this.part, &key.to_str()?),
-                    Field::Unknown => super::method(lua, &key),
+                    Field::Unknown => super::index::method(lua, &key),
                     other => fields::to_value(lua, other, &scratch),
                 }
             },
@@ -49,7 +50,11 @@ impl UserData for OwnedView {
 }
 
 /// An owned copy of `obj`'s `part`.
-pub fn copy_of(lua: &Lua, obj: &dnsluice_core::Object<'_>, part: Part) -> mlua::Result<AnyUserData> {
+pub fn copy_of(
+    lua: &Lua,
+    obj: &dnsluice_core::Object<'_>,
+    part: Part,
+) -> mlua::Result<AnyUserData> {
     let mut owned = OwnedObject::default();
     owned.copy_from(obj);
     let record = Record::of(&owned.view(), 0);

@@ -170,6 +170,8 @@ pub fn write(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Result<usize, (DnsE
 /// the name is anything else; the full walk then decides.
 #[inline]
 fn write_plain(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
+    // Room for any name once, rather than a check per label.
+    out.reserve(MAX_NAME + 1);
     let mut pos = start;
     loop {
         let len = usize::from(*msg.get(pos)?);
