@@ -629,3 +629,30 @@ fn a_stale_view_from_iter_raises_an_error_in_the_fast_path() {
     }
     assert_eq!(out, want);
 }
+
+/// `string.lower` (Lua 5.4's is replaced by one that returns its argument
+/// when nothing changes) lower-cases ASCII letters as the C locale does, and
+/// nothing else; the expected strings are Python's `bytes.lower()` of the
+/// same bytes.
+#[test]
+fn string_lower_maps_ascii_letters_only() {
+    let out = run_on(
+        "lower.lua",
+        CAPTURE,
+        "local s = 'already.lower.'\n\
+         print(string.lower('WwW.CORPUS.TEST.'), string.lower(s), rawequal(string.lower(s), s))\n\
+         print(string.lower(12), ('MiXeD-123_Z'):lower(), #string.lower(''))\n\
+         print(string.byte(string.lower('\\200A\\255Z'), 1, -1))\n",
+    );
+    // Lua's escapes are decimal: \200 is 0xc8.
+    let bytes: Vec<String> = b"\xc8A\xffZ"
+        .to_ascii_lowercase()
+        .iter()
+        .map(|b| b.to_string())
+        .collect();
+    let want = format!(
+        "www.corpus.test.\talready.lower.\ttrue\n12\tmixed-123_z\t0\n{}\n",
+        bytes.join("\t")
+    );
+    assert_eq!(out, want);
+}

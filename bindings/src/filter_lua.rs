@@ -30,6 +30,9 @@ struct Direct {
     state: *mut ffi::lua_State,
     /// The function, in the state's registry.
     func: c_int,
+    /// [`traceback`], in the state's registry (pushing a C function anew
+    /// for every call would allocate a closure with LuaJIT).
+    traceback: c_int,
 }
 
 impl LuaFilter {
@@ -55,18 +58,21 @@ impl LuaFilter {
 impl Direct {
     fn new(lua: &Lua, func: &Function) -> mlua::Result<Direct> {
         let mut state = std::ptr::null_mut();
-        let mut reference = 0;
-        // SAFETY: the closure pops the function it was given into the
-        // registry and leaves the stack as it found it.
+        let (mut reference, mut handler) = (0, 0);
+        // SAFETY: the closure pops the function it was given and the one it
+        // pushes into the registry, and leaves the stack as it found it.
         unsafe {
             lua.exec_raw::<()>(func.clone(), |l| {
                 state = l;
                 reference = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
+                ffi::lua_pushcfunction(l, traceback);
+                handler = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
             })?;
         }
         Ok(Direct {
             state,
             func: reference,
+            traceback: handler,
         })
     }
 
@@ -82,7 +88,7 @@ impl Direct {
             if ffi::lua_checkstack(l, 3) == 0 {
                 return Err("Lua stack overflow".to_string());
             }
-            ffi::lua_pushcfunction(l, traceback);
+            ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, self.traceback as _);
             ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, self.func as _);
             ffi::lua_pushlightuserdata(l, view.0);
             let status = ffi::lua_pcall(l, 1, 1, top + 1);
@@ -107,7 +113,10 @@ impl Direct {
 impl Drop for Direct {
     fn drop(&mut self) {
         // SAFETY: as in `call`; the state is dropped after this.
-        unsafe { ffi::luaL_unref(self.state, ffi::LUA_REGISTRYINDEX, self.func) }
+        unsafe {
+            ffi::luaL_unref(self.state, ffi::LUA_REGISTRYINDEX, self.func);
+            ffi::luaL_unref(self.state, ffi::LUA_REGISTRYINDEX, self.traceback);
+        }
     }
 }
 
