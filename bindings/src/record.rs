@@ -104,15 +104,6 @@ pub fn transport_code(transport: Transport) -> u16 {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    /// `view/jit.lua` declares the same struct; it checks the size too.
-    #[test]
-    fn the_record_is_80_bytes() {
-        assert_eq!(std::mem::size_of::<super::Record>(), 80);
-    }
-}
-
 impl Record {
     /// The fields of `obj`, for generation `gen`.
     pub fn of(obj: &Object<'_>, gen: u32) -> Record {
@@ -131,7 +122,7 @@ impl Record {
         }
         r.len = p.meta.len;
         r.caplen = p.data.len() as u32;
-        r.payload_len = u32::from(p.layers.payload_len);
+        r.payload_len = p.layers.payload_len;
         if p.layers.truncated {
             r.has |= TRUNCATED;
         }
@@ -194,5 +185,14 @@ impl Record {
     /// Whether all the `bits` are set in [`Record::has`].
     pub fn has(&self, bits: u32) -> bool {
         self.has & bits == bits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `view/jit.lua` declares the same struct; it checks the size too.
+    #[test]
+    fn the_record_is_80_bytes() {
+        assert_eq!(std::mem::size_of::<super::Record>(), 80);
     }
 }
