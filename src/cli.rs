@@ -65,7 +65,7 @@ pub enum Command {
     /// Run a Lua script: `arg[0]` is the script, `arg[1]`... the arguments.
     ///
     /// Every module is reachable from Lua (`require("dnsluice.input.mmpcap")`);
-    /// see the README's Lua section. Works as a shebang:
+    /// see docs/lua.md. Works as a shebang:
     /// `#!/usr/bin/env -S dnsluice script`.
     Script {
         /// The Lua file.

@@ -4,7 +4,7 @@ use crate::flags::{parse_table, ModuleFlags};
 use crate::report::Progress;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use dnsluice_modules::lookup::stage::LookupOptions;
+use dnsluice_modules::lookup::dns::LookupOptions;
 use dnsluice_modules::lookup::{Finished, LookupEngine};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};

@@ -190,15 +190,38 @@ fn stats_json_has_every_stage_with_counts_and_errors() {
         .collect();
     assert_eq!(modules, ["input.mmpcap", "filter.layer", "output.null"]);
     for stage in v["stages"].as_array().unwrap() {
+        // Every stage has the whole contract, typed.
+        let keys: Vec<&str> = stage
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        for key in ["module", "in", "out", "errors", "counters", "warnings"] {
+            assert!(keys.contains(&key), "`{key}` missing: {stage}");
+        }
+        assert!(stage["module"].is_string(), "{stage}");
+        assert!(stage["in"].is_u64() && stage["out"].is_u64(), "{stage}");
+        for map in ["errors", "counters"] {
+            let map = stage[map].as_object().unwrap_or_else(|| panic!("{stage}"));
+            assert!(map.values().all(Value::is_u64), "{stage}");
+        }
+        let warnings = stage["warnings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{stage}"));
+        assert!(warnings.iter().all(Value::is_string), "{stage}");
         assert_eq!(stage["in"], 34, "{stage}");
     }
+    // The reader's 34 records go on to the layer filter, and all of them on to the output.
+    assert_eq!(v["stages"][0]["out"], 34);
+    assert_eq!(v["stages"][1]["out"], 34);
     // malformed.pcap's frames 2, 5 and 32 carry a bad IPv4 total length, a bad UDP
     // length and IHL=4 (corpus README, generator_frames).
     let errors = &v["stages"][1]["errors"];
     assert_eq!(errors["bad_ipv4_total_length"], 1, "{errors}");
     assert_eq!(errors["bad_udp_length"], 1, "{errors}");
     assert_eq!(errors["bad_ipv4_header_length"], 1, "{errors}");
-    assert!(v["elapsed_s"].as_f64().unwrap() >= 0.0);
+    assert!(v["elapsed_s"].is_f64(), "{v}");
     // The human summary on stderr has the same stages.
     let err = stderr(&out);
     assert!(

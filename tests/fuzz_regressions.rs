@@ -1,96 +1,49 @@
-//! Replays what the fuzzers found (`fuzz/regressions/*`) and a few hostile
-//! inputs built here through both native readers and the layer parser: no
-//! panic, no hang, and both readers agree packet for packet.
+//! Replays what the fuzzers found (`fuzz/regressions/*`) through the fuzz
+//! targets' own bodies (`dnsluice::modules::fuzzing`: the same invariants
+//! the fuzzer checks, with no libFuzzer), and feeds prefixes and damaged
+//! copies of small corpus captures to the capture-reader target.
 
 mod common;
 
-use dnsluice::core::wire::parse_layers;
-use dnsluice::core::{Object, Producer};
-use dnsluice::modules::input::fpcap::BufferedStream;
-use dnsluice::modules::input::{mmpcap, CaptureReader};
+use dnsluice::modules::fuzzing;
 use std::path::Path;
 
-/// What a reader made of some bytes: each packet's (frame, ts, len, link, bytes), then the outcome.
-type Outcome = (
-    Vec<(u64, Option<i64>, u32, u32, Vec<u8>)>,
-    Result<(), String>,
-);
-
-fn drain<P: Producer>(reader: Result<P, dnsluice::core::StageError>) -> Outcome {
-    let mut reader = match reader {
-        Ok(r) => r,
-        Err(e) => return (Vec::new(), Err(e.to_string())),
-    };
-    let mut packets = Vec::new();
-    loop {
-        match reader.produce() {
-            Ok(Some(Object::Packet(p))) => {
-                let layers = parse_layers(p.meta.link, p.data, p.meta.len);
-                let end = layers.payload_offset as usize + layers.payload_len as usize;
-                assert!(
-                    layers.payload_len == 0 || end <= p.data.len(),
-                    "payload past the packet"
-                );
-                let _ = (p.src(), p.dst(), p.payload());
-                packets.push((
-                    p.meta.frame,
-                    p.meta.ts_ns,
-                    p.meta.len,
-                    p.meta.link.0,
-                    p.data.to_vec(),
-                ));
-            }
-            Ok(Some(_)) => {}
-            Ok(None) => return (packets, Ok(())),
-            Err(e) => return (packets, Err(e.to_string())),
-        }
+/// The fuzz target whose input format a regression file uses, from its name
+/// (`<target>-<short-name>.bin`; `hand-*` files are hostile captures
+/// written by hand, for `capture_reader`): its name and its body.
+fn target_of(file: &str) -> (&'static str, fn(&[u8])) {
+    let (prefix, _) = file
+        .split_once('-')
+        .unwrap_or_else(|| panic!("{file}: not named <target>-<name>.bin"));
+    match prefix {
+        "capture_reader" | "hand" => ("capture_reader", fuzzing::capture_reader),
+        "layers" => ("layers", fuzzing::layers),
+        "dns_message" => ("dns_message", fuzzing::dns_message),
+        "reassembly" => ("reassembly", fuzzing::reassembly),
+        other => panic!("{file}: no fuzz target `{other}` (see fuzz/README.md)"),
     }
-}
-
-/// Both readers on the same bytes must agree (the error texts name different paths, so compare kinds).
-fn check(bytes: &[u8], label: &str) {
-    let file = common::temp_path("fuzz.pcap");
-    std::fs::write(&file, bytes).unwrap();
-    let mapped = drain(mmpcap::open(file.clone()));
-    let stream = BufferedStream::new(Box::new(std::io::Cursor::new(bytes.to_vec())), 4096);
-    let read = drain(CaptureReader::new("input.fpcap", "fuzz".into(), stream));
-    let _ = std::fs::remove_file(&file);
-    assert_eq!(
-        mapped.0, read.0,
-        "{label}: packets differ between mmpcap and fpcap"
-    );
-    assert_eq!(
-        mapped.1.is_ok(),
-        read.1.is_ok(),
-        "{label}: {:?} vs {:?}",
-        mapped.1,
-        read.1
-    );
 }
 
 #[test]
 fn fuzzer_findings_stay_fixed() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
-    let mut replayed = 0;
+    let mut replayed = std::collections::BTreeMap::<&str, usize>::new();
     for entry in std::fs::read_dir(&dir).expect("fuzz/regressions") {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "bin") {
-            let bytes = std::fs::read(&path).unwrap();
-            let name = path.file_name().unwrap().to_string_lossy();
-            // Files are named after the target that found them.
-            if name.starts_with("dns_message-") {
-                dnsluice::modules::fuzzing::dns_message(&bytes);
-            } else if name.starts_with("reassembly-") {
-                dnsluice::modules::fuzzing::reassembly(&bytes);
-            } else {
-                check(&bytes, &path.display().to_string());
-            }
-            replayed += 1;
-        }
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            file.ends_with(".bin"),
+            "{file}: regressions are <target>-<name>.bin"
+        );
+        let (target, body) = target_of(&file);
+        body(&std::fs::read(&path).unwrap());
+        *replayed.entry(target).or_default() += 1;
     }
-    assert!(
-        replayed >= 3,
-        "fuzz/regressions holds at least the hand-made hostile inputs"
+    // Every target has inputs of its own kind here.
+    assert_eq!(
+        replayed.keys().copied().collect::<Vec<_>>(),
+        ["capture_reader", "dns_message", "layers", "reassembly"],
+        "{replayed:?}"
     );
 }
 
@@ -104,12 +57,12 @@ fn every_prefix_and_a_flipped_byte_of_small_captures_reads_cleanly() {
     ] {
         let bytes = std::fs::read(common::corpus_dir().join(name)).unwrap();
         for cut in (0..bytes.len()).step_by(7) {
-            check(&bytes[..cut], &format!("{name}[..{cut}]"));
+            fuzzing::capture_reader(&bytes[..cut]);
         }
         for at in (0..bytes.len()).step_by(13) {
             let mut flipped = bytes.clone();
             flipped[at] ^= 0xff;
-            check(&flipped, &format!("{name} with byte {at} flipped"));
+            fuzzing::capture_reader(&flipped);
         }
     }
 }

@@ -269,6 +269,7 @@ fn shebang_scripts_run_with_their_arguments() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // spawns: env (the script's shebang line runs our binary through it)
     let out = std::process::Command::new(&file)
         .args(["one", "--two"])
         .output()

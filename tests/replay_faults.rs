@@ -158,8 +158,9 @@ fn udp_drops_wrong_ids_and_late_answers_are_timeouts() {
         "drop, wrongid, late3000: {stats}"
     );
     assert_eq!(n(&stats, "errors"), 0, "{stats}");
-    // The answers with the wrong id were seen and ignored.
-    assert!(n(&stats, "unmatched_responses") >= 5, "{stats}");
+    // The answers with the wrong id were seen and ignored, one each (late3000's
+    // answers are due long after the run has ended).
+    assert_eq!(n(&stats, "unmatched_responses"), 5, "{stats}");
     assert!(stderr.contains("15 queries failed (timeout)"), "{stderr}");
 }
 

@@ -2,8 +2,10 @@
 //! and DoH; started by tests/servers/up.sh): every query answered and counted,
 //! rcodes as the zone says, connections reused, certificates verified.
 
+mod common;
 mod replay_kit;
 
+use common::readers::{capinfos_packets, tcpdump_bytes, tshark_frames};
 use replay_kit::*;
 use serde_json::Value;
 
@@ -242,52 +244,16 @@ fn a_truncated_udp_answer_is_retried_over_tcp() {
     }
 }
 
+/// dnsdist's certificate (signed by the test CA, which the system does not
+/// know) is taken with `--insecure`. (That verification fails without it,
+/// with no CA file or with a name the certificate lacks, is tested against
+/// the in-process TLS server in `replay_tls_faults.rs`: deterministic,
+/// where dnsdist under a loaded machine has been seen to reset a handshake
+/// before the certificate check.)
 #[test]
-fn a_certificate_that_does_not_verify_fails_unless_insecure() {
+fn an_unverifiable_certificate_is_taken_with_insecure() {
     let s = servers();
     let capture = capture("cert.pcap");
-    for (what, extra) in [
-        // The test CA is not among the system's roots.
-        ("system roots", vec!["--tls-name", &s["TLS_NAME"]]),
-        // The right CA, the wrong name.
-        (
-            "wrong name",
-            vec!["--ca-file", &s["CA_FILE"], "--tls-name", "other.test"],
-        ),
-    ] {
-        let mut args = vec![
-            "--server",
-            &s["DOT"],
-            "--transport",
-            "tls",
-            "--clients",
-            "2",
-        ];
-        args.extend_from_slice(&extra);
-        // Only the first failure's message is printed; under load (the whole
-        // suite in parallel) dnsdist has been seen to reset one handshake
-        // before the certificate check: run again then (at most twice more).
-        let mut tries = 0;
-        let (stats, stderr) = loop {
-            let (stats, stderr) = replay(&capture, &args);
-            tries += 1;
-            if stderr.contains("certificate") || tries == 3 {
-                break (stats, stderr);
-            }
-        };
-        check_contract(&stats);
-        assert_eq!(n(&stats, "answered"), 0, "{what}: {stats}");
-        assert_eq!(n(&stats, "errors"), QUERIES as u64, "{what}: {stats}");
-        assert_eq!(n(&stats, "tls_handshakes"), 0, "{what}: {stats}");
-        assert_eq!(
-            stats["errors_by_kind"]["tls_handshake"], QUERIES as u64,
-            "{what}"
-        );
-        assert!(
-            stderr.contains("TLS handshake with") && stderr.contains("certificate"),
-            "{what}: {stderr}"
-        );
-    }
     let (stats, _) = replay(
         &capture,
         &[
@@ -422,6 +388,42 @@ fn responses_as_pcap_read_back_with_tshark() {
     let exist = (0..QUERIES).filter(|i| i % 5 != 4).count() as u64;
     assert_eq!(rcodes["0"], exist);
     assert_eq!(rcodes["3"], QUERIES as u64 - exist);
+    // The file reads the same in capinfos, tshark (timestamps, lengths) and
+    // tcpdump (bytes) as in our own reader.
+    assert_eq!(capinfos_packets(&out), 2 * QUERIES as u64);
+    let ours = our_records(&out);
+    let frames = tshark_frames(&out);
+    let bytes = tcpdump_bytes(&out);
+    assert_eq!(
+        (ours.len(), frames.len(), bytes.len()),
+        (2 * QUERIES, 2 * QUERIES, 2 * QUERIES)
+    );
+    for (i, ((ts, data), frame)) in ours.iter().zip(&frames).enumerate() {
+        let epoch = format!("{}.{:09}", ts / 1_000_000_000, ts % 1_000_000_000);
+        assert_eq!(frame.ts, epoch, "record {}", i + 1);
+        assert_eq!(
+            (frame.len, frame.caplen),
+            (data.len() as u64, data.len() as u64)
+        );
+        assert!(
+            bytes[i] == *data,
+            "record {}: tcpdump reads other bytes",
+            i + 1
+        );
+    }
+}
+
+/// (timestamp, bytes) of each record, read with our own reader.
+fn our_records(path: &std::path::Path) -> Vec<(i64, Vec<u8>)> {
+    use dnsluice::core::{Object, Producer};
+    let mut reader = dnsluice::modules::input::mmpcap::open(path.to_path_buf()).unwrap();
+    let mut records = Vec::new();
+    while let Some(obj) = reader.produce().unwrap() {
+        if let Object::Packet(p) = obj {
+            records.push((p.meta.ts_ns.unwrap(), p.data.to_vec()));
+        }
+    }
+    records
 }
 
 /// `examples/lua/replay.lua` (dnsjit's replay example, ported) replays a

@@ -184,3 +184,67 @@ fn a_reset_over_tls_and_https_fails_its_query_and_the_next_reconnects() {
         );
     }
 }
+
+/// DoH sends POST unless `--method get` asks for GET (`?dns=`): the fault
+/// server counts the method of every request it gets.
+#[test]
+fn doh_posts_by_default_and_gets_when_asked() {
+    let ca = TestCert::generate("dns.test");
+    let capture = capture_of(&[("ok", 20)], "doh-method.pcap");
+    for (method, extra) in [("POST", vec![]), ("GET", vec!["--doh-method", "get"])] {
+        let server = FaultServer::start(FaultKind::Https { cert: ca.clone() });
+        let address = server_arg("https", &server);
+        let (stats, _) = replay_verified(&capture, "https", &address, &ca, &extra);
+        assert_eq!(n(&stats, "answered"), 20, "{method}: {stats}");
+        let want = if method == "GET" { (20, 0) } else { (0, 20) };
+        assert_eq!(
+            (server.doh_gets(), server.doh_posts()),
+            want,
+            "{method}: (GET, POST) requests"
+        );
+    }
+}
+
+/// A certificate the client cannot verify fails every query with the
+/// certificate error, over DoT and DoH: with no CA file (the system's
+/// roots do not know the test CA), and with the right CA but a
+/// `--tls-name` the certificate does not carry.
+#[test]
+fn unknown_roots_and_a_wrong_tls_name_fail_with_the_certificate_error() {
+    let ca = TestCert::generate("dns.test");
+    let capture = capture_of(&[("ok", 20)], "unverified.pcap");
+    let ca_file = ca.ca_file().to_str().unwrap().to_string();
+    for (transport, server) in encrypted(&ca) {
+        let address = server_arg(transport, &server);
+        for (what, extra, says) in [
+            (
+                "system roots",
+                vec!["--tls-name", "dns.test"],
+                "UnknownIssuer",
+            ),
+            (
+                "wrong name",
+                vec!["--ca-file", ca_file.as_str(), "--tls-name", "other.test"],
+                "other.test",
+            ),
+        ] {
+            let mut args = vec!["--server", address.as_str(), "--transport", transport];
+            args.extend_from_slice(&extra);
+            let (stats, stderr) = replay(&capture, &args);
+            assert_eq!(n(&stats, "answered"), 0, "{transport}, {what}: {stats}");
+            assert_eq!(n(&stats, "errors"), 20, "{transport}, {what}: {stats}");
+            assert_eq!(
+                stats["errors_by_kind"]["tls_handshake"], 20,
+                "{transport}, {what}: {stats}"
+            );
+            assert_eq!(n(&stats, "tls_handshakes"), 0, "{transport}, {what}");
+            assert!(
+                stderr.contains("TLS handshake with")
+                    && stderr.contains("certificate")
+                    && stderr.contains(says),
+                "{transport}, {what}: {stderr}"
+            );
+        }
+        assert_eq!(server.queries_received(), 0, "{transport}");
+    }
+}

@@ -4,10 +4,9 @@
 mod replay_kit;
 
 use replay_kit::*;
-use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a sink saw: datagrams, distinct source ports, the query names.
 type SinkCounts = (usize, usize, Vec<String>);
@@ -15,7 +14,7 @@ type SinkCounts = (usize, usize, Vec<String>);
 /// A UDP sink counting datagrams (and the distinct source ports) until `stop`,
 /// and keeping the query name of each.
 fn sink() -> (String, Arc<AtomicBool>, std::thread::JoinHandle<SinkCounts>) {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let socket = testkit::sink_socket();
     socket
         .set_read_timeout(Some(Duration::from_millis(50)))
         .unwrap();
@@ -121,31 +120,138 @@ fn batched_sends_carry_every_query() {
     assert_eq!(client["counters"]["syscalls"], 4, "{client}");
 }
 
+/// A UDP sink that notes when each query arrived, by its id, until `stop`.
+type Arrivals = Vec<(usize, Instant)>;
+fn timed_sink() -> (String, Arc<AtomicBool>, std::thread::JoinHandle<Arrivals>) {
+    let socket = testkit::sink_socket();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopping = stop.clone();
+    let sink = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut arrivals = Vec::new();
+        loop {
+            match socket.recv_from(&mut buf) {
+                Ok((len, _)) if len >= 2 => arrivals.push((
+                    usize::from(u16::from_be_bytes([buf[0], buf[1]])),
+                    Instant::now(),
+                )),
+                Ok(_) => panic!("a datagram shorter than a DNS id"),
+                Err(_) if stopping.load(Ordering::Relaxed) => return arrivals,
+                Err(_) => {}
+            }
+        }
+    });
+    (addr, stop, sink)
+}
+
+/// Each object is released at its own time, not just the run as a whole:
+/// 301 queries 2 ms apart in the capture, replayed keeping the capture's
+/// pace, 3 times as fast, and at a fixed 1000/s. Object i is due at
+/// `due(i)` from the start; with the start taken as the earliest
+/// `arrival(i) - due(i)` (so a late first arrival cannot make the others
+/// look early), an object's lag is how far it came after its due time. A
+/// pacer that sleeps once and then bursts lags by half the run on median;
+/// a working one by about nothing (the bound leaves room for a loaded
+/// machine's scheduling hiccups, which delay a few objects, not half).
 #[test]
-fn pacing_follows_the_capture_or_the_rate() {
-    // 301 queries 1 ms apart in the capture: 0.3 s of capture time.
+fn pacing_releases_each_object_at_its_capture_offset() {
+    const GAP_MS: u64 = 2;
     let queries: Vec<Q> = zone_queries(301, 4)
         .into_iter()
         .enumerate()
         .map(|(i, q)| Q {
-            at_us: i as u64 * 1000,
+            at_us: i as u64 * GAP_MS * 1000,
             ..q
         })
         .collect();
     let capture = temp("paced.pcap");
     write_capture(&capture, &queries);
-    for (args, low, high) in [
-        (vec!["--keep-timing"], 0.29, 1.5),
-        (vec!["--speed", "3"], 0.095, 0.6),
-        (vec!["--rate", "1000"], 0.29, 1.5),
+    let due_keep = |i: usize| Duration::from_millis(i as u64 * GAP_MS);
+    for (args, due) in [
+        (
+            vec!["--keep-timing"],
+            Box::new(due_keep) as Box<dyn Fn(usize) -> Duration>,
+        ),
+        (vec!["--speed", "3"], Box::new(move |i| due_keep(i) / 3)),
+        (
+            vec!["--rate", "1000"],
+            Box::new(|i| Duration::from_millis(i as u64)),
+        ),
     ] {
-        let (addr, stop, counter) = sink();
+        let (addr, stop, sink) = timed_sink();
         let mut all = vec!["--server", addr.as_str(), "--no-responses", "-q"];
         all.extend_from_slice(&args);
         let (stats, _) = replay(&capture, &all);
+        std::thread::sleep(Duration::from_millis(100));
         stop.store(true, Ordering::Relaxed);
-        assert_eq!(counter.join().unwrap().0, 301, "{args:?}");
-        let elapsed = stats["elapsed_s"].as_f64().unwrap();
-        assert!(elapsed >= low && elapsed < high, "{args:?}: {elapsed}");
+        let arrivals = sink.join().unwrap();
+        // (write_capture gives query i the id i.)
+        let start = arrivals.iter().map(|&(i, at)| at - due(i)).min().unwrap();
+        let mut lags: Vec<Duration> = arrivals
+            .iter()
+            .map(|&(i, at)| at - due(i) - start)
+            .collect();
+        lags.sort();
+        let median = lags[lags.len() / 2];
+        assert!(
+            median < Duration::from_millis(15),
+            "{args:?}: median lag {median:?} (max {:?}): objects are not released at their own times",
+            lags.last().unwrap()
+        );
+        assert_eq!(arrivals.len(), 301, "{args:?}");
+        // Never faster than the pace: the whole run takes at least its span.
+        let span = arrivals[300].1.duration_since(arrivals[0].1);
+        assert!(
+            span + Duration::from_millis(2) >= due(300),
+            "{args:?}: {span:?}"
+        );
+        check_contract(&stats);
+    }
+}
+
+/// `dnsluice replay -` reads the capture from standard input (input.fpcap,
+/// chosen for `-`), and `--input-module` takes any input module: each sends
+/// every query of the capture.
+#[test]
+fn replay_reads_stdin_and_any_input_module() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let capture = temp("stdin.pcap");
+    write_capture(&capture, &zone_queries(300, 3));
+    for how in ["stdin", "input-module"] {
+        let (addr, stop, counter) = sink();
+        let stats_path = temp(&format!("stdin-{how}.json"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dnsluice"));
+        command.arg("replay");
+        if how == "stdin" {
+            command.arg("-").stdin(Stdio::piped());
+        } else {
+            command
+                .arg(&capture)
+                .args(["--input-module", "input.fpcap"]);
+        }
+        let mut child = command
+            .args(["--server", &addr, "--no-responses", "--rate", "20000", "-q"])
+            .arg("--stats-json")
+            .arg(&stats_path)
+            .spawn()
+            .unwrap();
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(&std::fs::read(&capture).unwrap()).unwrap();
+        }
+        assert!(child.wait().unwrap().success(), "{how}");
+        std::thread::sleep(Duration::from_millis(200));
+        stop.store(true, Ordering::Relaxed);
+        let (received, _, _) = counter.join().unwrap();
+        let stats: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+        assert_eq!(n(&stats, "sent"), 300, "{how}: {stats}");
+        assert_eq!(received, 300, "{how}");
+        let input = &stats["stages"][0]["module"];
+        assert_eq!(input, "input.fpcap", "{how}");
     }
 }

@@ -174,8 +174,14 @@ impl DnsMessage<'_> {
 }
 
 /// What a DNS client got back for one query: the query as sent (with its
-/// original id), the answer or the error, and how long it took. Produced by
-/// `output.dnscli` for the stages that compare, print or write responses.
+/// original id), the answer or the error, and how long it took.
+///
+/// It is an object kind of core, like [`Packet`] and [`DnsMessage`], and not
+/// a notion of one module: the modules that make exchanges (`output.dnscli`,
+/// `filter.dnscli`, and any client or comparison module after them) and the
+/// ones that consume them (`output.json`, `output.pcap`, `filter.select`,
+/// Lua) meet only here, so none of them needs to know the others. It holds
+/// only what any DNS exchange has: bytes, an error, times, the peers.
 #[derive(Clone, Copy, Debug)]
 pub struct Response<'a> {
     /// The query, as it was in the capture (original id).

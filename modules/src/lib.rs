@@ -11,7 +11,7 @@
 //! | `filter.layer` | filter | [`filter::layer`] |
 //! | `filter.dns` | filter | [`filter::dns`] |
 //! | `filter.select` | filter | [`filter::select`] |
-//! | `lookup.dns` | filter | [`lookup::stage`] |
+//! | `lookup.dns` | filter | [`lookup::dns`] |
 //! | `filter.timing` | filter | [`filter::timing`] |
 //! | `filter.split` | filter | [`filter::split`] |
 //! | `output.null` | output | [`output::null`] |
@@ -25,11 +25,15 @@
 
 pub mod clients;
 pub mod filter;
+pub mod format;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod input;
+pub mod json;
 pub mod lookup;
 pub mod output;
+mod sync;
+pub mod synth;
 
 use dnsluice_core::Registry;
 
@@ -42,7 +46,7 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(filter::layer::entry())
         .add(filter::dns::entry())
         .add(filter::select::entry())
-        .add(lookup::stage::entry())
+        .add(lookup::dns::entry())
         .add(filter::timing::entry())
         .add(output::null::entry())
         .add(output::json::entry())

@@ -63,6 +63,9 @@ pub enum Behaviour {
     /// `reset`: over TCP and TLS closes the connection at once (HTTPS: the
     /// whole HTTP/2 connection) without answering; over UDP like `drop`.
     Reset,
+    /// `resetonce`: the first such query a server gets is a `reset`; every
+    /// later one is answered like `ok`.
+    ResetOnce,
     /// `garbage`: UDP: 3 random bytes; TCP/TLS: a 2-byte length prefix and 2
     /// junk bytes; HTTPS: a 200 response with 3 junk bytes.
     Garbage,
@@ -74,6 +77,16 @@ pub enum Behaviour {
     /// the connection, which the client then holds idle and closed (as after
     /// a server's idle timeout); over UDP and HTTPS like `ok`.
     OkThenClose,
+    /// `cname<N>` (N ≥ 1): a CNAME to `cname<N-1>` under the same parent,
+    /// and nothing else, so a client must ask again for the target;
+    /// `cname0` is answered like `ok`. `cname<N>` thus starts a chain of N
+    /// CNAMEs that ends in the `ok` address.
+    Cname(u32),
+    /// `loopa` / `loopb`: a CNAME to `loopb` / `loopa` under the same
+    /// parent (a loop that only shows across two queries).
+    LoopA,
+    /// See [`Behaviour::LoopA`].
+    LoopB,
 }
 
 impl Behaviour {
@@ -87,13 +100,23 @@ impl Behaviour {
             "wrongid" => Behaviour::WrongId,
             "tc" => Behaviour::Truncated,
             "reset" => Behaviour::Reset,
+            "resetonce" => Behaviour::ResetOnce,
             "garbage" => Behaviour::Garbage,
             "big" => Behaviour::Big,
             "okclose" => Behaviour::OkThenClose,
-            _ => match label.strip_prefix("late").and_then(|ms| ms.parse().ok()) {
-                Some(ms) => Behaviour::Late(ms),
-                None => Behaviour::Refused,
-            },
+            "cname0" => Behaviour::Ok,
+            "loopa" => Behaviour::LoopA,
+            "loopb" => Behaviour::LoopB,
+            _ => {
+                let number = |prefix| label.strip_prefix(prefix).and_then(|n| n.parse().ok());
+                if let Some(ms) = number("late") {
+                    Behaviour::Late(ms)
+                } else if let Some(hops) = number("cname") {
+                    Behaviour::Cname(hops as u32)
+                } else {
+                    Behaviour::Refused
+                }
+            }
         }
     }
 }
@@ -121,7 +144,7 @@ enum Action {
     SendThenClose(Vec<u8>),
 }
 
-fn decide(msg: &[u8], transport: Transport) -> Action {
+fn decide(msg: &[u8], transport: Transport, counters: &Counters) -> Action {
     let Some(query) = wire::parse_query(msg) else {
         return Action::Nothing;
     };
@@ -149,13 +172,22 @@ fn decide(msg: &[u8], transport: Transport) -> Action {
             Action::SendThenClose(answer(wire::NOERROR, &[OK_ADDR]))
         }
         Behaviour::OkThenClose => Action::Send(answer(wire::NOERROR, &[OK_ADDR])),
-        Behaviour::Reset if transport == Transport::Udp => Action::Nothing,
+        Behaviour::ResetOnce if counters.reset_once.swap(true, Ordering::Relaxed) => {
+            Action::Send(answer(wire::NOERROR, &[OK_ADDR]))
+        }
+        Behaviour::ResetOnce | Behaviour::Reset if transport == Transport::Udp => Action::Nothing,
+        Behaviour::ResetOnce => Action::Close,
         Behaviour::Reset => Action::Close,
         Behaviour::Garbage => {
             let junk = RandomState::new().hash_one(msg).to_be_bytes();
             let len = if transport == Transport::Stream { 2 } else { 3 };
             Action::Send(junk[..len].to_vec())
         }
+        Behaviour::Cname(hops) => {
+            Action::Send(wire::cname_response(&query, &format!("cname{}", hops - 1)))
+        }
+        Behaviour::LoopA => Action::Send(wire::cname_response(&query, "loopb")),
+        Behaviour::LoopB => Action::Send(wire::cname_response(&query, "loopa")),
         Behaviour::Big => {
             let addrs: Vec<_> = (1..=BIG_COUNT)
                 .map(|i| Ipv4Addr::new(192, 0, 2, i))
@@ -180,6 +212,10 @@ struct Counters {
     connections: AtomicU64,
     queries: AtomicU64,
     handshakes: AtomicU64,
+    doh_gets: AtomicU64,
+    doh_posts: AtomicU64,
+    /// A `resetonce` query has been reset.
+    reset_once: std::sync::atomic::AtomicBool,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -262,6 +298,16 @@ impl FaultServer {
         self.counters.queries.load(Ordering::Relaxed)
     }
 
+    /// DoH requests that came as `GET /dns-query?dns=...` (HTTPS servers).
+    pub fn doh_gets(&self) -> u64 {
+        self.counters.doh_gets.load(Ordering::Relaxed)
+    }
+
+    /// DoH requests that came as `POST /dns-query` (HTTPS servers).
+    pub fn doh_posts(&self) -> u64 {
+        self.counters.doh_posts.load(Ordering::Relaxed)
+    }
+
     /// TLS handshakes completed so far.
     pub fn tls_handshakes(&self) -> u64 {
         self.counters.handshakes.load(Ordering::Relaxed)
@@ -327,7 +373,7 @@ async fn serve_udp(socket: UdpSocket, counters: Arc<Counters>) {
             continue;
         };
         bump(&counters.queries);
-        match decide(&buf[..n], Transport::Udp) {
+        match decide(&buf[..n], Transport::Udp, &counters) {
             // A datagram has no connection to close.
             Action::Send(msg) | Action::SendThenClose(msg) => {
                 let _ = socket.send_to(&msg, peer).await;
@@ -400,7 +446,7 @@ where
             break;
         }
         bump(&counters.queries);
-        match decide(&buf, Transport::Stream) {
+        match decide(&buf, Transport::Stream, &counters) {
             Action::Send(msg) => {
                 let _ = tx.send(msg);
             }
@@ -456,12 +502,17 @@ async fn serve_doh_request(
     counters: Arc<Counters>,
     close: Arc<Notify>,
 ) {
+    match *request.method() {
+        http::Method::GET => bump(&counters.doh_gets),
+        http::Method::POST => bump(&counters.doh_posts),
+        _ => {}
+    }
     let query = match doh_query(request).await {
         Ok(query) => query,
         Err(status) => return send_http(&mut respond, status, Vec::new()),
     };
     bump(&counters.queries);
-    match decide(&query, Transport::Https) {
+    match decide(&query, Transport::Https, &counters) {
         // One stream of the HTTP/2 connection: the connection stays.
         Action::Send(msg) | Action::SendThenClose(msg) => {
             send_http(&mut respond, http::StatusCode::OK, msg)
@@ -555,6 +606,10 @@ mod tests {
         assert_eq!(Behaviour::of("late"), Behaviour::Refused);
         assert_eq!(Behaviour::of("nx"), Behaviour::NxDomain);
         assert_eq!(Behaviour::of("www"), Behaviour::Refused);
+        assert_eq!(Behaviour::of("resetonce"), Behaviour::ResetOnce);
+        assert_eq!(Behaviour::of("cname3"), Behaviour::Cname(3));
+        assert_eq!(Behaviour::of("cname0"), Behaviour::Ok);
+        assert_eq!(Behaviour::of("cname"), Behaviour::Refused);
     }
 
     #[test]

@@ -7,14 +7,24 @@
 //!   (`ok`, `nx`, `drop`, `late300`, `reset`, ...), for client fault tests.
 //! - [`TestCert`]: a throwaway CA and a server certificate it signs.
 //! - [`wire`]: just enough DNS message bytes to build queries and read answers.
+//! - [`world()`]: the simulated internet of `tests/world` (root, TLDs,
+//!   thousands of zones, edge cases, unbound as the truth) and its
+//!   generator's record of the truth ([`World::expected`]).
+//! - [`kdig`]: runs kdig for many questions at once and reads its answers.
 
 #![warn(missing_docs)]
 
 mod cert;
+mod env_file;
 mod fault;
+pub mod kdig;
 mod servers;
+mod sockets;
 pub mod wire;
+mod world;
 
 pub use cert::TestCert;
 pub use fault::{Behaviour, FaultKind, FaultServer};
 pub use servers::{lookup_address, servers, servers_dir, Servers};
+pub use sockets::sink_socket;
+pub use world::{normalise_data, world, Expected, Rr, World};

@@ -1,10 +1,11 @@
 //! The addresses of the servers `tests/servers/up.sh` runs, read from the
 //! `servers.env` file it writes.
 
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use crate::env_file::EnvFile;
 
 /// Where `tests/servers/up.sh` runs the test servers (see `servers.env` there).
 ///
@@ -90,50 +91,27 @@ pub fn lookup_address(index: u32) -> Ipv4Addr {
 }
 
 fn parse(text: &str, dir: PathBuf) -> Result<Servers, String> {
-    let env: HashMap<&str, &str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with('#'))
-        .filter_map(|line| line.split_once('='))
-        .collect();
-    let get = |key: &str| env.get(key).copied().ok_or_else(|| format!("no {key}"));
-    let value = |key: &str| get(key).map(str::to_owned);
-    let path = |key: &str| get(key).map(PathBuf::from);
-    let number = |key: &str| get(key)?.parse::<u32>().map_err(|e| format!("{key}: {e}"));
-    let addrs = |key: &str| -> Result<Vec<SocketAddr>, String> {
-        get(key)?
-            .split(',')
-            .map(|a| a.parse().map_err(|e| format!("{key}: `{a}`: {e}")))
-            .collect()
-    };
-    let addr = |key: &str| -> Result<SocketAddr, String> {
-        let mut one = addrs(key)?;
-        match one.len() {
-            1 => Ok(one.remove(0)),
-            n => Err(format!("{key}: expected one address, got {n}")),
-        }
-    };
-    let urls = |key: &str| get(key).map(|v| v.split(',').map(str::to_owned).collect());
+    let env = EnvFile::parse(text);
     Ok(Servers {
         dir,
-        knot: addr("KNOT")?,
-        dnsdist: addr("DNSDIST")?,
-        dot: addr("DOT")?,
-        doh: value("DOH")?,
-        slow: addr("SLOW")?,
-        slow_dot: addr("SLOW_DOT")?,
-        slow_doh: value("SLOW_DOH")?,
-        slow_delay: Duration::from_millis(number("SLOW_DELAY_MS")?.into()),
-        fast_dns: addrs("FAST_DNS")?,
-        fast_dot: addrs("FAST_DOT")?,
-        fast_doh: urls("FAST_DOH")?,
-        ca_file: path("CA_FILE")?,
-        cert_file: path("CERT_FILE")?,
-        key_file: path("KEY_FILE")?,
-        tls_name: value("TLS_NAME")?,
-        zone: value("ZONE")?,
-        zone_names: number("ZONE_NAMES")?,
-        reverse_zone: value("REVERSE_ZONE")?,
+        knot: env.addr("KNOT")?,
+        dnsdist: env.addr("DNSDIST")?,
+        dot: env.addr("DOT")?,
+        doh: env.value("DOH")?,
+        slow: env.addr("SLOW")?,
+        slow_dot: env.addr("SLOW_DOT")?,
+        slow_doh: env.value("SLOW_DOH")?,
+        slow_delay: Duration::from_millis(env.number("SLOW_DELAY_MS")?.into()),
+        fast_dns: env.addrs("FAST_DNS")?,
+        fast_dot: env.addrs("FAST_DOT")?,
+        fast_doh: env.list("FAST_DOH")?,
+        ca_file: env.path("CA_FILE")?,
+        cert_file: env.path("CERT_FILE")?,
+        key_file: env.path("KEY_FILE")?,
+        tls_name: env.value("TLS_NAME")?,
+        zone: env.value("ZONE")?,
+        zone_names: env.number("ZONE_NAMES")?,
+        reverse_zone: env.value("REVERSE_ZONE")?,
     })
 }
 

@@ -146,6 +146,38 @@ pub fn response(query: &Query<'_>, id: u16, rcode: u8, tc: bool, answers: &[Ipv4
     msg
 }
 
+/// RR type CNAME.
+pub const TYPE_CNAME: u16 = 5;
+
+/// A NOERROR response to `query` (as [`response`] builds it) whose answer
+/// is one CNAME from the question's name to `label` under the same parent
+/// (`cname3.f.` with `label` `cname2` → `cname2.f.`), and nothing else.
+///
+/// # Panics
+///
+/// When `label` is empty or longer than 63 bytes.
+pub fn cname_response(query: &Query<'_>, label: &str) -> Vec<u8> {
+    assert!((1..=63).contains(&label.len()), "bad label `{label}`");
+    let mut msg = response(query, query.id, NOERROR, false, &[]);
+    // The question's name minus its first label is the parent.
+    let name_end = query.question.len() - 4;
+    let parent = &query.question[1 + usize::from(query.question[0])..name_end];
+    let mut target = vec![label.len() as u8];
+    target.extend_from_slice(label.as_bytes());
+    target.extend_from_slice(parent);
+    let mut record = vec![0xc0, HEADER as u8]; // owner: the question's name
+    record.extend_from_slice(&TYPE_CNAME.to_be_bytes());
+    record.extend_from_slice(&1u16.to_be_bytes());
+    record.extend_from_slice(&TTL.to_be_bytes());
+    record.extend_from_slice(&(target.len() as u16).to_be_bytes());
+    record.extend_from_slice(&target);
+    // The answer goes right after the question, before any OPT record.
+    let at = HEADER + query.question.len();
+    msg.splice(at..at, record);
+    msg[6..8].copy_from_slice(&1u16.to_be_bytes()); // ANCOUNT
+    msg
+}
+
 /// The id of a message.
 pub fn id(msg: &[u8]) -> Option<u16> {
     Some(u16::from_be_bytes([*msg.first()?, *msg.get(1)?]))
@@ -232,6 +264,22 @@ mod tests {
                 .edns_udp_size,
             None
         );
+    }
+
+    #[test]
+    fn a_cname_answer_points_under_the_same_parent() {
+        let q = query(9, "cname3.f", TYPE_A, Some(1232));
+        let parsed = parse_query(&q).unwrap();
+        let r = cname_response(&parsed, "cname2");
+        assert_eq!(id(&r), Some(9));
+        assert!(a_records(&r).unwrap().is_empty());
+        // Header, question, then the CNAME: owner pointer, type, class, TTL, length, target.
+        let answer = &r[HEADER + parsed.question.len()..];
+        assert_eq!(&answer[..4], [0xc0, 12, 0, 5]);
+        assert_eq!(&answer[10..12], [0, 10]);
+        assert_eq!(&answer[12..22], b"\x06cname2\x01f\x00");
+        assert_eq!(&r[6..8], [0, 1]);
+        assert_eq!(&r[10..12], [0, 1], "the OPT record stays");
     }
 
     #[test]

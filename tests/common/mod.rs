@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: run the real binary, read truth files.
 #![allow(dead_code)]
 
+pub mod readers;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -7,6 +7,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STATE=${DNSLUICE_SERVERS_DIR:-$ROOT/target/test-servers}
 [[ -d $STATE ]] || exit 0
 rm -f "$STATE/servers.env"
+bash "$ROOT/tests/world/down.sh"  # the simulated internet
 
 pids=()
 for f in "$STATE"/*.pid; do

@@ -20,6 +20,7 @@
 //! list a few more once merged.
 
 use crate::clients::hash_onto;
+use crate::sync::lock;
 use crossbeam_queue::ArrayQueue;
 use dnsluice_core::registry::{DownstreamBuilder, ModuleEntry};
 use dnsluice_core::{Object, OwnedObject, Receiver, StageError, StageStats};
@@ -203,10 +204,6 @@ fn client_address(obj: &Object<'_>) -> Option<std::net::IpAddr> {
         return packet.dst().or(Some(src));
     }
     Some(src)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// One round of waiting for a queue: the first 64 rounds spin, the next 64

@@ -1,7 +1,6 @@
 //! Inputs: capture files through mmap (`input.mmpcap`), buffered read
 //! (`input.fpcap`, also stdin), and libpcap (`input.pcap`, feature `libpcap`).
 
-pub mod format;
 pub mod fpcap;
 pub mod lines;
 pub mod mmpcap;

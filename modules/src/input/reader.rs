@@ -1,7 +1,7 @@
 //! The record walker shared by the native inputs: a [`CaptureFormat`] over a
 //! [`RecordSource`] (an mmap or a read buffer), producing zero-copy packets.
 
-use super::format::{CaptureFormat, FormatError, RecordInfo, Step};
+use crate::format::{CaptureFormat, FormatError, RecordInfo, Step};
 use dnsluice_core::{CaptureMeta, Object, Packet, Producer, StageError, StageStats};
 use std::io;
 use std::path::PathBuf;

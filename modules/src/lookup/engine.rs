@@ -7,115 +7,18 @@
 //! thread can both feed and drain it), [`LookupEngine::next_result`] returns
 //! finished records, and [`LookupEngine::summary`] the counters.
 
-use super::board::{Board, Scheduler};
+use super::config::LookupConfig;
 use super::job::parse_line;
-use super::qtype::LookupType;
-use super::record::{self, Outcome};
-use super::stats::{LookupSummary, RunCounters};
+use super::record::Finished;
+use super::shared::Shared;
+use super::stats::LookupSummary;
 use super::worker;
-use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{
-    ClientSetup, DohMethod, Endpoint, NetCounters, NetError, TlsOptions, Transport,
-};
+use dnsluice_net::{Endpoint, NetError};
 use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
-
-/// Everything a lookup run is configured with, made from the declared
-/// options ([`super::stage::LookupOptions::to_config`], where the defaults are).
-#[derive(Clone, Debug)]
-pub struct LookupConfig {
-    /// What to ask.
-    pub qtype: LookupType,
-    /// How to reach the nameservers.
-    pub transport: Transport,
-    /// The nameservers unpinned names go to.
-    pub nameservers: Vec<Endpoint>,
-    /// Workers.
-    pub threads: usize,
-    /// Names each worker resolves at once (pipelined on its connection).
-    pub inflight: usize,
-    /// Tries after the first.
-    pub retries: u32,
-    /// Per query.
-    pub timeout: Duration,
-    /// How work is handed out.
-    pub scheduler: Scheduler,
-    /// Sticky: wait this long for home work before stealing.
-    pub steal_wait: Option<Duration>,
-    /// Certificates and names, for TLS and HTTPS.
-    pub tls: TlsOptions,
-    /// POST or GET, for HTTPS.
-    pub doh_method: DohMethod,
-    /// Ask again over TCP when a UDP answer has TC=1.
-    pub tcp_fallback: bool,
-    /// RD, EDNS.
-    pub query: QueryOptions,
-}
-
-/// One finished name: its record (one JSON object, no newline) and status.
-#[derive(Clone, Debug)]
-pub struct Finished {
-    /// Input order.
-    pub index: u64,
-    /// `NOERROR`, `TIMEOUT`, ...
-    pub status: String,
-    /// The JSON record.
-    pub json: String,
-}
-
-impl Finished {
-    /// The record for `name` with `outcome`.
-    pub fn new(index: u64, name: &str, outcome: &Outcome) -> Finished {
-        let mut json = Vec::with_capacity(256);
-        record::write(name, outcome, &mut json);
-        Finished {
-            index,
-            status: outcome.status.clone(),
-            // Built from `&str`s and escaped ASCII: valid UTF-8, so the
-            // fallback (a lossy copy) never runs.
-            json: String::from_utf8(json)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-        }
-    }
-}
-
-/// What the workers share.
-pub struct Shared {
-    /// The configuration.
-    pub config: LookupConfig,
-    /// The queues.
-    pub board: Board,
-    /// Connection setup for the configured transport.
-    setup: ClientSetup,
-    /// Connection setup for TCP (the fallback after TC=1 over UDP).
-    tcp_setup: ClientSetup,
-    /// Socket counters.
-    pub net: Arc<NetCounters>,
-    /// Run counters.
-    pub run: RunCounters,
-    results: mpsc::Sender<Finished>,
-}
-
-impl Shared {
-    /// The setup for connections over `transport`.
-    pub fn setup_for(&self, transport: Transport) -> &ClientSetup {
-        if transport == self.config.transport {
-            &self.setup
-        } else {
-            &self.tcp_setup
-        }
-    }
-
-    /// Counts and sends the record of a finished job.
-    pub fn finish(&self, index: u64, name: &str, outcome: &Outcome) {
-        self.run.finished(&outcome.status);
-        // The engine outlives its workers, so the receiver is there.
-        let _ = self.results.send(Finished::new(index, name, outcome));
-    }
-}
 
 /// A running lookup; see the module docs.
 pub struct LookupEngine {
@@ -141,42 +44,10 @@ impl LookupEngine {
             .enable_all()
             .build()
             .map_err(NetError::Runtime)?;
-        let net = Arc::new(NetCounters::default());
-        let setup = ClientSetup::new(
-            config.transport,
-            &config.tls,
-            config.timeout,
-            config.doh_method,
-            net.clone(),
-        )?;
-        let tcp_setup = ClientSetup::new(
-            Transport::Tcp,
-            &config.tls,
-            config.timeout,
-            config.doh_method,
-            net.clone(),
-        )?;
         let threads = config.threads.max(1);
         let inflight = config.inflight.max(1);
-        // Each nameserver's queue holds what a pool of workers can have in flight, twice.
-        let queue_capacity =
-            (2 * threads * inflight / config.nameservers.len().max(1)).clamp(2, 4096);
-        let board = Board::new(
-            config.scheduler,
-            &config.nameservers,
-            threads,
-            queue_capacity,
-        );
         let (results_tx, results) = mpsc::channel();
-        let shared = Arc::new(Shared {
-            config,
-            board,
-            setup,
-            tcp_setup,
-            net,
-            run: RunCounters::default(),
-            results: results_tx,
-        });
+        let shared = Arc::new(Shared::new(config, results_tx)?);
         for id in 0..threads {
             runtime.spawn(worker::run(shared.clone(), id));
         }
@@ -217,7 +88,12 @@ impl LookupEngine {
             Ok(job) => job,
             Err(bad) => {
                 self.shared.run.finished("ERROR");
-                sink(worker::bad_line_record(index, &bad.name, &bad.reason));
+                sink(worker::bad_line_record(
+                    index,
+                    &bad.name,
+                    &bad.reason,
+                    &self.shared.config.style,
+                ));
                 return true;
             }
         };
@@ -229,7 +105,12 @@ impl LookupEngine {
                     self.shared.run.finished("ERROR");
                     let reason =
                         "no nameserver: give --name-servers or pin the line (name,nameserver)";
-                    sink(worker::bad_line_record(index, &job.name, reason));
+                    sink(worker::bad_line_record(
+                        index,
+                        &job.name,
+                        reason,
+                        &self.shared.config.style,
+                    ));
                     return true;
                 }
             },

@@ -1,7 +1,7 @@
 //! The counters that are the evidence for the scheduler design: what really
 //! happened on the sockets, overall and per nameserver.
 
-use crate::output::json::push_json_str;
+use crate::json::push_json_str;
 use dnsluice_net::{Latency, NetCounters};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -144,10 +144,10 @@ impl LookupSummary {
         }
     }
 
-    /// The summary as one JSON object (the `--stats-json` contract).
-    pub fn to_json(&self) -> String {
-        let mut s = String::from("{");
-        for (key, value) in [
+    /// Every counter with its name: the one list that `--stats-json`, the
+    /// `lookup.dns` stage's counters and the summary share.
+    pub fn counters(&self) -> [(&'static str, u64); 12] {
+        [
             ("names", self.names),
             ("queries", self.queries),
             ("connections_opened", self.connections_opened),
@@ -160,7 +160,13 @@ impl LookupSummary {
             ("connect_failures", self.connect_failures),
             ("unmatched_responses", self.unmatched_responses),
             ("tcp_fallbacks", self.tcp_fallbacks),
-        ] {
+        ]
+    }
+
+    /// The summary as one JSON object (the `--stats-json` contract).
+    pub fn to_json(&self) -> String {
+        let mut s = String::from("{");
+        for (key, value) in self.counters() {
             let _ = write!(s, "\"{key}\":{value},");
         }
         s.push_str("\"statuses\":{");

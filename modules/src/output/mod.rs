@@ -4,5 +4,4 @@ pub mod dnscli;
 pub mod json;
 pub mod null;
 pub mod pcap;
-pub mod synth;
 pub mod udpcli;

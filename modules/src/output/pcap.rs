@@ -1,9 +1,11 @@
 //! `output.pcap`: writes what reaches it as a capture file, classic pcap
 //! (nanosecond or microsecond) or pcapng. A DNS message is written as the
 //! packet that carried it (for a reassembled message: the packet that
-//! completed it). Reading the file back gives the same bytes and timestamps.
+//! completed it). Reading the file back gives the same bytes and timestamps
+//! (the file layouts are in [`crate::format::write`], beside the reader's).
 
-use super::synth;
+use crate::format::write;
+use crate::synth;
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{
     CaptureMeta, LinkType, Object, Packet, Receiver, Response, StageError, StageStats,
@@ -103,53 +105,26 @@ impl PcapWriter {
         Ok(writer)
     }
 
-    fn pcap_header(&mut self, link: LinkType) -> io::Result<()> {
-        let magic: u32 = match self.resolution {
-            Resolution::Ns => 0xa1b2_3c4d,
-            Resolution::Us => 0xa1b2_c3d4,
-        };
-        self.out.write_all(&magic.to_le_bytes())?;
-        self.out.write_all(&2u16.to_le_bytes())?;
-        self.out.write_all(&4u16.to_le_bytes())?;
-        self.out.write_all(&0u32.to_le_bytes())?; // thiszone
-        self.out.write_all(&0u32.to_le_bytes())?; // sigfigs
-        self.out.write_all(&self.snaplen.to_le_bytes())?;
-        self.out.write_all(&link.0.to_le_bytes())
+    /// The file's timestamps are nanoseconds.
+    fn nanos(&self) -> bool {
+        self.resolution == Resolution::Ns
     }
 
-    fn block(&mut self, kind: u32, body: &[u8]) -> io::Result<()> {
-        let padding = (4 - body.len() % 4) % 4;
-        let total = (12 + body.len() + padding) as u32;
-        self.out.write_all(&kind.to_le_bytes())?;
-        self.out.write_all(&total.to_le_bytes())?;
-        self.out.write_all(body)?;
-        self.out.write_all(&[0; 3][..padding])?;
-        self.out.write_all(&total.to_le_bytes())
+    fn pcap_header(&mut self, link: LinkType) -> io::Result<()> {
+        let nanos = self.nanos();
+        write::pcap_file_header(&mut self.out, nanos, self.snaplen, link)
     }
 
     fn section_header(&mut self) -> io::Result<()> {
-        let mut body = Vec::with_capacity(16);
-        body.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
-        body.extend_from_slice(&1u16.to_le_bytes());
-        body.extend_from_slice(&0u16.to_le_bytes());
-        body.extend_from_slice(&(-1i64).to_le_bytes()); // section length: not given
-        self.block(0x0a0d_0d0a, &body)
+        write::pcapng_section_header(&mut self.out)
     }
 
-    /// The pcapng interface for `link`, writing its IDB (if_tsresol = 9) the first time.
+    /// The pcapng interface for `link`, writing its IDB the first time.
     fn interface(&mut self, link: LinkType) -> io::Result<u32> {
         if let Some(id) = self.interfaces.iter().position(|l| *l == link) {
             return Ok(id as u32);
         }
-        let mut body = Vec::with_capacity(20);
-        body.extend_from_slice(&(link.0 as u16).to_le_bytes());
-        body.extend_from_slice(&0u16.to_le_bytes());
-        body.extend_from_slice(&self.snaplen.to_le_bytes());
-        body.extend_from_slice(&9u16.to_le_bytes()); // if_tsresol
-        body.extend_from_slice(&1u16.to_le_bytes());
-        body.extend_from_slice(&[9, 0, 0, 0]); // 10^-9, padded
-        body.extend_from_slice(&[0; 4]); // opt_endofopt
-        self.block(1, &body)?;
+        write::pcapng_interface(&mut self.out, link, self.snaplen)?;
         self.interfaces.push(link);
         Ok(self.interfaces.len() as u32 - 1)
     }
@@ -158,69 +133,45 @@ impl PcapWriter {
         let mut ts = p.meta.ts_ns.unwrap_or(0);
         // Classic pcap holds 32-bit unsigned seconds; pcapng 64-bit unsigned units.
         let limit = match self.format {
-            Format::Pcap => i64::from(u32::MAX) * 1_000_000_000 + 999_999_999,
+            Format::Pcap => write::PCAP_MAX_TS_NS,
             Format::Pcapng => i64::MAX,
         };
         if !(0..=limit).contains(&ts) {
             self.bad_timestamps += 1;
             ts = ts.clamp(0, limit);
         }
-        let caplen = p.data.len() as u32;
+        let link = p.meta.link;
         match self.format {
             Format::Pcap => {
-                let link = *match &self.file_link {
+                let file_link = *match &self.file_link {
                     Some(link) => link,
                     None => {
-                        self.pcap_header(p.meta.link)?;
-                        self.file_link.insert(p.meta.link)
+                        self.pcap_header(link)?;
+                        self.file_link.insert(link)
                     }
                 };
-                if link != p.meta.link {
+                if file_link != link {
                     // A classic pcap file has one link type; say so rather than write a lie.
                     return Ok(false);
                 }
-                let secs = ts.div_euclid(1_000_000_000) as u32;
-                let nanos = ts.rem_euclid(1_000_000_000) as u32;
-                let frac = match self.resolution {
-                    Resolution::Ns => nanos,
-                    Resolution::Us => nanos / 1000,
-                };
-                for field in [secs, frac, caplen, p.meta.len] {
-                    self.out.write_all(&field.to_le_bytes())?;
-                }
-                self.out.write_all(p.data)?;
+                let nanos = self.nanos();
+                write::pcap_record(&mut self.out, nanos, ts, link, p.data, p.meta.len)?;
             }
             Format::Pcapng => {
-                let interface = self.interface(p.meta.link)?;
-                if p.meta.ts_ns.is_none() && interface == 0 && caplen == p.meta.len {
+                let interface = self.interface(link)?;
+                if p.meta.ts_ns.is_none() && interface == 0 && p.data.len() == p.meta.len as usize {
                     // No timestamp to write: a Simple Packet Block, as it came.
-                    let padding = (4 - p.data.len() % 4) % 4;
-                    let total = (16 + p.data.len() + padding) as u32;
-                    for field in [3, total, p.meta.len] {
-                        self.out.write_all(&field.to_le_bytes())?;
-                    }
-                    self.out.write_all(p.data)?;
-                    self.out.write_all(&[0; 3][..padding])?;
-                    self.out.write_all(&total.to_le_bytes())?;
-                    return Ok(true);
+                    write::pcapng_simple_packet(&mut self.out, link, p.data, p.meta.len)?;
+                } else {
+                    write::pcapng_enhanced_packet(
+                        &mut self.out,
+                        interface,
+                        ts as u64,
+                        link,
+                        p.data,
+                        p.meta.len,
+                    )?;
                 }
-                let units = ts as u64;
-                let padding = (4 - p.data.len() % 4) % 4;
-                let total = (32 + p.data.len() + padding) as u32;
-                self.out.write_all(&6u32.to_le_bytes())?;
-                self.out.write_all(&total.to_le_bytes())?;
-                for field in [
-                    interface,
-                    (units >> 32) as u32,
-                    units as u32,
-                    caplen,
-                    p.meta.len,
-                ] {
-                    self.out.write_all(&field.to_le_bytes())?;
-                }
-                self.out.write_all(p.data)?;
-                self.out.write_all(&[0; 3][..padding])?;
-                self.out.write_all(&total.to_le_bytes())?;
             }
         }
         Ok(true)

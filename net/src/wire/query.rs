@@ -125,6 +125,23 @@ pub fn build(
     options: &QueryOptions,
     out: &mut Vec<u8>,
 ) -> Result<(), NameError> {
+    build_in_class(id, name, qtype, CLASS_IN, options, out)
+}
+
+/// The class of Internet queries.
+pub const CLASS_IN: u16 = 1;
+/// The CHAOS class (`version.bind`, `hostname.bind`).
+pub const CLASS_CH: u16 = 3;
+
+/// [`build`] for a question of class `qclass` (CH for `version.bind`).
+pub fn build_in_class(
+    id: u16,
+    name: &str,
+    qtype: u16,
+    qclass: u16,
+    options: &QueryOptions,
+    out: &mut Vec<u8>,
+) -> Result<(), NameError> {
     out.clear();
     let flags: u16 = if options.recursion_desired { 0x0100 } else { 0 };
     let arcount: u16 = u16::from(options.edns_udp_size.is_some());
@@ -134,7 +151,7 @@ pub fn build(
     out.extend_from_slice(&arcount.to_be_bytes());
     push_name(name, out)?;
     out.extend_from_slice(&qtype.to_be_bytes());
-    out.extend_from_slice(&1u16.to_be_bytes());
+    out.extend_from_slice(&qclass.to_be_bytes());
     if let Some(size) = options.edns_udp_size {
         out.push(0); // root owner
         out.extend_from_slice(&TYPE_OPT.to_be_bytes());
@@ -162,6 +179,22 @@ mod tests {
         build(0x1234, "www.example.com", 1, &options, &mut out).unwrap();
         let expected: &[u8] = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\
             \x03www\x07example\x03com\x00\x00\x01\x00\x01";
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn a_chaos_question_carries_its_class() {
+        // What `dig @server version.bind CH TXT +norec +noedns` sends: type
+        // TXT (16), class CH (3, RFC 1035 §3.2.4).
+        let mut out = Vec::new();
+        let options = QueryOptions {
+            recursion_desired: false,
+            edns_udp_size: None,
+            ..QueryOptions::default()
+        };
+        build_in_class(7, "version.bind", 16, CLASS_CH, &options, &mut out).unwrap();
+        let expected: &[u8] = b"\x00\x07\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\
+            \x07version\x04bind\x00\x00\x10\x00\x03";
         assert_eq!(out, expected);
     }
 

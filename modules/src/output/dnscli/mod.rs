@@ -407,7 +407,7 @@ pub fn entry() -> ModuleEntry {
 }
 
 /// Where `responses = PATH` goes: a capture file for `.pcap` / `.pcapng`
-/// (query and answer as UDP packets, see `output::synth`), else JSON lines.
+/// (query and answer as UDP packets, see `crate::synth`), else JSON lines.
 fn responses_writer(path: &std::path::Path) -> Result<Box<dyn Receiver>, StageError> {
     use crate::output::pcap::{Format, PcapOutputOptions, PcapWriter, Resolution};
     let format = match path.extension().and_then(|e| e.to_str()) {

@@ -1,8 +1,7 @@
 //! One client's link (its UDP socket or TCP/TLS connection, or the TCP
 //! connection it retries truncated answers on) and the queries on it.
 
-use super::shared::Done;
-use dnsluice_net::health::Redial;
+use dnsluice_net::health::{Failure, Redial};
 use dnsluice_net::poll_driver::Conn;
 use dnsluice_net::wire::inflight::{Asked, InFlight};
 use dnsluice_net::wire::question::first_question;
@@ -83,5 +82,26 @@ impl LinkState {
             .drain()
             .map(|pending| Done::failed(pending, ("closed", message.clone()), transport))
             .collect()
+    }
+}
+
+/// What became of a query, before it is counted.
+pub(super) struct Done {
+    pub pending: Pending,
+    /// The answer (kept only when outcomes are), or the failure.
+    pub result: Result<Option<Vec<u8>>, Failure>,
+    /// Id and flags of an answer (the rcode), for the tally.
+    pub header: Option<[u8; 4]>,
+    pub transport: Transport,
+}
+
+impl Done {
+    pub fn failed(pending: Pending, failure: Failure, transport: Transport) -> Self {
+        Done {
+            pending,
+            result: Err(failure),
+            header: None,
+            transport,
+        }
     }
 }

@@ -27,9 +27,10 @@ mod window;
 
 use super::outcome::Outcome;
 use super::tally::Tally;
+use crate::sync::lock;
 use dnsluice_net::{Endpoint, NetCounters, NetError, TlsOptions};
 use link::Pending;
-use shared::{lock, now_ns, Core};
+use shared::{now_ns, Core};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;

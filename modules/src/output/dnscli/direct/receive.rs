@@ -3,9 +3,11 @@
 //! flushes stream writes the socket could not take before, and sweeps the
 //! timeouts every tick.
 
+use super::link::Done;
 use super::link::{LinkState, Pending};
-use super::shared::{lock, Core, Done};
+use super::shared::Core;
 use super::sweep::{sweep, tick};
+use crate::sync::lock;
 use dnsluice_net::poll_driver::{Conn, RECV_SCRATCH};
 use dnsluice_net::{NetCounters, Transport};
 use mio::{Events, Poll};

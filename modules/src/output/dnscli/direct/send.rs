@@ -3,8 +3,10 @@
 //! the link's table and write it (one `send` or `write` per query, or held
 //! for a batch).
 
+use super::link::Done;
 use super::link::{Link, LinkState, Pending};
-use super::shared::{lock, Core, Done};
+use super::shared::Core;
+use crate::sync::lock;
 use dnsluice_net::health::Failure;
 use dnsluice_net::poll_driver::{Conn, Dialer};
 use dnsluice_net::{NetCounters, NetError, Transport};

@@ -1,42 +1,21 @@
 //! What the sending and the receiving thread share, and the counting of
 //! what became of each query.
 
-use super::link::{Link, Pending};
+use super::link::{Done, Link, Pending};
 use super::window::Window;
 use super::Plan;
 use crate::output::dnscli::outcome::Outcome;
 use crate::output::dnscli::tally::Tally;
-use dnsluice_net::health::Failure;
+use crate::sync::lock;
 use dnsluice_net::tls::{Alpn, TlsClient};
 use dnsluice_net::{Endpoint, NetCounters, NetError, Transport};
 use mio::{Poll, Token, Waker};
 use rustls::pki_types::ServerName;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// The receiver's own token (its waker); links use their index.
 pub(super) const WAKER: Token = Token(usize::MAX);
-
-/// What became of a query, before it is counted.
-pub(super) struct Done {
-    pub pending: Pending,
-    /// The answer (kept only when outcomes are), or the failure.
-    pub result: Result<Option<Vec<u8>>, Failure>,
-    /// Id and flags of an answer (the rcode), for the tally.
-    pub header: Option<[u8; 4]>,
-    pub transport: Transport,
-}
-
-impl Done {
-    pub fn failed(pending: Pending, failure: Failure, transport: Transport) -> Self {
-        Done {
-            pending,
-            result: Err(failure),
-            header: None,
-            transport,
-        }
-    }
-}
 
 /// What both threads share.
 pub(super) struct Core {
@@ -61,12 +40,6 @@ pub(super) struct Core {
     /// Truncated UDP answers whose queries the sender retries over TCP.
     pub retries: Mutex<Vec<Pending>>,
     pub counters: Arc<NetCounters>,
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every update under these locks is complete before the lock is released,
-    // so a lock poisoned by a panic elsewhere still holds consistent data.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Now, in nanoseconds since the Unix epoch (0 if the clock is before it).

@@ -2,7 +2,9 @@
 //! deadlines in sending order (every query has the same timeout), so a sweep
 //! looks only at the front of each link's queue.
 
-use super::shared::{lock, Core, Done};
+use super::link::Done;
+use super::shared::Core;
+use crate::sync::lock;
 use dnsluice_net::NetError;
 use std::time::{Duration, Instant};
 

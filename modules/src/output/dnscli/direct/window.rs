@@ -2,7 +2,7 @@
 //! condition variable when it is full, and the receiver wakes it only when
 //! it said it is waiting and enough room opened.
 
-use super::shared::lock;
+use crate::sync::lock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;

@@ -1,14 +1,17 @@
-//! Capture file formats, read natively: classic pcap (both byte orders,
-//! micro- and nanosecond) and pcapng (several sections of either byte order,
-//! several interfaces with their own link types and timestamp resolutions,
-//! EPB/SPB/OPB; other blocks skipped).
+//! Capture file formats, the one home of their layouts, read and written
+//! natively: classic pcap (both byte orders, micro- and nanosecond) and
+//! pcapng (several sections of either byte order, several interfaces with
+//! their own link types and timestamp resolutions, EPB/SPB/OPB; other
+//! blocks skipped).
 //!
-//! [`CaptureFormat::next`] looks at the bytes from the current position and
-//! says what is there ([`Step`]) using offsets only, so the same code serves
-//! the memory-mapped and the buffered-read inputs.
+//! Reading: [`CaptureFormat::next`] looks at the bytes from the current
+//! position and says what is there ([`Step`]) using offsets only, so the
+//! same code serves the memory-mapped and the buffered-read inputs
+//! (`input::reader`). Writing: [`write`], used by `output.pcap`.
 
 pub mod pcap;
 pub mod pcapng;
+pub mod write;
 
 #[cfg(test)]
 mod tests;

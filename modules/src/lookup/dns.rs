@@ -4,7 +4,11 @@
 //! untouched when pushed; pulled, they are counted (`not_lines`) and dropped
 //! (a lending producer cannot hand on its upstream's object after pulling more).
 
-use super::engine::{Finished, LookupConfig, LookupEngine};
+use super::config::LookupConfig;
+use super::engine::LookupEngine;
+use super::format::{OutputFormat, RecordStyle, Verbosity};
+use super::modules::ModuleOptions;
+use super::record::Finished;
 use super::{LookupType, Scheduler};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats, Text, TextKind};
@@ -20,7 +24,8 @@ const MODULE: &str = "lookup.dns";
 /// (`--name-servers` for `name_servers`).
 #[derive(Debug, Clone, Options)]
 pub struct LookupOptions {
-    /// What to ask: a record type, or ALOOKUP (A and AAAA, following CNAMEs).
+    /// What to ask: a record type, or a module: ALOOKUP (A and AAAA,
+    /// following CNAMEs), NSLOOKUP, MXLOOKUP, AXFR, BINDVERSION, SPF, DMARC.
     #[option(rename = "type", default = LookupType::Single(1))]
     pub qtype: LookupType,
     /// Nameservers for the names not pinned to one (`name,nameserver` lines):
@@ -58,6 +63,24 @@ pub struct LookupOptions {
     /// Set DO (DNSSEC OK).
     #[option(default)]
     pub dnssec_ok: bool,
+    /// NSLOOKUP, MXLOOKUP, AXFR (and ALOOKUP): look up the A records of the
+    /// hosts found (the default for all but ALOOKUP, which asks A and AAAA,
+    /// when neither this nor ipv6_lookup is set).
+    #[option(default)]
+    pub ipv4_lookup: bool,
+    /// NSLOOKUP, MXLOOKUP, AXFR (and ALOOKUP): look up the AAAA records of
+    /// the hosts found.
+    #[option(default)]
+    pub ipv6_lookup: bool,
+    /// The records' shape: native (dnsluice's) or zdns (ZDNS 2.x's,
+    /// `results.<MODULE>.status/data/...`, for jq scripts written for ZDNS).
+    #[option(default = OutputFormat::Native)]
+    pub output_format: OutputFormat,
+    /// How much each record says, as ZDNS's --result-verbosity: short (no
+    /// TTLs, protocol, resolver), normal, long (and flags, class), trace
+    /// (and every exchange: server asked, response, time).
+    #[option(default = Verbosity::Normal)]
+    pub result_verbosity: Verbosity,
 }
 
 impl LookupOptions {
@@ -89,6 +112,15 @@ impl LookupOptions {
                 recursion_desired: self.recursion_desired,
                 edns_udp_size: (self.edns_udp_size > 0).then_some(self.edns_udp_size),
                 dnssec_ok: self.dnssec_ok,
+            },
+            module: ModuleOptions {
+                ipv4_lookup: self.ipv4_lookup,
+                ipv6_lookup: self.ipv6_lookup,
+            },
+            style: RecordStyle {
+                format: self.output_format,
+                verbosity: self.result_verbosity,
+                module: self.qtype,
             },
         })
     }
@@ -152,17 +184,7 @@ impl StageCore {
         s.output = self.records + self.passed_through;
         if let Some(engine) = &self.engine {
             let summary = engine.summary();
-            for (key, value) in [
-                ("names", summary.names),
-                ("queries", summary.queries),
-                ("connections_opened", summary.connections_opened),
-                ("tls_handshakes", summary.tls_handshakes),
-                ("connections_reused", summary.connections_reused),
-                ("retries", summary.retries),
-                ("stale_redials", summary.stale_redials),
-                ("timeouts", summary.timeouts),
-                ("steals", summary.steals),
-            ] {
+            for (key, value) in summary.counters() {
                 s.add_counter(key, value);
             }
             for (status, n) in &summary.statuses {

@@ -1,12 +1,22 @@
-//! Classic pcap: a 24-byte file header, then 16-byte record headers.
+//! Classic pcap: a 24-byte file header (magic, version 2.4, thiszone,
+//! sigfigs, snaplen, link type), then records, each a 16-byte header
+//! (seconds, fraction, captured length, original length) and the packet.
+//! The layout constants serve the reader here and the writer in
+//! [`super::write`].
 
 use super::{Endian, FormatError, RecordInfo, Step, MAX_RECORD};
 use dnsluice_core::LinkType;
 
-const MAGIC_MICRO: u32 = 0xa1b2_c3d4;
-const MAGIC_NANO: u32 = 0xa1b2_3c4d;
-const FILE_HEADER: usize = 24;
-const RECORD_HEADER: usize = 16;
+/// Magic of a file whose timestamp fractions are microseconds.
+pub(super) const MAGIC_MICRO: u32 = 0xa1b2_c3d4;
+/// Magic of a file whose timestamp fractions are nanoseconds.
+pub(super) const MAGIC_NANO: u32 = 0xa1b2_3c4d;
+/// The format version this reader and writer speak: 2.4.
+pub(super) const VERSION: (u16, u16) = (2, 4);
+/// Bytes of the file header.
+pub(super) const FILE_HEADER: usize = 24;
+/// Bytes of a record header.
+pub(super) const RECORD_HEADER: usize = 16;
 
 /// Classic pcap state: byte order, resolution, link type.
 #[derive(Debug, Clone)]

@@ -1,19 +1,38 @@
-//! pcapng: a sequence of blocks; each section starts with a Section Header
-//! Block that sets the byte order and resets the interface table.
+//! pcapng: a sequence of blocks (type, total length, body, total length
+//! again); each section starts with a Section Header Block that sets the
+//! byte order and resets the interface table. The layout constants serve
+//! the reader here and the writer in [`super::write`].
 
 use super::{Endian, RecordInfo, Step, MAX_RECORD};
 use dnsluice_core::LinkType;
 
 /// The SHB block type; a palindrome, so it reads the same in both byte orders.
 pub(super) const SHB_TYPE: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
-const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
-const IDB: u32 = 1;
+/// The SHB's byte-order magic, as written in the section's byte order.
+pub(super) const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
+/// The section format version this reader and writer speak: 1.0.
+pub(super) const VERSION: (u16, u16) = (1, 0);
+/// Interface Description Block.
+pub(super) const IDB: u32 = 1;
+/// Obsolete Packet Block.
 const OPB: u32 = 2;
-const SPB: u32 = 3;
-const EPB: u32 = 6;
-const OPT_END: u16 = 0;
-const OPT_IF_TSRESOL: u16 = 9;
+/// Simple Packet Block.
+pub(super) const SPB: u32 = 3;
+/// Enhanced Packet Block.
+pub(super) const EPB: u32 = 6;
+/// `opt_endofopt`.
+pub(super) const OPT_END: u16 = 0;
+/// `if_tsresol`: the interface's timestamp unit.
+pub(super) const OPT_IF_TSRESOL: u16 = 9;
+/// `if_tsoffset`: seconds added to the interface's timestamps.
 const OPT_IF_TSOFFSET: u16 = 14;
+/// Bytes of a block's type and two lengths.
+pub(super) const BLOCK_OVERHEAD: usize = 12;
+/// Bytes of an EPB's fixed fields (interface, timestamp high and low,
+/// captured and original length) before the packet.
+pub(super) const EPB_FIXED: usize = 20;
+/// Bytes of an SPB's fixed field (original length) before the packet.
+pub(super) const SPB_FIXED: usize = 4;
 
 /// One interface of the current section.
 #[derive(Debug, Clone, Copy)]
@@ -57,8 +76,10 @@ pub struct Pcapng {
 
 impl Pcapng {
     pub(super) fn next(&mut self, buf: &[u8]) -> Result<Step, String> {
-        if buf.len() < 12 {
-            return Ok(Step::NeedMore { needed: 12 });
+        if buf.len() < BLOCK_OVERHEAD {
+            return Ok(Step::NeedMore {
+                needed: BLOCK_OVERHEAD,
+            });
         }
         if buf[..4] == SHB_TYPE {
             let magic_le = Endian::Little.u32(buf, 8).unwrap_or_default();
@@ -78,7 +99,7 @@ impl Pcapng {
         }
         let block_type = self.endian.u32(buf, 0).unwrap_or_default();
         let block_len = self.endian.u32(buf, 4).unwrap_or_default() as usize;
-        if block_len < 12 || !block_len.is_multiple_of(4) {
+        if block_len < BLOCK_OVERHEAD || !block_len.is_multiple_of(4) {
             return Err(format!(
                 "block of type 0x{block_type:08x} has an invalid length {block_len}"
             ));
@@ -172,7 +193,7 @@ impl Pcapng {
         self.packet(
             interface,
             Some(units),
-            20,
+            EPB_FIXED,
             field(12)? as usize,
             field(16)?,
             body,
@@ -191,7 +212,7 @@ impl Pcapng {
         if interface.snaplen > 0 {
             caplen = caplen.min(interface.snaplen as usize);
         }
-        self.packet(interface, None, 4, caplen, len, body, block_len)
+        self.packet(interface, None, SPB_FIXED, caplen, len, body, block_len)
     }
 
     #[allow(clippy::too_many_arguments)]

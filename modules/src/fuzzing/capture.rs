@@ -1,0 +1,169 @@
+//! The `capture_reader` target: the pcap/pcapng record walker,
+//! differentially, over both native inputs.
+
+use super::check_layers;
+use crate::input::fpcap::BufferedStream;
+use crate::input::{mmpcap, CaptureReader, RecordSource};
+use dnsluice_core::{LinkType, Producer, StageError, StageStats};
+use std::io::{self, Cursor, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, PartialEq, Eq)]
+struct Record {
+    frame: u64,
+    ts_ns: Option<i64>,
+    len: u32,
+    link: LinkType,
+    data: Vec<u8>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    /// `CaptureReader::new` failed.
+    Open(String),
+    /// `produce` returned `Ok(None)`.
+    End,
+    /// `produce` returned an error.
+    Error(String),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Run {
+    records: Vec<Record>,
+    outcome: Outcome,
+    stats: Vec<StageStats>,
+}
+
+fn drain(mut reader: impl Producer) -> Run {
+    let mut records = Vec::new();
+    let outcome = loop {
+        match reader.produce() {
+            Ok(Some(obj)) => {
+                let Some(p) = obj.packet() else { continue };
+                let mut p = *p;
+                assert!(
+                    p.meta.len as usize >= p.data.len(),
+                    "len {} < caplen {}",
+                    p.meta.len,
+                    p.data.len()
+                );
+                assert_eq!(
+                    p.meta.frame,
+                    records.len() as u64 + 1,
+                    "frames not numbered 1, 2, ..."
+                );
+                p.layers = check_layers(p.meta.link, p.data, p.meta.len);
+                let _ = (p.src(), p.dst(), p.payload(), p.caplen());
+                records.push(Record {
+                    frame: p.meta.frame,
+                    ts_ns: p.meta.ts_ns,
+                    len: p.meta.len,
+                    link: p.meta.link,
+                    data: p.data.to_vec(),
+                });
+            }
+            Ok(None) => break Outcome::End,
+            Err(e) => break Outcome::Error(e.to_string()),
+        }
+    };
+    // Once finished (either way), a reader stays finished.
+    assert!(
+        matches!(reader.produce(), Ok(None)),
+        "produce after the end did not return Ok(None)"
+    );
+    let mut stats = Vec::new();
+    reader.stats(&mut stats);
+    for s in &mut stats {
+        assert_eq!(s.input, records.len() as u64);
+        s.module.clear(); // input.fpcap vs input.mmpcap
+    }
+    Run {
+        records,
+        outcome,
+        stats,
+    }
+}
+
+fn run<S: RecordSource>(reader: Result<CaptureReader<S>, StageError>) -> Run {
+    match reader {
+        Ok(r) => drain(r),
+        Err(e) => Run {
+            records: Vec::new(),
+            outcome: Outcome::Open(e.to_string()),
+            stats: Vec::new(),
+        },
+    }
+}
+
+/// A reader that returns at most `step` bytes per call and `Interrupted` every third call.
+struct Trickle {
+    inner: Cursor<Vec<u8>>,
+    step: usize,
+    calls: usize,
+}
+
+impl Read for Trickle {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.calls += 1;
+        if self.calls.is_multiple_of(3) {
+            return Err(io::ErrorKind::Interrupted.into());
+        }
+        let n = buf.len().min(self.step);
+        self.inner.read(&mut buf[..n])
+    }
+}
+
+/// A file of its own for each call (tests call this from several threads):
+/// in `/dev/shm` where there is one, so the fuzzer does not wear a disk.
+fn temp_path() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let shm = Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    dir.join(format!(
+        "dnsluice-fuzz-capture-{}-{}.bin",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// The `capture_reader` target: `data` as a capture file through
+/// `input.fpcap`'s buffered stream (4096-byte reads, and a reader that
+/// trickles a few bytes per call and is interrupted now and then) and
+/// through `input.mmpcap`'s memory map. The three must give the same
+/// packets (each checked by [`check_layers`]), the same outcome and the
+/// same counters.
+pub fn capture_reader(data: &[u8]) {
+    let path = &temp_path();
+
+    // 1. Buffered reads of 4096 bytes from an in-memory reader (input.fpcap).
+    let stream = BufferedStream::new(Box::new(Cursor::new(data.to_vec())), 4096);
+    let buffered = run(CaptureReader::new("input.fpcap", path.clone(), stream));
+
+    // 2. Tiny, interrupted reads into a small buffer that must grow and compact.
+    let trickle = Trickle {
+        inner: Cursor::new(data.to_vec()),
+        step: 1 + data.len() % 7,
+        calls: 0,
+    };
+    let stream = BufferedStream::new(Box::new(trickle), 1 + data.len() % 61);
+    let trickled = run(CaptureReader::new("input.fpcap", path.clone(), stream));
+
+    // 3. The memory map (input.mmpcap) over the same bytes in a file.
+    std::fs::write(path, data).expect("write the temp file");
+    let mapped = run(mmpcap::open(path.clone()));
+    let _ = std::fs::remove_file(path); // the map is gone with the reader
+
+    assert_eq!(
+        buffered, mapped,
+        "input.fpcap (4096-byte reads) and input.mmpcap differ"
+    );
+    assert_eq!(
+        trickled, mapped,
+        "input.fpcap (trickled reads) and input.mmpcap differ"
+    );
+}

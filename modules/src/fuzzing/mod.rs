@@ -1,0 +1,21 @@
+//! The bodies of the fuzz targets in `fuzz/` (each target is one line that
+//! calls its function here) and of the test that replays what they found
+//! (`tests/fuzz_regressions.rs`), so both run the same invariants, with one
+//! copy of each. Every function panics when an invariant does not hold.
+//!
+//! | target | function | input |
+//! |---|---|---|
+//! | `capture_reader` | [`capture_reader`] | a capture file |
+//! | `layers` | [`layers`] | link selector, wire length, packet |
+//! | `dns_message` | [`dns_message`] | a DNS message |
+//! | `reassembly` | [`reassembly`] | segment and fragment headers with payloads |
+
+mod capture;
+mod dns;
+mod layers;
+mod reassembly;
+
+pub use capture::capture_reader;
+pub use dns::dns_message;
+pub use layers::{check_layers, layers};
+pub use reassembly::reassembly;

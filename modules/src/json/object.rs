@@ -1,0 +1,122 @@
+//! The JSON line of a packet or a DNS message (`output.json`'s shape; the
+//! field names are a public contract, see the crate README).
+
+use super::{dns, Fields};
+use dnsluice_core::time::write_rfc3339_ns;
+use dnsluice_core::wire::{Network, Transport};
+use dnsluice_core::{Object, Origin, Text, TextKind};
+use std::io::Write;
+
+/// A record is already one JSON object and is written as it is; a line becomes
+/// `{"line":N,"text":"..."}`.
+fn write_text(t: &Text<'_>, out: &mut Vec<u8>) {
+    match t.kind {
+        TextKind::Record => out.extend_from_slice(t.text.as_bytes()),
+        TextKind::Line => {
+            let mut f = Fields::new();
+            out.push(b'{');
+            f.num(out, "line", t.number);
+            f.string(out, "text", t.text);
+            out.push(b'}');
+        }
+    }
+}
+
+/// Appends the JSON object for one object: a packet, or a DNS message with
+/// the fields of the packet that carried it (without the newline).
+/// `scratch` is reused for names and RDATA before they are escaped.
+pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+    if let Object::Text(t) = obj {
+        write_text(t, out);
+        return;
+    }
+    let Some(p) = obj.packet() else { return };
+    let message = obj.dns();
+    let mut f = Fields::new();
+    out.push(b'{');
+    f.num(out, "frame", p.meta.frame);
+    f.key(out, "ts");
+    match p.meta.ts_ns {
+        Some(ts) => {
+            out.push(b'"');
+            write_rfc3339_ns(ts, out);
+            out.push(b'"');
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+    f.num(out, "caplen", p.data.len() as u64);
+    f.num(out, "len", u64::from(p.meta.len));
+    f.key(out, "link");
+    let _ = write!(out, "\"{}\"", p.meta.link);
+    let l = &p.layers;
+    if l.vlan_count > 0 {
+        f.key(out, "vlan");
+        out.push(b'[');
+        for (i, id) in l.vlans().iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(itoa::Buffer::new().format(*id).as_bytes());
+        }
+        out.push(b']');
+    }
+    match l.network {
+        Network::NonIp(protocol) => f.num(out, "l3_protocol", u64::from(protocol)),
+        Network::Llc => f.raw(out, "llc", "true"),
+        _ => {}
+    }
+    if let Some(version) = l.ip_version() {
+        f.num(out, "ip", u64::from(version));
+        if let (Some(src), Some(dst)) = (p.src(), p.dst()) {
+            f.key(out, "src");
+            let _ = write!(out, "\"{src}\"");
+            f.key(out, "dst");
+            let _ = write!(out, "\"{dst}\"");
+        }
+    }
+    // A DNS message's transport is its flow's (for a reassembled datagram the
+    // last fragment's own header has no ports).
+    let (transport, sport, dport) = match message {
+        Some(m) => (m.flow.transport, m.flow.sport, m.flow.dport),
+        None => (l.transport, l.sport, l.dport),
+    };
+    if let Some(name) = transport.name() {
+        f.string(out, "transport", &name);
+        if matches!(transport, Transport::Udp | Transport::Tcp) {
+            f.num(out, "sport", u64::from(sport));
+            f.num(out, "dport", u64::from(dport));
+        }
+        // The carrying packet's payload (a DNS message's own length is `dns_len`).
+        f.num(out, "payload_len", u64::from(l.payload_len));
+    }
+    if let Some(fr) = l.fragment {
+        f.key(out, "fragment");
+        let _ = write!(
+            out,
+            "{{\"id\":{},\"offset\":{},\"more\":{},\"protocol\":{},\"atomic\":{}}}",
+            fr.id, fr.offset, fr.more, fr.protocol, fr.atomic
+        );
+    }
+    if l.truncated {
+        f.raw(out, "truncated", "true");
+    }
+    if let Some(e) = l.error {
+        f.string(out, "layer_error", e.as_str());
+    }
+    if let Some(m) = message {
+        f.num(out, "dns_len", m.bytes.len() as u64);
+        match m.origin {
+            Origin::TcpReassembled { segments } => {
+                f.key(out, "reassembled");
+                let _ = write!(out, "{{\"from\":\"tcp\",\"segments\":{segments}}}");
+            }
+            Origin::IpReassembled { fragments } => {
+                f.key(out, "reassembled");
+                let _ = write!(out, "{{\"from\":\"ip\",\"fragments\":{fragments}}}");
+            }
+            _ => {}
+        }
+        dns::write_dns(m, out, scratch);
+    }
+    out.push(b'}');
+}

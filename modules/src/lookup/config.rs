@@ -1,0 +1,45 @@
+//! The configuration of a lookup run.
+
+use super::board::Scheduler;
+use super::format::RecordStyle;
+use super::modules::ModuleOptions;
+use super::qtype::LookupType;
+use dnsluice_net::query::QueryOptions;
+use dnsluice_net::{DohMethod, Endpoint, TlsOptions, Transport};
+use std::time::Duration;
+
+/// Everything a lookup run is configured with, made from the declared
+/// options ([`super::dns::LookupOptions::to_config`], where the defaults are).
+#[derive(Clone, Debug)]
+pub struct LookupConfig {
+    /// What to ask.
+    pub qtype: LookupType,
+    /// How to reach the nameservers.
+    pub transport: Transport,
+    /// The nameservers unpinned names go to.
+    pub nameservers: Vec<Endpoint>,
+    /// Workers.
+    pub threads: usize,
+    /// Names each worker resolves at once (pipelined on its connection).
+    pub inflight: usize,
+    /// Tries after the first.
+    pub retries: u32,
+    /// Per query.
+    pub timeout: Duration,
+    /// How work is handed out.
+    pub scheduler: Scheduler,
+    /// Sticky: wait this long for home work before stealing.
+    pub steal_wait: Option<Duration>,
+    /// Certificates and names, for TLS and HTTPS.
+    pub tls: TlsOptions,
+    /// POST or GET, for HTTPS.
+    pub doh_method: DohMethod,
+    /// Ask again over TCP when a UDP answer has TC=1.
+    pub tcp_fallback: bool,
+    /// RD, EDNS.
+    pub query: QueryOptions,
+    /// The modules' options (which addresses to look up).
+    pub module: ModuleOptions,
+    /// How records are written (format, verbosity; `style.module` is `qtype`).
+    pub style: RecordStyle,
+}
