@@ -21,6 +21,34 @@ use dnsluice_net::NetError;
 use std::future::Future;
 use std::net::IpAddr;
 
+/// Why a question got no response: the status the record gets (ZDNS's:
+/// `TIMEOUT`, `ERROR`, and from the iterative resolver `ITERATIVE_TIMEOUT`,
+/// `CIRCULAR`, `SERVFAIL`) and what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskError {
+    /// The record's status.
+    pub status: &'static str,
+    /// What went wrong, for the record's `error`.
+    pub message: String,
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AskError {}
+
+impl From<NetError> for AskError {
+    fn from(error: NetError) -> AskError {
+        AskError {
+            status: error.status(),
+            message: error.to_string(),
+        }
+    }
+}
+
 /// One question of a lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Question<'a> {
@@ -51,7 +79,7 @@ pub trait Ask: Sync {
         &self,
         question: Question<'_>,
         outcome: &mut Outcome,
-    ) -> impl Future<Output = Result<Vec<u8>, NetError>> + Send;
+    ) -> impl Future<Output = Result<Vec<u8>, AskError>> + Send;
 
     /// Transfers `zone` (AXFR, RFC 5936, over TCP, or TLS when that is the
     /// transport) from `server`, at the port this Ask's nameservers listen
@@ -73,13 +101,29 @@ pub trait Ask: Sync {
     }
 }
 
-/// Records `error` in `outcome`: the status ZDNS gives it (`TIMEOUT`, else
-/// `ERROR`) and its text.
-pub fn fail(outcome: &mut Outcome, error: &NetError) {
-    outcome.status = match error {
-        NetError::Timeout => "TIMEOUT",
-        _ => "ERROR",
+/// A failure a record can report: its status and its text.
+pub trait Failure: std::fmt::Display {
+    /// The record's status (`TIMEOUT`, `ERROR`, `CIRCULAR`, ...).
+    fn status(&self) -> &'static str;
+}
+
+impl Failure for AskError {
+    fn status(&self) -> &'static str {
+        self.status
     }
-    .to_string();
+}
+
+impl Failure for NetError {
+    fn status(&self) -> &'static str {
+        match self {
+            NetError::Timeout => "TIMEOUT",
+            _ => "ERROR",
+        }
+    }
+}
+
+/// Records `error` in `outcome`: its status and its text.
+pub fn fail(outcome: &mut Outcome, error: &impl Failure) {
+    outcome.status = error.status().to_string();
     outcome.error = Some(error.to_string());
 }

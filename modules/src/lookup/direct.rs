@@ -3,11 +3,12 @@
 //! TC=1, and the second chance of a query whose kept connection the server
 //! had closed.
 
-use super::ask::{Ask, Question};
+use super::ask::{Ask, AskError, Question};
 use super::board::{Nameserver, Scheduler};
 use super::record::Outcome;
 use super::shared::Shared;
 use super::trace::TraceStep;
+use super::transfer::transfer_from;
 use dnsluice_core::dns;
 use dnsluice_net::{connect, Connection, NetError, Transport};
 use std::collections::HashMap;
@@ -143,15 +144,16 @@ impl Ask for DirectAsk<'_> {
         &self,
         question: Question<'_>,
         outcome: &mut Outcome,
-    ) -> impl Future<Output = Result<Vec<u8>, NetError>> + Send {
-        ask(
+    ) -> impl Future<Output = Result<Vec<u8>, AskError>> + Send {
+        let asked = ask(
             self.shared,
             self.connections,
             self.ns,
             self.pinned,
             question,
             outcome,
-        )
+        );
+        async move { asked.await.map_err(AskError::from) }
     }
 
     fn transfer(
@@ -167,9 +169,6 @@ impl Ask for DirectAsk<'_> {
         self.pinned.then(|| self.ns.endpoint.addr.ip())
     }
 }
-
-/// The AXFR query type.
-const TYPE_AXFR: u16 = 252;
 
 /// AXFR of `zone` from `server` (at the job's nameserver's port) or from
 /// the job's nameserver itself; one try (a transfer is not retried).
@@ -187,37 +186,9 @@ async fn transfer(
     if endpoint.transport == Transport::Udp {
         endpoint.transport = Transport::Tcp;
     }
-    let mut query = Vec::with_capacity(64);
-    let options = dnsluice_net::query::QueryOptions {
-        recursion_desired: false,
-        ..shared.config.query
-    };
-    dnsluice_net::query::build(0, zone, TYPE_AXFR, &options, &mut query)
-        .map_err(|_| NetError::BadQuery("the zone's name cannot be encoded"))?;
-    outcome.attempts += 1;
-    outcome.protocol = endpoint.transport.protocol_name();
-    let started = Instant::now();
     let setup = shared.setup_for(endpoint.transport);
-    let result = dnsluice_net::transfer(&endpoint, setup, &query, shared.config.timeout).await;
-    if let Some(trace) = &mut outcome.trace {
-        trace.push(TraceStep {
-            name: zone.to_string(),
-            qtype: TYPE_AXFR,
-            qclass: dnsluice_net::query::CLASS_IN,
-            nameserver: endpoint.resolver_name(),
-            protocol: endpoint.transport.protocol_name(),
-            depth: 1,
-            layer: zone.to_string(),
-            response: result
-                .as_ref()
-                .ok()
-                .and_then(|t| t.messages.first().cloned()),
-            error: result.as_ref().err().map(ToString::to_string),
-            duration: started.elapsed(),
-            ..TraceStep::default()
-        });
-    }
-    result.map(|t| t.messages)
+    let config = &shared.config;
+    transfer_from(endpoint, setup, config.query, config.timeout, zone, outcome).await
 }
 
 /// Sends one question with retries; the response, or the last error.

@@ -10,13 +10,14 @@
 use super::config::LookupConfig;
 use super::engine::LookupEngine;
 use super::format::{OutputFormat, RecordStyle, Verbosity};
+use super::iterative::IterativeOptions;
 use super::modules::ModuleOptions;
 use super::record::Finished;
 use super::{LookupType, Scheduler};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats, Text, TextKind};
 use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{ClientOptions, Endpoint};
+use dnsluice_net::{ClientOptions, Endpoint, Transport};
 use dnsluice_options::Options;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -66,6 +67,9 @@ pub struct LookupOptions {
     /// Set DO (DNSSEC OK).
     #[option(default)]
     pub dnssec_ok: bool,
+    /// Iterative resolution from the root (--iterative and its settings).
+    #[option(flatten)]
+    pub iterative: IterativeOptions,
     /// NSLOOKUP, MXLOOKUP, AXFR (and ALOOKUP): look up the A records of the
     /// hosts found (the default for all but ALOOKUP, which asks A and AAAA,
     /// when neither this nor ipv6_lookup is set).
@@ -98,6 +102,20 @@ impl LookupOptions {
                     .map_err(|e| StageError::option(MODULE, Some("name_servers"), e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let iterative = self
+            .iterative
+            .to_config(&nameservers)
+            .map_err(|(key, why)| StageError::option(MODULE, Some(key), why))?;
+        if iterative.is_some() && !matches!(transport, Transport::Udp | Transport::Tcp) {
+            return Err(StageError::option(
+                MODULE,
+                Some("transport"),
+                format!(
+                    "iterative resolution talks to authoritative servers over udp or tcp, not {}",
+                    transport.as_str()
+                ),
+            ));
+        }
         Ok(LookupConfig {
             qtype: self.qtype,
             transport,
@@ -116,6 +134,7 @@ impl LookupOptions {
                 edns_udp_size: (self.edns_udp_size > 0).then_some(self.edns_udp_size),
                 dnssec_ok: self.dnssec_ok,
             },
+            iterative,
             module: ModuleOptions {
                 ipv4_lookup: self.ipv4_lookup,
                 ipv6_lookup: self.ipv6_lookup,
@@ -189,6 +208,9 @@ impl StageCore {
             let summary = engine.summary();
             for (key, value) in summary.counters() {
                 s.add_counter(key, value);
+            }
+            for (key, value) in summary.iterative.iter().flat_map(|i| &i.counters) {
+                s.add_counter(&format!("iterative_{key}"), *value);
             }
             for (status, n) in &summary.statuses {
                 s.add_counter(&format!("status_{status}"), *n);

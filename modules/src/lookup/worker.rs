@@ -4,6 +4,7 @@
 use super::board::Scheduler;
 use super::direct::{Connections, DirectAsk};
 use super::format::RecordStyle;
+use super::iterative::IterativeAsk;
 use super::job::Job;
 use super::modules;
 use super::record::{Finished, Outcome};
@@ -92,20 +93,33 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
         }
     }
     let started = Instant::now();
-    let ask = DirectAsk {
-        shared,
-        connections,
-        ns: &ns,
-        pinned,
-    };
     let start = Outcome {
         trace: shared.config.style.trace().then(Vec::new),
         ..Outcome::default()
     };
     let config = &shared.config;
-    let mut outcome = modules::run(config.qtype, &config.module, &ask, &job.name, start).await;
+    let mut outcome = match &shared.iterative {
+        Some(resolver) => {
+            let ask = IterativeAsk {
+                resolver,
+                deadline: started + resolver.config.name_timeout,
+            };
+            modules::run(config.qtype, &config.module, &ask, &job.name, start).await
+        }
+        None => {
+            let ask = DirectAsk {
+                shared,
+                connections,
+                ns: &ns,
+                pinned,
+            };
+            let mut outcome =
+                modules::run(config.qtype, &config.module, &ask, &job.name, start).await;
+            outcome.nameserver = Some(ns.endpoint.resolver_name());
+            outcome
+        }
+    };
     outcome.duration = started.elapsed();
-    outcome.nameserver = Some(ns.endpoint.resolver_name());
     if outcome.protocol.is_empty() {
         outcome.protocol = shared.config.transport.protocol_name();
     }
