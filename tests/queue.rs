@@ -129,6 +129,14 @@ fn lookup_worker_asking(
         .unwrap()
 }
 
+/// A lookup worker named `worker` asking the slow nameserver (a 40 ms
+/// round trip: about 2,500 names/s with 100 workers), so that what a test
+/// does mid-run lands mid-run.
+fn slow_worker(dir: &Path, work: &str, results: &str, extra: &[&str]) -> Child {
+    let slow = testkit::servers().slow.to_string();
+    lookup_worker_asking(&slow, dir, "worker", work, results, extra)
+}
+
 /// Waits for a worker to exit 0; one still running after two minutes
 /// (a worker that never goes idle) is killed and the test fails.
 fn wait_ok(child: &mut Child, dir: &Path, name: &str) {
@@ -315,14 +323,7 @@ impl OwnBroker {
     }
 
     fn wait_listening(&mut self) {
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "nats-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening(self.port);
     }
 
     /// Stops the broker (SIGTERM), waits `down`, and starts it again on the same store.
@@ -345,6 +346,18 @@ impl Drop for OwnBroker {
     }
 }
 
+/// Waits (at most 10 s) until a server listens on `port`.
+fn wait_listening(port: u16) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "nats-server did not start on port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A port nobody listens on now.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -362,12 +375,9 @@ fn broker_restarted_mid_run_loses_and_doubles_nothing() {
     let addr: SocketAddr = format!("127.0.0.1:{}", broker.port).parse().unwrap();
     let (work, results) = (url(addr, "W"), url(addr, "R"));
     put(&work, &names_file(&dir, NAMES), &[]);
-    // Through the slow nameserver (a 40 ms round trip: about 2,500 names/s
-    // with 100 workers), so the restart lands mid-run.
-    let mut worker = lookup_worker_asking(
-        &testkit::servers().slow.to_string(),
+    // Through the slow nameserver, so the restart lands mid-run.
+    let mut worker = slow_worker(
         &dir,
-        "worker",
         &work,
         &results,
         &["--ack-wait", "3s", "--idle-exit", "2"],
@@ -391,6 +401,153 @@ fn broker_restarted_mid_run_loses_and_doubles_nothing() {
     );
     assert_eq!(status(&results, &[])["messages"], NAMES);
     assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
+}
+
+/// `queue status --json` of a cluster's stream, asked again for up to 30 s
+/// while the stream elects a new leader (the request times out meanwhile).
+fn status_after_election(url: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let out = dnsluice()
+            .args(["queue", "status", url, "--json"])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            return serde_json::from_slice(&out.stdout).unwrap();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no status: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Three nats-servers of this test's own in one JetStream cluster.
+struct Cluster {
+    nodes: Vec<Child>,
+    ports: Vec<u16>,
+}
+
+impl Cluster {
+    fn start(dir: &Path) -> Cluster {
+        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let routes: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let nodes = (0..3)
+            .map(|i| {
+                let others: Vec<String> = (0..3)
+                    .filter(|&j| j != i)
+                    .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
+                    .collect();
+                Command::new("nats-server")
+                    .args(["-js", "-a", "127.0.0.1", "-p", &ports[i].to_string()])
+                    .args(["-n", &format!("node{i}"), "--cluster_name", "c"])
+                    .args(["--cluster", &format!("nats://127.0.0.1:{}", routes[i])])
+                    .args(["--routes", &others.join(",")])
+                    .arg("-sd")
+                    .arg(dir.join(format!("node{i}")))
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(dir.join(format!("node{i}.log"))).unwrap())
+                    .spawn()
+                    .expect("nats-server (apt-get install nats-server)")
+            })
+            .collect();
+        for &port in &ports {
+            wait_listening(port);
+        }
+        Cluster { nodes, ports }
+    }
+
+    /// `nats://` with all three servers, for `stream`.
+    fn url(&self, stream: &str) -> String {
+        let servers: Vec<String> = self
+            .ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("nats://{}/{stream}", servers.join(","))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            let _ = node.kill();
+            let _ = node.wait();
+        }
+    }
+}
+
+#[test]
+fn replicated_streams_on_a_cluster_survive_a_lost_node() {
+    const NAMES: u32 = 5_000;
+    let dir = tempdir("cluster");
+    let mut cluster = Cluster::start(&dir);
+    let (work, results) = (cluster.url("W"), cluster.url("R"));
+    let names = names_file(&dir, NAMES);
+    // The cluster elects its JetStream leader after it forms: retry the put.
+    let start = Instant::now();
+    loop {
+        let out = dnsluice()
+            .args(["queue", "put", &work, "--replicas", "3"])
+            .arg(&names)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no JetStream cluster: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(status(&work, &[])["replicas"], 3);
+    let mut worker = slow_worker(
+        &dir,
+        &work,
+        &results,
+        &["--replicas", "3", "--ack-wait", "5s", "--idle-exit", "3"],
+    );
+    wait_for(&work, &[], Duration::from_secs(60), |st| {
+        st["acked"].as_u64().unwrap_or(0) >= 1_000
+    });
+    // The server leading the results stream goes for good: the other two
+    // hold every item and result, and elect a new leader.
+    let leader = status(&results, &[])["leader"]
+        .as_str()
+        .and_then(|name| name.strip_prefix("node"))
+        .and_then(|i| i.parse::<usize>().ok())
+        .expect("the results stream has a leader");
+    let _ = cluster.nodes[leader].kill();
+    let _ = cluster.nodes[leader].wait();
+    wait_ok(&mut worker, &dir, "worker");
+    let left = status_after_election(&work);
+    assert_eq!(left["messages"], 0, "every item acknowledged: {left}");
+    let stored = status_after_election(&results);
+    assert_eq!(stored["replicas"], 3, "{stored}");
+    assert_eq!(stored["messages"], NAMES, "{stored}");
+    assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
+    drop(cluster);
+    // On a lone server three replicas are a clear error.
+    let s = testkit::servers();
+    let out = dnsluice()
+        .args([
+            "queue",
+            "put",
+            &url(s.nats, &stream("r3")),
+            "--replicas",
+            "3",
+        ])
+        .arg(&names)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot make the stream"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 /// Ten captures whose qtype and rcode kinds together fit the summary's

@@ -77,6 +77,10 @@ pub struct WorkerFlags {
     /// answered with an ERROR record (set when the consumer is made; default 5).
     #[arg(long, value_name = "N")]
     pub max_deliver: Option<i64>,
+    /// With a nats:// output: on how many servers of a JetStream cluster the
+    /// results stream is stored, when this worker makes it (default 1).
+    #[arg(long, value_name = "N")]
+    pub replicas: Option<usize>,
     /// How to reach the broker.
     #[command(flatten)]
     pub nats: NatsFlags,
@@ -116,6 +120,9 @@ impl WorkerFlags {
     pub fn output_table(&self, url: &str) -> toml::Table {
         let mut table = self.nats.table();
         table.insert("url".into(), url.into());
+        if let Some(n) = self.replicas {
+            table.insert("replicas".into(), (n as i64).into());
+        }
         table
     }
 }

@@ -132,15 +132,25 @@ async fn read_all(
     let stream = streams::stream_appearing(&js, address.stream(), idle)
         .await
         .map_err(|e| format!("{address}: {e}"))?;
-    let consumer = stream
-        .create_consumer(pull::Config {
-            ack_policy: AckPolicy::None,
-            deliver_policy: DeliverPolicy::All,
-            inactive_threshold: Duration::from_secs(60),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| format!("{address}: cannot read the stream: {e}"))?;
+    let config = pull::Config {
+        ack_policy: AckPolicy::None,
+        deliver_policy: DeliverPolicy::All,
+        inactive_threshold: Duration::from_secs(60),
+        ..Default::default()
+    };
+    // In a cluster that lost a server the reader may be placed on it (the
+    // request times out): ask again, up to five times.
+    let mut tries = 0;
+    let consumer = loop {
+        match stream.create_consumer(config.clone()).await {
+            Ok(consumer) => break consumer,
+            Err(_) if tries < 4 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(format!("{address}: cannot read the stream: {e}")),
+        }
+    };
     let mut seen = HashSet::new();
     let mut read = Read {
         distinct: 0,

@@ -36,6 +36,10 @@ pub struct PutArgs {
     /// Publishes awaiting the broker's ack at most.
     #[arg(long, default_value_t = 4096, value_name = "N")]
     pub window: usize,
+    /// On how many servers of a JetStream cluster the stream is stored,
+    /// when this put makes it (3 for a 3-node cluster).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub replicas: usize,
     /// How to reach the broker.
     #[command(flatten)]
     pub nats: NatsFlags,
@@ -50,9 +54,13 @@ pub fn run(args: &PutArgs) -> Result<ExitCode> {
     let (stored, duplicates) = runtime::block_on(async {
         let link = connect(&address, &auth).await?;
         let js = link.jetstream();
-        js.get_or_create_stream(streams::work_stream(address.stream(), window))
-            .await
-            .map_err(|e| format!("{address}: cannot make the stream: {e}"))?;
+        js.get_or_create_stream(streams::work_stream(
+            address.stream(),
+            window,
+            args.replicas,
+        ))
+        .await
+        .map_err(|e| format!("{address}: cannot make the stream: {e}"))?;
         let mut pending = FuturesUnordered::new();
         let (mut stored, mut duplicates) = (0u64, 0u64);
         let mut settle = |done: Result<bool, String>| -> Result<(), String> {

@@ -68,6 +68,8 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
             "first_seq": state.first_sequence,
             "last_seq": state.last_sequence,
             "acked": acked,
+            "replicas": info.config.num_replicas,
+            "leader": info.cluster.as_ref().and_then(|c| c.leader.clone()),
             "consumers": consumers,
         }))
     })

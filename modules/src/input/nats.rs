@@ -123,7 +123,8 @@ impl NatsInput {
             let link = crate::nats::connect(&address, &options.auth).await?;
             let js = link.jetstream();
             let stream = if options.follow {
-                let config = streams::work_stream(address.stream(), streams::DEFAULT_DEDUP_WINDOW);
+                let config =
+                    streams::work_stream(address.stream(), streams::DEFAULT_DEDUP_WINDOW, 1);
                 js.get_or_create_stream(config)
                     .await
                     .map_err(|e| format!("{address}: cannot make the stream: {e}"))?

@@ -15,27 +15,41 @@ pub const MSG_ID: &str = "Nats-Msg-Id";
 pub const DEFAULT_DEDUP_WINDOW: Duration = Duration::from_secs(600);
 
 /// A work-queue stream: a message stays until a worker acknowledges it; its
-/// subject is its name.
-pub fn work_stream(name: &str, dedup_window: Duration) -> stream::Config {
-    stream::Config {
-        name: name.to_string(),
-        subjects: vec![name.to_string()],
-        retention: stream::RetentionPolicy::WorkQueue,
-        storage: stream::StorageType::File,
-        duplicate_window: dedup_window,
-        ..Default::default()
-    }
+/// subject is its name; stored on `replicas` servers of a cluster.
+pub fn work_stream(name: &str, dedup_window: Duration, replicas: usize) -> stream::Config {
+    stream_config(
+        name,
+        stream::RetentionPolicy::WorkQueue,
+        dedup_window,
+        replicas,
+    )
 }
 
 /// A results stream: keeps everything (limits retention, no limits), so
-/// `queue get` can read it again; its subject is its name.
-pub fn results_stream(name: &str, dedup_window: Duration) -> stream::Config {
+/// `queue get` can read it again; its subject is its name; stored on
+/// `replicas` servers of a cluster.
+pub fn results_stream(name: &str, dedup_window: Duration, replicas: usize) -> stream::Config {
+    stream_config(
+        name,
+        stream::RetentionPolicy::Limits,
+        dedup_window,
+        replicas,
+    )
+}
+
+fn stream_config(
+    name: &str,
+    retention: stream::RetentionPolicy,
+    dedup_window: Duration,
+    replicas: usize,
+) -> stream::Config {
     stream::Config {
         name: name.to_string(),
         subjects: vec![name.to_string()],
-        retention: stream::RetentionPolicy::Limits,
+        retention,
         storage: stream::StorageType::File,
         duplicate_window: dedup_window,
+        num_replicas: replicas,
         ..Default::default()
     }
 }
@@ -144,8 +158,9 @@ mod tests {
 
     #[test]
     fn configs_say_what_the_design_needs() {
-        let w = work_stream("WORK", DEFAULT_DEDUP_WINDOW);
+        let w = work_stream("WORK", DEFAULT_DEDUP_WINDOW, 3);
         assert_eq!(w.retention, stream::RetentionPolicy::WorkQueue);
+        assert_eq!(w.num_replicas, 3);
         assert_eq!(w.subjects, vec!["WORK"]);
         let c = WorkConsumer {
             name: "workers".into(),

@@ -50,6 +50,10 @@ pub struct NatsOutputOptions {
     /// the stream: longer than ack_wait × max_deliver of the work.
     #[option(default = streams::DEFAULT_DEDUP_WINDOW, range = Duration::from_secs(1)..=Duration::from_secs(30 * 86_400))]
     pub dedup_window: Duration,
+    /// On how many servers of a JetStream cluster the stream is stored,
+    /// when this stage makes it (3 for a 3-node cluster; 1 on a lone server).
+    #[option(default = 1, range = 1..=5)]
+    pub replicas: usize,
     /// Credentials and certificates.
     #[option(flatten)]
     pub auth: NatsAuthOptions,
@@ -100,7 +104,8 @@ impl NatsOutput {
         let address = NatsAddress::parse_stream(&options.url).map_err(fail)?;
         let link = runtime::block_on(async {
             let link = crate::nats::connect(&address, &options.auth).await?;
-            let config = streams::results_stream(address.stream(), options.dedup_window);
+            let config =
+                streams::results_stream(address.stream(), options.dedup_window, options.replicas);
             link.jetstream()
                 .get_or_create_stream(config)
                 .await
