@@ -1,7 +1,11 @@
 //! `input.fpcap`: reads a pcap/pcapng file or standard input (`path = "-"`)
 //! with large buffered reads, so `tcpdump -w - | dnsluice run ...` works.
+//! A file or stream compressed with zstd, lz4, gzip or xz is decompressed
+//! on the way (told from its first bytes: [`super::decompress`]).
 
+use super::decompress::{decompressed, CutOff};
 use super::{CaptureReader, RecordSource};
+use crate::format::compression::Compression;
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::StageError;
 use dnsluice_options::Options;
@@ -12,11 +16,16 @@ use std::path::PathBuf;
 /// Options of `input.fpcap`.
 #[derive(Debug, Options)]
 pub struct FpcapOptions {
-    /// The capture file (pcap or pcapng), or `-` for standard input.
+    /// The capture file (pcap or pcapng, plain or compressed with zstd,
+    /// lz4, gzip or xz), or `-` for standard input.
     pub path: PathBuf,
     /// The size of each read, in KiB (at most 1 GiB).
     #[option(default = 1024, range = 1..=(1 << 20))]
     pub buffer_kib: usize,
+    /// Decompress a compressed capture on a thread of its own (false: on
+    /// the reading thread).
+    #[option(default = true)]
+    pub decompress_thread: bool,
 }
 
 /// The registry entry.
@@ -24,7 +33,13 @@ pub fn entry() -> ModuleEntry {
     ModuleEntry::input(
         "input.fpcap",
         "read a pcap/pcapng file or stdin with buffered reads",
-        |o: FpcapOptions| Ok(Box::new(open(o.path, o.buffer_kib * 1024)?)),
+        |o: FpcapOptions| {
+            Ok(Box::new(open_with(
+                o.path,
+                o.buffer_kib * 1024,
+                o.decompress_thread,
+            )?))
+        },
     )
 }
 
@@ -37,6 +52,9 @@ pub struct BufferedStream {
     chunk: usize,
     consumed_before: u64,
     eof: bool,
+    /// The decompressor's compression and its note of a stream cut off
+    /// inside a frame.
+    decoder: Option<(Compression, CutOff)>,
 }
 
 impl BufferedStream {
@@ -50,7 +68,15 @@ impl BufferedStream {
             chunk,
             consumed_before: 0,
             eof: false,
+            decoder: None,
         }
+    }
+
+    /// Says, in errors, that the bytes come from a `compression` decoder,
+    /// and reports the note it leaves in `cut_off` at the end.
+    pub fn decompressed_from(mut self, compression: Compression, cut_off: Option<CutOff>) -> Self {
+        self.decoder = cut_off.map(|c| (compression, c));
+        self
     }
 }
 
@@ -91,11 +117,32 @@ impl RecordSource for BufferedStream {
     fn offset(&self) -> u64 {
         self.consumed_before
     }
+
+    fn end_note(&self) -> Option<String> {
+        let (_, cut_off) = self.decoder.as_ref()?;
+        cut_off.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn compression(&self) -> Option<&'static str> {
+        self.decoder.as_ref().map(|(c, _)| c.name())
+    }
 }
 
-/// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk` bytes.
+/// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk`
+/// bytes, decompressing on a thread of its own.
 pub fn open(path: PathBuf, chunk: usize) -> Result<CaptureReader<BufferedStream>, StageError> {
-    let reader: Box<dyn Read> = if path.as_os_str() == "-" {
+    open_with(path, chunk, true)
+}
+
+/// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk`
+/// bytes; a compressed capture is decompressed, on its own thread with
+/// `decompress_thread`.
+pub fn open_with(
+    path: PathBuf,
+    chunk: usize,
+    decompress_thread: bool,
+) -> Result<CaptureReader<BufferedStream>, StageError> {
+    let reader: Box<dyn Read + Send> = if path.as_os_str() == "-" {
         Box::new(io::stdin())
     } else {
         let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
@@ -107,7 +154,10 @@ pub fn open(path: PathBuf, chunk: usize) -> Result<CaptureReader<BufferedStream>
         }
         Box::new(file)
     };
-    CaptureReader::new("input.fpcap", path, BufferedStream::new(reader, chunk))
+    let opened = decompressed(reader, decompress_thread).map_err(|e| StageError::io(&path, e))?;
+    let stream = BufferedStream::new(opened.reader, chunk)
+        .decompressed_from(opened.compression, opened.cut_off);
+    CaptureReader::new("input.fpcap", path, stream)
 }
 
 #[cfg(test)]

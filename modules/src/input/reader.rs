@@ -17,6 +17,15 @@ pub trait RecordSource {
     fn fill(&mut self, needed: usize) -> io::Result<bool>;
     /// Absolute offset of the current position in the file.
     fn offset(&self) -> u64;
+    /// At the end of the data: why it ended early, if it did (a compressed
+    /// stream cut off inside a frame).
+    fn end_note(&self) -> Option<String> {
+        None
+    }
+    /// The compression the bytes were decompressed from (`zstd`, ...), if any.
+    fn compression(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// A capture reader: walks records of a pcap or pcapng file and produces packets.
@@ -79,7 +88,18 @@ impl<S: RecordSource> CaptureReader<S> {
     fn end(&mut self) {
         self.done = true;
         let left = self.source.window().len();
-        if left > 0 {
+        if let Some(note) = self.source.end_note() {
+            self.warnings.push(format!(
+                "{}: file cut off: {note}; the {} complete packet records before the cut were read{}",
+                self.path.display(),
+                self.frames,
+                if left > 0 {
+                    format!(" (the {left} bytes of an incomplete record after them were ignored)")
+                } else {
+                    String::new()
+                }
+            ));
+        } else if left > 0 {
             self.warnings.push(format!(
                 "{}: file cut off: the {left} bytes from byte offset {} are an incomplete record or block and were ignored; the {} complete packet records before them were read",
                 self.path.display(),
@@ -119,7 +139,12 @@ impl<S: RecordSource> CaptureReader<S> {
             let step = match self.format.next(self.source.window()) {
                 Ok(step) => step,
                 Err(message) => {
-                    let message = format!("at byte offset {}: {message}", self.source.offset());
+                    let of = match self.source.compression() {
+                        Some(name) => format!(" of the decompressed {name} data"),
+                        None => String::new(),
+                    };
+                    let at = self.source.offset();
+                    let message = format!("at byte offset {at}{of}: {message}");
                     self.done = true;
                     return Err(StageError::format(&self.path, message));
                 }
