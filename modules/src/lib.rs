@@ -8,6 +8,7 @@
 //! | `input.fpcap` | input | [`input::fpcap`] |
 //! | `input.pcap` | input (reads with the feature `libpcap`) | [`input::pcap`] |
 //! | `input.lines` | input | [`input::lines`] |
+//! | `input.dnstap` | input | [`input::dnstap`] |
 //! | `filter.layer` | filter | [`filter::layer`] |
 //! | `filter.dns` | filter | [`filter::dns`] |
 //! | `filter.select` | filter | [`filter::select`] |
@@ -43,6 +44,7 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(input::mmpcap::entry())
         .add(input::fpcap::entry())
         .add(input::lines::entry())
+        .add(input::dnstap::entry())
         .add(filter::layer::entry())
         .add(filter::dns::entry())
         .add(filter::select::entry())

@@ -10,6 +10,8 @@
 //! (`input::reader`). Writing: [`write`], used by `output.pcap`.
 
 pub mod compression;
+pub mod dnstap;
+pub mod framestream;
 pub mod pcap;
 pub mod pcapng;
 pub mod write;

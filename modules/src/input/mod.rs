@@ -3,6 +3,7 @@
 //! the two native ones read compressed captures too ([`decompress`]).
 
 pub mod decompress;
+pub mod dnstap;
 pub mod fpcap;
 pub mod lines;
 pub mod mmpcap;
