@@ -18,6 +18,7 @@
 //! | `output.null` | output | [`output::null`] |
 //! | `output.json` | output | [`output::json`] |
 //! | `output.pcap` | output | [`output::pcap`] |
+//! | `output.dnstap` | output | [`output::dnstap`] |
 //! | `output.dnscli` | output | [`output::dnscli`] |
 //! | `filter.dnscli` | filter | [`output::dnscli::chain`] |
 //! | `output.udpcli` | output | [`output::udpcli`] |
@@ -53,6 +54,7 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(output::null::entry())
         .add(output::json::entry())
         .add(output::pcap::entry())
+        .add(output::dnstap::entry())
         .add(output::dnscli::entry())
         .add(output::dnscli::chain::entry())
         .add(filter::split::entry())

@@ -14,7 +14,7 @@
 //!
 //! [`Origin::Dnstap`]: dnsluice_core::Origin::Dnstap
 
-mod frames;
+pub(crate) mod frames;
 mod listen;
 pub mod message;
 

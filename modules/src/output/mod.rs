@@ -1,6 +1,7 @@
 //! Outputs: the last stage of a chain.
 
 pub mod dnscli;
+pub mod dnstap;
 pub mod json;
 pub mod null;
 pub mod pcap;
