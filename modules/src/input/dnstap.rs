@@ -51,8 +51,8 @@ pub struct DnstapOptions {
     pub unix: Option<PathBuf>,
     /// Listen on this TCP address (`IP:PORT`) for servers to connect.
     pub tcp: Option<String>,
-    /// With `unix` or `tcp`: end once this many senders' connections have
-    /// closed (0: never).
+    /// With `unix` or `tcp`: end once this many senders (connections that
+    /// started a stream) have closed (0: never).
     #[option(default = 0)]
     pub connections: u64,
     /// With `unix` or `tcp`: end when nothing has come for this long (0s: never).

@@ -20,13 +20,13 @@ const QUEUE: usize = 4096;
 
 /// What a connection's thread reports.
 pub enum Event {
-    /// A sender connected.
+    /// A sender started a stream (READY, or START without a handshake).
     Opened,
     /// A data frame's payload.
     Data(Vec<u8>),
     /// Bytes that were not a usable frame, by kind.
     Malformed(&'static str),
-    /// A sender's connection ended.
+    /// The connection of a sender that had started a stream ended.
     Closed,
 }
 
@@ -111,9 +111,7 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
 
 /// Reads one sender's frames from `reader`, answering on `writer`.
 fn serve(reader: Box<dyn Read + Send>, mut writer: impl Write, tx: SyncSender<Event>) {
-    if tx.send(Event::Opened).is_err() {
-        return;
-    }
+    let mut opened = false;
     let mut frames = FrameReader::new(BufferedStream::new(reader, 1 << 16));
     let mut reply = Vec::new();
     loop {
@@ -140,6 +138,12 @@ fn serve(reader: Box<dyn Read + Send>, mut writer: impl Write, tx: SyncSender<Ev
                         continue;
                     }
                 };
+                if !opened && (c.kind == READY || c.kind == START) {
+                    opened = true;
+                    if tx.send(Event::Opened).is_err() {
+                        return;
+                    }
+                }
                 if let Some(kind) = answer {
                     reply.clear();
                     let content_type = (kind == ACCEPT).then_some(CONTENT_TYPE);
@@ -170,5 +174,7 @@ fn serve(reader: Box<dyn Read + Send>, mut writer: impl Write, tx: SyncSender<Ev
             return;
         }
     }
-    let _ = tx.send(Event::Closed);
+    if opened {
+        let _ = tx.send(Event::Closed);
+    }
 }
