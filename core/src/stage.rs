@@ -67,35 +67,65 @@ pub const PROGRESS_EVERY: u64 = 1 << 16;
 /// Pulls every object from `producer` and pushes it into `receiver`, then
 /// finishes the receiver. Calls `progress` with the object count every
 /// [`PROGRESS_EVERY`] objects. Returns the number of objects moved.
+///
+/// When either side fails (a corrupt input, a failing stage), the receiver
+/// is still finished before the error is returned, so that every output
+/// writes what it holds of the objects that came before: nothing already
+/// processed is lost to the error.
 pub fn drive<P, R>(
     producer: &mut P,
     receiver: &mut R,
-    mut progress: Option<&mut dyn FnMut(u64)>,
+    progress: Option<&mut dyn FnMut(u64)>,
 ) -> Result<u64, StageError>
 where
     P: Producer + ?Sized,
     R: Receiver + ?Sized,
 {
     let mut moved = 0u64;
+    match pump(producer, receiver, progress, &mut moved) {
+        Ok(()) => {
+            receiver.finish()?;
+            Ok(moved)
+        }
+        Err(e) => {
+            // What the outputs hold is written out; an error of the finish
+            // itself (a second symptom, as a rule) gives way to the first.
+            let _ = receiver.finish();
+            Err(e)
+        }
+    }
+}
+
+/// [`drive`]'s loop: every object from `producer` into `receiver`, counted
+/// in `moved`, until the end or the first error.
+#[inline(always)]
+fn pump<P, R>(
+    producer: &mut P,
+    receiver: &mut R,
+    mut progress: Option<&mut dyn FnMut(u64)>,
+    moved: &mut u64,
+) -> Result<(), StageError>
+where
+    P: Producer + ?Sized,
+    R: Receiver + ?Sized,
+{
     loop {
         // Use the object where `produce` wrote it: objects are a few hundred
         // bytes, and moving each one out of the `Result` is a copy per packet.
         let mut next = producer.produce();
         let obj = match &mut next {
             Ok(Some(obj)) => obj,
-            Ok(None) => break,
-            Err(_) => return next.map(|_| moved),
+            Ok(None) => return Ok(()),
+            Err(_) => return next.map(|_| ()),
         };
         receiver.receive(obj)?;
-        moved += 1;
+        *moved += 1;
         if moved.is_multiple_of(PROGRESS_EVERY) {
             if let Some(report) = progress.as_mut() {
-                report(moved);
+                report(*moved);
             }
         }
     }
-    receiver.finish()?;
-    Ok(moved)
 }
 
 /// A one-to-one filter: looks at each object and annotates it in place (the

@@ -20,13 +20,16 @@ pub struct FpcapOptions {
     /// lz4, gzip or xz), or `-` for standard input.
     pub path: PathBuf,
     /// The size of each read, in KiB (at most 1 GiB).
-    #[option(default = 1024, range = 1..=(1 << 20))]
+    #[option(default = DEFAULT_BUFFER_KIB, range = 1..=(1 << 20))]
     pub buffer_kib: usize,
     /// Decompress a compressed capture on a thread of its own (false: on
     /// the reading thread).
     #[option(default = true)]
     pub decompress_thread: bool,
 }
+
+/// The default size of each read, in KiB.
+pub const DEFAULT_BUFFER_KIB: usize = 1024;
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
@@ -142,6 +145,16 @@ pub fn open_with(
     chunk: usize,
     decompress_thread: bool,
 ) -> Result<CaptureReader<BufferedStream>, StageError> {
+    open_as("input.fpcap", path, chunk, decompress_thread)
+}
+
+/// [`open_with`] for the module named `module` (`input.mmpcap` reads stdin this way).
+pub fn open_as(
+    module: &'static str,
+    path: PathBuf,
+    chunk: usize,
+    decompress_thread: bool,
+) -> Result<CaptureReader<BufferedStream>, StageError> {
     let reader: Box<dyn Read + Send> = if path.as_os_str() == "-" {
         Box::new(io::stdin())
     } else {
@@ -157,7 +170,7 @@ pub fn open_with(
     let opened = decompressed(reader, decompress_thread).map_err(|e| StageError::io(&path, e))?;
     let stream = BufferedStream::new(opened.reader, chunk)
         .decompressed_from(opened.compression, opened.cut_off);
-    CaptureReader::new("input.fpcap", path, stream)
+    CaptureReader::new(module, path, stream)
 }
 
 #[cfg(test)]

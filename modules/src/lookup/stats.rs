@@ -1,6 +1,7 @@
 //! The counters that are the evidence for the scheduler design: what really
 //! happened on the sockets, overall and per nameserver.
 
+use super::iterative::summary::IterativeSummary;
 use crate::json::push_json_str;
 use dnsluice_net::{Latency, NetCounters};
 use std::collections::BTreeMap;
@@ -99,6 +100,8 @@ pub struct LookupSummary {
     pub per_nameserver: Vec<NameserverSummary>,
     /// Wall time.
     pub elapsed: Duration,
+    /// The iterative resolver's counters, when names were resolved from the root.
+    pub iterative: Option<IterativeSummary>,
 }
 
 impl LookupSummary {
@@ -141,6 +144,7 @@ impl LookupSummary {
                 })
                 .collect(),
             elapsed,
+            iterative: None,
         }
     }
 
@@ -185,7 +189,11 @@ impl LookupSummary {
                 String::from_utf8_lossy(&key), ns.queries, ns.connections_opened, ns.p50_ms, ns.p99_ms
             );
         }
-        let _ = write!(s, "}},\"elapsed_s\":{:.3}}}", self.elapsed.as_secs_f64());
+        s.push('}');
+        if let Some(iterative) = &self.iterative {
+            let _ = write!(s, ",\"iterative\":{}", iterative.to_json());
+        }
+        let _ = write!(s, ",\"elapsed_s\":{:.3}}}", self.elapsed.as_secs_f64());
         s
     }
 
@@ -219,6 +227,9 @@ impl LookupSummary {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         let _ = writeln!(s, "  statuses: {}", statuses.join(", "));
+        if let Some(iterative) = &self.iterative {
+            s.push_str(&iterative.to_text(self.names, self.queries));
+        }
         for ns in &self.per_nameserver {
             let _ = writeln!(
                 s,
