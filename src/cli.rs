@@ -62,6 +62,13 @@ pub enum Command {
         dnsluice replay queries.pcap --server 127.0.0.1:53 --no-responses --rate 100000\n  \
         dnsluice replay queries.pcap --server 127.0.0.1:53 --print-pipeline > replay.toml")]
     Replay(crate::replay::ReplayArgs),
+    /// Send queries (a capture's, or names) to two or more servers and report the answers that differ.
+    ///
+    /// Compares field by field as respdiff does (rcode, flags, question,
+    /// answer, authority and additional as sets, EDNS): one JSON line per
+    /// differing query (`--output`, default standard output), and a
+    /// summary (`--summary`).
+    Diff(crate::diff::DiffArgs),
     /// Run a Lua script: `arg[0]` is the script, `arg[1]`... the arguments.
     ///
     /// Every module is reachable from Lua (`require("dnsluice.input.mmpcap")`);
@@ -110,6 +117,7 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
         } => run(registry, &pipeline, &set, stats_path.as_deref(), quiet),
         Command::Lookup(args) => crate::lookup::run(*args),
         Command::Replay(args) => crate::replay::replay(registry, &args),
+        Command::Diff(args) => crate::diff::diff(registry, &args),
     }
 }
 

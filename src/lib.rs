@@ -6,6 +6,7 @@
 //! `examples/custom-module`).
 
 pub mod cli;
+pub mod diff;
 pub mod flags;
 pub mod lookup;
 pub mod reference;

@@ -123,7 +123,7 @@ fn every_corpus_capture_reads_the_same_compressed() {
 fn a_compressed_stream_on_stdin_reads_the_same() {
     let capture = common::corpus_dir().join("live_lo_en10mb.pcap");
     let (plain, _) = dump("input.fpcap", &capture);
-    for tool in 0..TOOLS.len() {
+    for (tool, &(program, _, _)) in TOOLS.iter().enumerate() {
         let packed = compress(tool, &capture);
         let json = temp_path("stdin.jsonl");
         let pipeline = temp_path("stdin.toml");
@@ -144,7 +144,7 @@ fn a_compressed_stream_on_stdin_reads_the_same() {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        assert!(rows == plain, "stdin {}", TOOLS[tool].0);
+        assert!(rows == plain, "stdin {}", program);
         let mut frames: Vec<u64> = rows.iter().map(|r| r["frame"].as_u64().unwrap()).collect();
         frames.dedup();
         assert_eq!(
@@ -185,8 +185,7 @@ fn big_capture() -> PathBuf {
 #[test]
 fn a_truncated_compressed_file_keeps_every_complete_record_and_warns() {
     let capture = big_capture();
-    for tool in 0..TOOLS.len() {
-        let (program, _, decompress) = TOOLS[tool];
+    for (tool, &(program, _, decompress)) in TOOLS.iter().enumerate() {
         let packed = compress(tool, &capture);
         let bytes = std::fs::read(&packed).unwrap();
         let cut = temp_path(&format!("cut.pcap.{program}"));
@@ -220,8 +219,7 @@ fn a_truncated_compressed_file_keeps_every_complete_record_and_warns() {
 #[test]
 fn a_corrupt_compressed_file_is_an_error_that_says_so() {
     let capture = big_capture();
-    for tool in 0..TOOLS.len() {
-        let program = TOOLS[tool].0;
+    for (tool, &(program, _, _)) in TOOLS.iter().enumerate() {
         let packed = compress(tool, &capture);
         let mut bytes = std::fs::read(&packed).unwrap();
         let middle = bytes.len() / 2;

@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::daemon::{port, start, wait_answering};
 use common::{dnsluice, run_pipeline, temp_path};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -17,16 +18,6 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A port of this checkout's range (DNSLUICE_SERVERS_PORT_OFFSET apart from
-/// other checkouts'), `k` of the ten this test file uses.
-fn port(k: u16) -> u16 {
-    let offset: u16 = std::env::var("DNSLUICE_SERVERS_PORT_OFFSET")
-        .ok()
-        .and_then(|o| o.parse().ok())
-        .unwrap_or(0);
-    53560 + offset + k
-}
 
 /// The zone the test servers serve: a few names of every answer kind.
 const ZONE: &str = "$ORIGIN tap.test.\n$TTL 300\n@ SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ NS ns1\nns1 A 127.0.0.1\nwww A 192.0.2.1\nwww AAAA 2001:db8::1\nmail MX 10 www\ntxt TXT \"dnstap test\"\n";
@@ -44,63 +35,6 @@ const TCP_FROM: usize = 4;
 
 /// How long an emitter gets to write out its dnstap before it is stopped.
 const FLUSH_WAIT: Duration = Duration::from_millis(2500);
-
-/// A child process killed (and waited for) when dropped.
-struct Daemon(Child);
-
-impl Daemon {
-    /// Stops it with SIGTERM (so it closes its dnstap stream) and waits.
-    fn stop(mut self) {
-        let pid = self.0.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.0.try_wait().ok().flatten().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `program` with `args`, its output in `dir/NAME.log`.
-fn start(name: &'static str, program: &str, args: &[&str], dir: &Path) -> Daemon {
-    let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
-    // spawns: knotd unbound dnsdist nsd (the callers' `program`)
-    let child = Command::new(program)
-        .args(args)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{program} (installed by .ci/run): {e}"));
-    Daemon(child)
-}
-
-/// Waits until `server` answers a query for the zone's SOA over UDP.
-fn wait_answering(server: SocketAddr, dir: &Path, name: &str) {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut buf = [0u8; 4096];
-    while Instant::now() < deadline {
-        let _ = socket.send_to(&testkit::wire::query(1, "tap.test.", 6, None), server);
-        if socket.recv(&mut buf).is_ok() {
-            return;
-        }
-    }
-    let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
-    panic!("{name} on {server} did not answer: {log}");
-}
 
 /// One exchange as the test's socket saw it.
 #[derive(Debug)]
@@ -335,7 +269,7 @@ fn dir(name: &str) -> PathBuf {
 }
 
 /// knot serving [`ZONE`] on `port`, with mod-dnstap when `sink` is given.
-fn knot(dir: &Path, port: u16, sink: Option<&Path>) -> Daemon {
+fn knot(dir: &Path, port: u16, sink: Option<&Path>) -> common::daemon::Daemon {
     std::fs::write(dir.join("tap.test.zone"), ZONE).unwrap();
     std::fs::create_dir_all(dir.join("db")).unwrap();
     let d = dir.display();
@@ -353,7 +287,12 @@ fn knot(dir: &Path, port: u16, sink: Option<&Path>) -> Daemon {
     std::fs::write(dir.join("knot.conf"), conf).unwrap();
     let conf = dir.join("knot.conf").display().to_string();
     let daemon = start("knot", "knotd", &["-c", &conf], dir);
-    wait_answering(format!("127.0.0.1:{port}").parse().unwrap(), dir, "knot");
+    wait_answering(
+        format!("127.0.0.1:{port}").parse().unwrap(),
+        "tap.test.",
+        dir,
+        "knot",
+    );
     daemon
 }
 
@@ -410,7 +349,7 @@ fn unbound_client_and_resolver_messages_to_our_unix_socket() {
     std::fs::write(dir.join("unbound.conf"), conf).unwrap();
     let conf = dir.join("unbound.conf").display().to_string();
     let unbound = start("unbound", "unbound", &["-d", "-c", &conf], &dir);
-    wait_answering(server, &dir, "unbound");
+    wait_answering(server, "tap.test.", &dir, "unbound");
     let exchanges = ask(server);
     // unbound writes its dnstap from a thread of its own, and a SIGTERM
     // may drop what it has not written yet: give it time to write.
@@ -482,7 +421,7 @@ fn dnsdist_dnstap_log_actions_to_our_tcp_collector() {
         &["--supervised", "--disable-syslog", "-C", &conf],
         &dir,
     );
-    wait_answering(server, &dir, "dnsdist");
+    wait_answering(server, "tap.test.", &dir, "dnsdist");
     let exchanges = ask(server);
     // dnsdist's Frame Streams writer flushes once a second (fstrm's
     // default), and a SIGTERM drops what it has not flushed.

@@ -19,6 +19,7 @@
 //! | `output.json` | output | [`output::json`] |
 //! | `output.pcap` | output | [`output::pcap`] |
 //! | `output.dnstap` | output | [`output::dnstap`] |
+//! | `output.diff` | output | [`output::diff`] |
 //! | `output.dnscli` | output | [`output::dnscli`] |
 //! | `filter.dnscli` | filter | [`output::dnscli::chain`] |
 //! | `output.udpcli` | output | [`output::udpcli`] |
@@ -55,6 +56,7 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(output::json::entry())
         .add(output::pcap::entry())
         .add(output::dnstap::entry())
+        .add(output::diff::entry())
         .add(output::dnscli::entry())
         .add(output::dnscli::chain::entry())
         .add(filter::split::entry())

@@ -1,5 +1,6 @@
 //! Outputs: the last stage of a chain.
 
+pub mod diff;
 pub mod dnscli;
 pub mod dnstap;
 pub mod json;
