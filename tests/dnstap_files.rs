@@ -13,6 +13,7 @@ use std::path::Path;
 use std::process::Command;
 
 fn output(program: &str, args: &[&str], path: &Path) -> String {
+    // spawns: dnstap-ldns fstrm_dump (the callers' `program`)
     let out = Command::new(program).args(args).arg(path).output().unwrap();
     assert!(
         out.status.success(),

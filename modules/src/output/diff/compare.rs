@@ -7,7 +7,7 @@
 //! differ between servers by design). An answer that is an error (a
 //! timeout, a refused connection) differs from any message under `error`.
 
-use dnsluice_core::dns::{name, questions, rdata, records, scan, Section, TYPE_OPT};
+use dnsluice_core::dns::{mnemonic, name, questions, rdata, records, scan, Section, TYPE_OPT};
 
 /// The fields compared, in the order they are reported.
 pub const FIELDS: [&str; 9] = [
@@ -107,35 +107,124 @@ fn shape(msg: &[u8]) -> Option<Shape> {
     })
 }
 
-/// The fields (of [`FIELDS`]) in which `a` and `b` differ; empty when they agree.
-pub fn differences(a: Answer<'_>, b: Answer<'_>) -> Vec<&'static str> {
-    let (a, b) = match (a, b) {
-        (Err(x), Err(y)) => return if x == y { vec![] } else { vec!["error"] },
-        (Ok(a), Ok(b)) => (shape(a), shape(b)),
-        _ => return vec!["error"],
+/// A field in which two answers differ, with each side's value as text
+/// (the summary's most common differences).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Mismatch {
+    /// One of [`FIELDS`].
+    pub field: &'static str,
+    /// The first answer's value.
+    pub a: String,
+    /// The other answer's value.
+    pub b: String,
+}
+
+/// At most this many characters of a value in a [`Mismatch`].
+const VALUE_CHARS: usize = 160;
+
+fn mismatch(field: &'static str, a: String, b: String) -> Mismatch {
+    let cut = |mut v: String| {
+        if let Some((at, _)) = v.char_indices().nth(VALUE_CHARS) {
+            v.truncate(at);
+            v.push_str("...");
+        }
+        v
     };
-    let (a, b) = match (a, b) {
-        (Some(a), Some(b)) => (a, b),
-        (None, None) => return vec![],
-        _ => return vec!["error"],
-    };
-    let mut out = Vec::new();
-    let checks = [
-        ("opcode", a.opcode != b.opcode),
-        ("rcode", a.rcode != b.rcode),
-        ("flags", a.flags != b.flags),
-        ("question", a.question != b.question),
-        ("answer", a.sections[0] != b.sections[0]),
-        ("authority", a.sections[1] != b.sections[1]),
-        ("additional", a.sections[2] != b.sections[2]),
-        ("edns", a.edns != b.edns),
-    ];
-    for (field, differs) in checks {
-        if differs {
-            out.push(field);
+    Mismatch {
+        field,
+        a: cut(a),
+        b: cut(b),
+    }
+}
+
+fn flags_text(f: &[bool; 6]) -> String {
+    let names = ["aa", "tc", "rd", "ra", "ad", "cd"];
+    let set: Vec<&str> = names
+        .iter()
+        .zip(f)
+        .filter(|(_, on)| **on)
+        .map(|(n, _)| *n)
+        .collect();
+    set.join(" ")
+}
+
+fn records_text(records: &[(String, u16, u16, String)]) -> String {
+    if records.is_empty() {
+        return "none".into();
+    }
+    let texts: Vec<String> = records
+        .iter()
+        .map(|(name, rtype, _, data)| format!("{name} {} {data}", mnemonic::rtype(*rtype)))
+        .collect();
+    texts.join("; ")
+}
+
+fn edns_text(e: &Option<Edns>) -> String {
+    match e {
+        None => "none".into(),
+        Some((version, dnssec_ok, size, options)) => {
+            let codes: Vec<String> = options.iter().map(|(c, _)| c.to_string()).collect();
+            format!(
+                "version {version} do {dnssec_ok} size {size} options [{}]",
+                codes.join(",")
+            )
         }
     }
+}
+
+fn side_text(answer: &Answer<'_>, shape: &Option<Shape>) -> String {
+    match (answer, shape) {
+        (Err(kind), _) => (*kind).to_string(),
+        (Ok(_), None) => "unparsable message".into(),
+        (Ok(_), Some(_)) => "answer".into(),
+    }
+}
+
+/// The fields (of [`FIELDS`], in that order) in which `a` and `b` differ,
+/// with their values; empty when they agree.
+pub fn mismatches(a: Answer<'_>, b: Answer<'_>) -> Vec<Mismatch> {
+    let (sa, sb) = (a.ok().and_then(shape), b.ok().and_then(shape));
+    let (x, y) = match (&sa, &sb) {
+        (Some(x), Some(y)) => (x, y),
+        _ if a == b || (sa.is_none() && sb.is_none() && a.is_ok() && b.is_ok()) => return vec![],
+        _ => return vec![mismatch("error", side_text(&a, &sa), side_text(&b, &sb))],
+    };
+    let mut out = Vec::new();
+    let mut check = |field: &'static str, differs: bool, text: &dyn Fn(&Shape) -> String| {
+        if differs {
+            out.push(mismatch(field, text(x), text(y)));
+        }
+    };
+    check("opcode", x.opcode != y.opcode, &|s| {
+        mnemonic::opcode(s.opcode).into_owned()
+    });
+    check("rcode", x.rcode != y.rcode, &|s| {
+        mnemonic::rcode(s.rcode).into_owned()
+    });
+    check("flags", x.flags != y.flags, &|s| flags_text(&s.flags));
+    check("question", x.question != y.question, &|s| {
+        let q: Vec<String> = s
+            .question
+            .iter()
+            .map(|(n, t, _)| format!("{n} {}", mnemonic::rtype(*t)))
+            .collect();
+        q.join("; ")
+    });
+    for (i, field) in ["answer", "authority", "additional"]
+        .into_iter()
+        .enumerate()
+    {
+        check(field, x.sections[i] != y.sections[i], &|s| {
+            records_text(&s.sections[i])
+        });
+    }
+    check("edns", x.edns != y.edns, &|s| edns_text(&s.edns));
     out
+}
+
+/// The fields (of [`FIELDS`]) in which `a` and `b` differ; empty when they agree.
+pub fn differences(a: Answer<'_>, b: Answer<'_>) -> Vec<&'static str> {
+    mismatches(a, b).into_iter().map(|m| m.field).collect()
 }
 
 #[cfg(test)]
@@ -204,6 +293,30 @@ mod tests {
         assert_eq!(
             differences(Err("timeout"), Err("timeout")),
             Vec::<&str>::new()
+        );
+        assert_eq!(differences(Err("timeout"), Err("refused")), ["error"]);
+    }
+
+    #[test]
+    fn mismatches_carry_both_values() {
+        let a = answer("www.example", [192, 0, 2, 1], 300, true, None);
+        let mut nx = answer("www.example", [192, 0, 2, 2], 300, true, None);
+        nx[3] = 3;
+        let rcode = Mismatch {
+            field: "rcode",
+            a: "NOERROR".into(),
+            b: "NXDOMAIN".into(),
+        };
+        let answer = Mismatch {
+            field: "answer",
+            a: "www.example. A 192.0.2.1".into(),
+            b: "www.example. A 192.0.2.2".into(),
+        };
+        assert_eq!(mismatches(Ok(&a), Ok(&nx)), [rcode, answer]);
+        let e = mismatches(Ok(&a), Err("timeout"));
+        assert_eq!(
+            (e[0].field, e[0].a.as_str(), e[0].b.as_str()),
+            ("error", "answer", "timeout")
         );
     }
 }

@@ -20,7 +20,7 @@ mod report;
 use crate::clients::query_bytes;
 use crate::output::dnscli::outcome::Outcome;
 use crate::output::dnscli::{DnsCli, DnsCliOptions};
-use compare::Answer;
+use compare::{Answer, Mismatch};
 use dnsluice_core::dns::{mnemonic, questions};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
@@ -82,6 +82,8 @@ pub(crate) struct Done {
     pub(crate) query: Vec<u8>,
     pub(crate) answers: Vec<Result<Vec<u8>, String>>,
     pub(crate) fields: Vec<&'static str>,
+    /// How the answers differ (for the summary's most common differences).
+    pub(crate) mismatches: Vec<Mismatch>,
 }
 
 /// (client address and port, id, question) of a recorded query.
@@ -237,11 +239,12 @@ impl Diff {
             .into_iter()
             .map(|a| a.unwrap_or(Err("none".into())))
             .collect();
-        let fields = differing_fields(&answers);
+        let (fields, mismatches) = differing_fields(&answers);
         let done = Done {
             query: p.query,
             answers,
             fields,
+            mismatches,
         };
         self.report.count(&done);
         if done.fields.is_empty() {
@@ -348,18 +351,23 @@ fn as_answer(a: &Result<Vec<u8>, String>) -> Answer<'_> {
     }
 }
 
-/// The fields in which any answer differs from the first.
-fn differing_fields(answers: &[Result<Vec<u8>, String>]) -> Vec<&'static str> {
+/// The fields in which any answer differs from the first, and how (the
+/// first answer against each other one, each mismatch once).
+fn differing_fields(answers: &[Result<Vec<u8>, String>]) -> (Vec<&'static str>, Vec<Mismatch>) {
     let mut fields: Vec<&'static str> = Vec::new();
+    let mut how: Vec<Mismatch> = Vec::new();
     for other in &answers[1..] {
-        for f in compare::differences(as_answer(&answers[0]), as_answer(other)) {
-            if !fields.contains(&f) {
-                fields.push(f);
+        for m in compare::mismatches(as_answer(&answers[0]), as_answer(other)) {
+            if !fields.contains(&m.field) {
+                fields.push(m.field);
+            }
+            if !how.contains(&m) {
+                how.push(m);
             }
         }
     }
     fields.sort_by_key(|f| compare::FIELDS.iter().position(|x| x == f));
-    fields
+    (fields, how)
 }
 
 impl Receiver for Diff {

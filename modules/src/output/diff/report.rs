@@ -2,10 +2,16 @@
 //! `qname`, `qtype`, `fields` (the fields that differ) and `answers` (each
 //! server's answer as `output.json` shows a message, or `{"error": KIND}`)
 //! — and the summary: `queries`, `differing`, `by_field` (field → count),
-//! `unstable`, `most_common` (the field sets that differ most often),
-//! `servers` and `skipped` (what was not compared, by why). These keys are a contract for scripts.
+//! `unstable`, `most_common` (the differences seen most often: a field and
+//! its two values), `field_sets` (the sets of fields that differ together,
+//! most often first), `servers` and `skipped` (what was not compared, by
+//! why). These keys are a contract for scripts.
 
+use super::compare::Mismatch;
 use super::{DiffOptions, Done};
+
+/// How many of the most common differences (and field sets) the summary lists.
+const MOST: usize = 20;
 use crate::json::response::message;
 use crate::json::{push_json_str, Fields};
 use dnsluice_core::dns::{mnemonic, name, questions};
@@ -31,6 +37,7 @@ pub(super) struct Report {
     differing: u64,
     by_field: BTreeMap<&'static str, u64>,
     combinations: HashMap<Vec<&'static str>, u64>,
+    mismatches: HashMap<Mismatch, u64>,
 }
 
 /// The summary file.
@@ -40,7 +47,8 @@ struct Summary<'a> {
     differing: u64,
     by_field: &'a BTreeMap<&'static str, u64>,
     unstable: u64,
-    most_common: Vec<Common>,
+    most_common: Vec<CommonMismatch>,
+    field_sets: Vec<Common>,
     servers: &'a [String],
     skipped: Skipped,
 }
@@ -52,6 +60,15 @@ struct Skipped {
     not_queries: u64,
     responses_without_query: u64,
     queries_without_response: u64,
+}
+
+/// A difference and how often it was seen: `values` are the first
+/// answer's and the other's.
+#[derive(Serialize)]
+struct CommonMismatch {
+    field: &'static str,
+    values: [String; 2],
+    count: u64,
 }
 
 #[derive(Serialize)]
@@ -88,6 +105,7 @@ impl Report {
             differing: 0,
             by_field: BTreeMap::new(),
             combinations: HashMap::new(),
+            mismatches: HashMap::new(),
         })
     }
 
@@ -103,6 +121,9 @@ impl Report {
             *self.by_field.entry(f).or_insert(0) += 1;
         }
         *self.combinations.entry(done.fields.clone()).or_insert(0) += 1;
+        for m in &done.mismatches {
+            *self.mismatches.entry(m.clone()).or_insert(0) += 1;
+        }
         let Some((_, out)) = &mut self.out else {
             return;
         };
@@ -166,13 +187,29 @@ impl Report {
             })
             .collect();
         common.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.fields.cmp(&b.fields)));
-        common.truncate(10);
+        common.truncate(MOST);
+        let mut mismatches: Vec<(&Mismatch, u64)> =
+            self.mismatches.iter().map(|(m, n)| (m, *n)).collect();
+        mismatches.sort_by(|(x, n), (y, m)| {
+            m.cmp(n)
+                .then_with(|| (x.field, &x.a, &x.b).cmp(&(y.field, &y.a, &y.b)))
+        });
+        let most_common = mismatches
+            .into_iter()
+            .take(MOST)
+            .map(|(m, count)| CommonMismatch {
+                field: m.field,
+                values: [m.a.clone(), m.b.clone()],
+                count,
+            })
+            .collect();
         let summary = Summary {
             queries: self.queries,
             differing: self.differing,
             by_field: &self.by_field,
             unstable: self.unstable,
-            most_common: common,
+            most_common,
+            field_sets: common,
             servers: &self.names,
             skipped: Skipped {
                 bad_lines: self.bad_lines,
