@@ -3,7 +3,8 @@
 //! wraps the stream in its decoder, on a thread of its own by default, so
 //! the record walk ([`super::CaptureReader`]) sees plain pcap or pcapng.
 //!
-//! The decoders (docs/capture.md has the measurements behind the choice):
+//! The decoders (docs/operators.md says why these, docs/benchmarks.md
+//! measures the zstd and lz4 ones):
 //! `zstd` (libzstd, C), `lz4_flex` (pure Rust, LZ4 frame format),
 //! `flate2` on the `zlib-rs` backend (pure Rust; gzip, several members
 //! read as one stream as `gzip -d` does) and `liblzma` (C; xz, several
