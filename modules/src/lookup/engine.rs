@@ -156,15 +156,16 @@ impl LookupEngine {
 
     /// The counters so far.
     pub fn summary(&self) -> LookupSummary {
-        let nameservers = self.shared.board.nameservers();
-        LookupSummary::gather(
-            &self.shared.run,
-            &self.shared.net,
-            nameservers
-                .iter()
-                .map(|ns| (ns.endpoint.resolver_name(), &ns.stats)),
-            self.started.elapsed(),
-        )
+        self.probe().summary()
+    }
+
+    /// A handle that reads the counters from another thread (for interval
+    /// statistics and progress while this thread feeds and drains).
+    pub fn probe(&self) -> LookupProbe {
+        LookupProbe {
+            shared: self.shared.clone(),
+            started: self.started,
+        }
     }
 
     /// Names resolved so far (records handed out or queued).
@@ -180,6 +181,28 @@ impl LookupEngine {
         self.close_input();
         let LookupEngine { runtime, .. } = self;
         runtime.shutdown_timeout(Duration::from_millis(100));
+    }
+}
+
+/// Reads a running lookup's counters from any thread.
+#[derive(Clone)]
+pub struct LookupProbe {
+    shared: Arc<Shared>,
+    started: Instant,
+}
+
+impl LookupProbe {
+    /// The counters so far.
+    pub fn summary(&self) -> LookupSummary {
+        let nameservers = self.shared.board.nameservers();
+        LookupSummary::gather(
+            &self.shared.run,
+            &self.shared.net,
+            nameservers
+                .iter()
+                .map(|ns| (ns.endpoint.resolver_name(), &ns.stats)),
+            self.started.elapsed(),
+        )
     }
 }
 
