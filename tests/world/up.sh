@@ -65,7 +65,7 @@ alive() {
 # the same in all of them, so another world's server on it will do.
 shared_v6=""
 if ! alive v6 && ! python3 "$HERE/ctl.py" free "[::1]:53" 2>/dev/null &&
-    kdig +norec +timeout=1 +retry=0 @::1 v6only.net. SOA 2>/dev/null | grep -q 'flags: qr aa'; then
+    kdig +norec +timeout=1 +retry=0 @::1 v6only.net. SOA 2>/dev/null | grep -qi 'flags: qr aa'; then
     shared_v6="(shared with another world)"
 fi
 todo=() ports=()
