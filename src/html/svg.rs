@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 const W: f64 = 640.0;
 const H: f64 = 300.0;
 const LEFT: f64 = 70.0;
-const RIGHT: f64 = 18.0;
+const RIGHT: f64 = 30.0;
 const TOP: f64 = 34.0;
 const BOTTOM: f64 = 46.0;
 
