@@ -322,7 +322,7 @@ figure.chart svg{width:100%;height:auto;display:block}\
 svg text{font-size:12px;fill:#333}svg text.title{font-size:14px;font-weight:600}svg text.note{fill:#888}\
 svg text.value{font-size:10px;fill:#555}svg .grid{stroke:#e8e8e8}svg .axis{stroke:#888}\
 .legend{font-size:12px;display:flex;flex-wrap:wrap;gap:4px 14px;padding:2px 8px}\
-.legend span{display:inline-flex;align-items:center;gap:5px;white-space:nowrap}.legend svg{width:24px;height:8px;flex:none}\
+.legend span{display:inline-flex;align-items:center;gap:5px;white-space:nowrap}figure.chart .legend svg{width:24px;height:8px;flex:none;display:inline}\
 table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}caption{text-align:left;font-weight:600;padding:4px 0}\
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}\
 td.num{text-align:right;font-variant-numeric:tabular-nums}code{font-size:12px;word-break:break-all}\
