@@ -76,7 +76,7 @@ fn replay(name: &str, transport: &str) -> (PathBuf, PathBuf, Value) {
         "--clients",
         "4",
         "--rate",
-        "2000",
+        rate,
         "-q",
     ]);
     if transport == "tls" {

@@ -62,6 +62,9 @@ impl<P: Producer + ?Sized> Producer for Box<P> {
     }
 }
 
+/// Takes every stage's statistics of a running chain (see [`Watch`]).
+pub type Snapshot<'a> = &'a dyn Fn() -> Vec<StageStats>;
+
 /// A look at a running chain: when `due` is set (by a timer), the driver
 /// clears it after the current object and calls `call` with the number of
 /// objects moved so far and a way to take every stage's statistics. The
@@ -70,7 +73,7 @@ pub struct Watch<'a> {
     /// Set when `call` is due.
     pub due: &'a AtomicBool,
     /// Called between two objects: `(objects moved, snapshot of the stages' statistics)`.
-    pub call: &'a mut dyn FnMut(u64, &dyn Fn() -> Vec<StageStats>),
+    pub call: &'a mut dyn FnMut(u64, Snapshot<'_>),
 }
 
 /// Pulls every object from `producer` and pushes it into `receiver`, then

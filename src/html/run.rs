@@ -17,10 +17,13 @@ fn index_of(run: &Run, module: &str) -> Option<usize> {
     stage(run, &[module]).map(|(i, _)| i)
 }
 
+/// A step line over capture time: its points, where it ends, what it counts.
+type CapturePoints = (Vec<(f64, f64)>, f64, &'static str);
+
 /// Messages (or records, without filter.dns) per second of capture time,
 /// interval by interval: `(start in capture seconds since the first
 /// record, rate)`, the last interval's end, and what was counted.
-fn capture_points(run: &Run) -> Option<(Vec<(f64, f64)>, f64, &'static str)> {
+fn capture_points(run: &Run) -> Option<CapturePoints> {
     let origin = run
         .intervals
         .iter()

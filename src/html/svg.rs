@@ -222,9 +222,7 @@ pub fn number(v: f64) -> String {
     } else {
         (v, "")
     };
-    let text = if scaled == scaled.trunc() {
-        format!("{scaled:.0}")
-    } else if scaled.abs() >= 100.0 {
+    let text = if scaled == scaled.trunc() || scaled.abs() >= 100.0 {
         format!("{scaled:.0}")
     } else if scaled.abs() >= 1.0 {
         trim(format!("{scaled:.2}"))
