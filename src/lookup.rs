@@ -58,7 +58,8 @@ pub struct LookupArgs {
 
 impl LookupArgs {
     /// The options of the run: the flags given, the positional TYPE, and
-    /// for want of `--name-servers` the system's nameservers.
+    /// for want of `--name-servers` the system's nameservers (not with
+    /// `--iterative`, where they would be taken for root servers).
     pub fn options(&self) -> Result<LookupOptions> {
         let mut table = self.lookup.table.clone();
         if let Some(qtype) = &self.qtype {
@@ -67,7 +68,9 @@ impl LookupArgs {
             }
             table.insert("type".into(), toml::Value::String(qtype.clone()));
         }
-        if !table.contains_key("name_servers") {
+        // Iterative: without --name-servers the walk starts at the root hints.
+        let iterative = table.get("iterative").and_then(toml::Value::as_bool) == Some(true);
+        if !table.contains_key("name_servers") && !iterative {
             let system = system_nameservers().into_iter().map(toml::Value::String);
             table.insert("name_servers".into(), toml::Value::Array(system.collect()));
         }
@@ -128,7 +131,7 @@ impl RecordWriter {
 pub fn run(args: LookupArgs) -> Result<ExitCode> {
     let options = args.options()?;
     let config = options.to_config().map_err(|e| anyhow::anyhow!("{e}"))?;
-    if config.nameservers.is_empty() {
+    if config.nameservers.is_empty() && config.iterative.is_none() {
         eprintln!(
             "dnsluice: warning: no nameservers (none given, none in /etc/resolv.conf): \
              only lines pinned to a nameserver can be resolved"

@@ -9,83 +9,13 @@
 
 mod common;
 
-use common::{corpus, run_pipeline, temp_path, truth, truth_rows};
+use common::{
+    corpus, dns_json as dump, run_pipeline, temp_path, truth, truth_rows, unescape, wire_hex,
+};
 use dnsluice::core::dns::mnemonic;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::path::Path;
-
-/// Runs input → filter.layer → filter.dns → output.json; the JSON lines and the stats.
-fn dump(input: &str, capture: &Path) -> (Vec<Value>, Value) {
-    let json = temp_path("dns.jsonl");
-    let stats = temp_path("stats.json");
-    let text = format!(
-        "[[stage]]\nmodule = \"{input}\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
-        capture.display(),
-        json.display()
-    );
-    let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows = std::fs::read_to_string(&json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let stats = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
-    (rows, stats)
-}
-
-/// Our presentation name back to wire-label bytes (undoing `\.`, `\\` and `\DDD`).
-fn unescape(name: &str) -> Vec<Vec<u8>> {
-    if name == "." {
-        return Vec::new();
-    }
-    let mut labels = vec![Vec::new()];
-    let bytes = name.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' if bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => {
-                let digits = std::str::from_utf8(&bytes[i + 1..i + 4]).unwrap();
-                labels
-                    .last_mut()
-                    .unwrap()
-                    .push(digits.parse::<u8>().unwrap());
-                i += 4;
-            }
-            b'\\' => {
-                labels.last_mut().unwrap().push(bytes[i + 1]);
-                i += 2;
-            }
-            b'.' => {
-                labels.push(Vec::new());
-                i += 1;
-            }
-            b => {
-                labels.last_mut().unwrap().push(b);
-                i += 1;
-            }
-        }
-    }
-    labels.pop(); // the empty label after the trailing dot
-    labels
-}
-
-fn wire_hex(labels: &[Vec<u8>]) -> String {
-    let mut hex = String::new();
-    for label in labels {
-        hex += &format!("{:02x}", label.len());
-        for b in label {
-            hex += &format!("{b:02x}");
-        }
-    }
-    hex + "00"
-}
 
 /// The canonical line of one of our JSON rows; `unusual` maps frames whose
 /// QNAME tshark prints lossily to (tshark's text, the name's wire bytes in hex).

@@ -4,7 +4,6 @@
 mod replay_kit;
 
 use replay_kit::*;
-use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +14,7 @@ type SinkCounts = (usize, usize, Vec<String>);
 /// A UDP sink counting datagrams (and the distinct source ports) until `stop`,
 /// and keeping the query name of each.
 fn sink() -> (String, Arc<AtomicBool>, std::thread::JoinHandle<SinkCounts>) {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let socket = testkit::sink_socket();
     socket
         .set_read_timeout(Some(Duration::from_millis(50)))
         .unwrap();
@@ -124,7 +123,7 @@ fn batched_sends_carry_every_query() {
 /// A UDP sink that notes when each query arrived, by its id, until `stop`.
 type Arrivals = Vec<(usize, Instant)>;
 fn timed_sink() -> (String, Arc<AtomicBool>, std::thread::JoinHandle<Arrivals>) {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let socket = testkit::sink_socket();
     socket
         .set_read_timeout(Some(Duration::from_millis(50)))
         .unwrap();

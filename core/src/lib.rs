@@ -33,10 +33,10 @@ pub mod wire;
 pub use dnsluice_options as options;
 pub use error::StageError;
 pub use object::{
-    CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Packet, PacketRef, Response, Text,
-    TextKind,
+    CaptureMeta, DnsMessage, Flow, Object, Origin, Packet, PacketRef, Response, Text, TextKind,
 };
 pub use owned::OwnedObject;
 pub use registry::{ModuleEntry, Registry, Role};
 pub use stage::{drive, FlatMap, FlatMapStage, Map, MapStage, Producer, Receiver, Watch};
 pub use stats::{Histogram, Reading, StageStats, TopEntry, TopList};
+pub use wire::LinkType;

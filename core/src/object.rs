@@ -8,7 +8,7 @@
 //! [`Text`] is a line of text: a name to look up, or a lookup's JSON record.
 
 use crate::dns::{CompactInfo, DnsInfo};
-use crate::wire::{Layers, Transport};
+use crate::wire::{Layers, LinkType, Transport, Tunnels};
 
 /// One object handed from stage to stage.
 #[derive(Clone, Copy, Debug)]
@@ -206,59 +206,6 @@ pub struct Response<'a> {
     pub transport: &'static str,
 }
 
-/// A link-layer header type, as numbered by tcpdump.org's LINKTYPE_ values
-/// (plus the platform DLT values 12 and 14 that mean raw IP).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LinkType(pub u32);
-
-impl LinkType {
-    /// BSD loopback: a 4-byte address family in the capturing host's byte order.
-    pub const NULL: LinkType = LinkType(0);
-    /// Ethernet (with or without 802.1Q/802.1ad tags).
-    pub const EN10MB: LinkType = LinkType(1);
-    /// Raw IP as numbered on some platforms (DLT_RAW = 12).
-    pub const RAW12: LinkType = LinkType(12);
-    /// Raw IP as numbered on other platforms (DLT_RAW = 14).
-    pub const RAW14: LinkType = LinkType(14);
-    /// Raw IP (LINKTYPE_RAW = 101): the version nibble says IPv4 or IPv6.
-    pub const RAW: LinkType = LinkType(101);
-    /// OpenBSD loopback: a 4-byte address family in network byte order.
-    pub const LOOP: LinkType = LinkType(108);
-    /// Linux cooked capture, version 1 (16-byte header).
-    pub const LINUX_SLL: LinkType = LinkType(113);
-    /// Raw IPv4 only.
-    pub const IPV4: LinkType = LinkType(228);
-    /// Raw IPv6 only.
-    pub const IPV6: LinkType = LinkType(229);
-    /// Linux cooked capture, version 2 (20-byte header).
-    pub const LINUX_SLL2: LinkType = LinkType(276);
-
-    /// The conventional upper-case name (`"EN10MB"`, `"LINUX_SLL"`, ...), or
-    /// `None` for a link type dnsluice does not know.
-    pub fn name(self) -> Option<&'static str> {
-        Some(match self.0 {
-            0 => "NULL",
-            1 => "EN10MB",
-            12 | 14 | 101 => "RAW",
-            108 => "LOOP",
-            113 => "LINUX_SLL",
-            228 => "IPV4",
-            229 => "IPV6",
-            276 => "LINUX_SLL2",
-            _ => return None,
-        })
-    }
-}
-
-impl std::fmt::Display for LinkType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "LINKTYPE_{}", self.0),
-        }
-    }
-}
-
 /// What the capture recorded about one packet, apart from its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CaptureMeta {
@@ -307,13 +254,23 @@ impl<'a> Packet<'a> {
         self.data.get(start..end).unwrap_or(&[])
     }
 
-    /// Source IP address of the (outermost) IP header, when parsed.
+    /// Source IP address of the IP header, when parsed: the innermost
+    /// packet's, when it came through tunnels ([`Packet::tunnels`] has the outer ones).
     pub fn src(&self) -> Option<std::net::IpAddr> {
         self.layers.src_addr(self.data)
     }
 
-    /// Destination IP address of the (outermost) IP header, when parsed.
+    /// Destination IP address of the IP header, when parsed.
     pub fn dst(&self) -> Option<std::net::IpAddr> {
         self.layers.dst_addr(self.data)
+    }
+
+    /// The tunnels the packet was found in, outermost first (empty for most
+    /// packets; the layers are walked again only when there are some).
+    pub fn tunnels(&self) -> Tunnels {
+        if self.layers.tunnels == 0 {
+            return Tunnels::default();
+        }
+        crate::wire::tunnels(self.meta.link, self.data, self.meta.len)
     }
 }

@@ -79,27 +79,59 @@ pub struct Watch<'a> {
 /// Pulls every object from `producer` and pushes it into `receiver`, then
 /// finishes the receiver. With a `watch`, calls it between objects whenever
 /// it is due. Returns the number of objects moved.
+///
+/// When either side fails (a corrupt input, a failing stage), the receiver
+/// is still finished before the error is returned, so that every output
+/// writes what it holds of the objects that came before: nothing already
+/// processed is lost to the error.
 pub fn drive<P, R>(
     producer: &mut P,
     receiver: &mut R,
-    mut watch: Option<Watch<'_>>,
+    watch: Option<Watch<'_>>,
 ) -> Result<u64, StageError>
 where
     P: Producer + ?Sized,
     R: Receiver + ?Sized,
 {
     let mut moved = 0u64;
+    match pump(producer, receiver, watch, &mut moved) {
+        Ok(()) => {
+            receiver.finish()?;
+            Ok(moved)
+        }
+        Err(e) => {
+            // What the outputs hold is written out; an error of the finish
+            // itself (a second symptom, as a rule) gives way to the first.
+            let _ = receiver.finish();
+            Err(e)
+        }
+    }
+}
+
+/// [`drive`]'s loop: every object from `producer` into `receiver`, counted
+/// in `moved`, until the end or the first error.
+#[inline(always)]
+fn pump<P, R>(
+    producer: &mut P,
+    receiver: &mut R,
+    mut watch: Option<Watch<'_>>,
+    moved: &mut u64,
+) -> Result<(), StageError>
+where
+    P: Producer + ?Sized,
+    R: Receiver + ?Sized,
+{
     loop {
         // Use the object where `produce` wrote it: objects are a few hundred
         // bytes, and moving each one out of the `Result` is a copy per packet.
         let mut next = producer.produce();
         let obj = match &mut next {
             Ok(Some(obj)) => obj,
-            Ok(None) => break,
-            Err(_) => return next.map(|_| moved),
+            Ok(None) => return Ok(()),
+            Err(_) => return next.map(|_| ()),
         };
         receiver.receive(obj)?;
-        moved += 1;
+        *moved += 1;
         drop(next);
         if let Some(watch) = &mut watch {
             if watch.due.load(Ordering::Relaxed) {
@@ -110,12 +142,10 @@ where
                     receiver.stats(&mut out);
                     out
                 };
-                (watch.call)(moved, &snapshot);
+                (watch.call)(*moved, &snapshot);
             }
         }
     }
-    receiver.finish()?;
-    Ok(moved)
 }
 
 /// A one-to-one filter: looks at each object and annotates it in place (the

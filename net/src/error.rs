@@ -62,6 +62,10 @@ pub enum NetError {
     /// The client's async runtime (its threads) could not be started.
     #[error("cannot start the client runtime: {0}")]
     Runtime(io::Error),
+    /// A zone transfer that failed on the server's side (refused, a message
+    /// for another query, no opening SOA).
+    #[error("zone transfer: {0}")]
+    Transfer(crate::wire::transfer::TransferError),
     /// A query that cannot be sent (too short to carry a DNS header, too long).
     #[error("bad query: {0}")]
     BadQuery(&'static str),
@@ -81,6 +85,7 @@ impl NetError {
             NetError::Closed(_) => "closed",
             NetError::Send(_) => "send",
             NetError::BadQuery(_) => "bad_query",
+            NetError::Transfer(_) => "transfer",
             NetError::Runtime(_) => "runtime",
         }
     }

@@ -39,6 +39,6 @@ pub use latency::{Latency, Percentiles};
 pub use options::ClientOptions;
 pub use stats::NetCounters;
 pub use tls::{TlsClient, TlsOptions};
-pub use tokio_driver::{connect, ClientSetup, Connection, DohMethod, Exchange};
+pub use tokio_driver::{connect, transfer, ClientSetup, Connection, DohMethod, Exchange, Transfer};
 /// Building queries (kept at this path: `dnsluice_net::query`).
 pub use wire::query;

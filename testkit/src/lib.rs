@@ -22,10 +22,12 @@ mod env_file;
 mod fault;
 pub mod kdig;
 mod servers;
+mod sockets;
 pub mod wire;
 mod world;
 
 pub use cert::TestCert;
 pub use fault::{Behaviour, FaultKind, FaultServer};
 pub use servers::{lookup_address, servers, servers_dir, Servers};
+pub use sockets::sink_socket;
 pub use world::{normalise_data, world, Expected, Rr, World};

@@ -139,3 +139,84 @@ pub fn rfc3339_to_epoch(ts: &str) -> String {
     let secs = days * 86_400 + num(11..13) * 3600 + num(14..16) * 60 + num(17..19);
     format!("{secs}.{}", &ts[20..29])
 }
+
+/// Runs input → filter.layer → filter.dns → output.json; the JSON lines and
+/// the stats, asserting that the run succeeds.
+pub fn dns_json(input: &str, capture: &Path) -> (Vec<Value>, Value) {
+    let (rows, stats, out) = dns_run(input, capture);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (rows, stats)
+}
+
+/// [`dns_json`] for a run that may fail: the JSON lines written, the stats
+/// (`Null` when none were written) and the process output.
+pub fn dns_run(input: &str, capture: &Path) -> (Vec<Value>, Value, Output) {
+    let json = temp_path("dns.jsonl");
+    let stats = temp_path("stats.json");
+    let text = format!(
+        "[[stage]]\nmodule = \"{input}\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
+        capture.display(),
+        json.display()
+    );
+    let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
+    let rows = std::fs::read_to_string(&json)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stats = std::fs::read_to_string(&stats)
+        .map(|s| serde_json::from_str(&s).unwrap())
+        .unwrap_or(Value::Null);
+    (rows, stats, out)
+}
+
+/// Our presentation name back to wire-label bytes (undoing `\.`, `\\` and `\DDD`).
+pub fn unescape(name: &str) -> Vec<Vec<u8>> {
+    if name == "." {
+        return Vec::new();
+    }
+    let mut labels = vec![Vec::new()];
+    let bytes = name.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                let digits = std::str::from_utf8(&bytes[i + 1..i + 4]).unwrap();
+                labels
+                    .last_mut()
+                    .unwrap()
+                    .push(digits.parse::<u8>().unwrap());
+                i += 4;
+            }
+            b'\\' => {
+                labels.last_mut().unwrap().push(bytes[i + 1]);
+                i += 2;
+            }
+            b'.' => {
+                labels.push(Vec::new());
+                i += 1;
+            }
+            b => {
+                labels.last_mut().unwrap().push(b);
+                i += 1;
+            }
+        }
+    }
+    labels.pop(); // the empty label after the trailing dot
+    labels
+}
+
+pub fn wire_hex(labels: &[Vec<u8>]) -> String {
+    let mut hex = String::new();
+    for label in labels {
+        hex += &format!("{:02x}", label.len());
+        for b in label {
+            hex += &format!("{b:02x}");
+        }
+    }
+    hex + "00"
+}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Starts the DNS servers the tests talk to, on loopback addresses only:
-#   knot     authoritative for lookup.test. (100,000+ names) and 0.0.10.in-addr.arpa.
+#   knot     authoritative for lookup.test. (100,000+ names), 0.0.10.in-addr.arpa.,
+#            axfr.test. (anyone on loopback may transfer it) and noaxfr.test.
+#            (transfers refused); answers version.bind (CH TXT) with $KNOT_VERSION
 #   dnsdist  in front of knot: plain DNS, DoT and DoH (HTTP/2)
 #   dnsluice-delay-proxy  a slow nameserver: 127.0.0.2 forwards to the fast
 #            servers, holding every datagram and byte chunk DELAY_MS each way
@@ -20,6 +22,7 @@ STATE=$(cd "$STATE" && pwd)
 DELAY_MS=${DNSLUICE_DELAY_MS:-20}
 NAMES=100000
 TLS_NAME=dns.test
+KNOT_VERSION=dnsluice-test-knot-1
 
 # Addresses. 127.0.0.1, .3, .4 are fast; 127.0.0.2 is the slow one.
 # DNSLUICE_SERVERS_PORT_OFFSET (default 0) is added to every port, so that
@@ -85,7 +88,8 @@ start() {
 
 # --- zones -------------------------------------------------------------------
 ZONES=$STATE/zones
-if [[ ! -s $ZONES/lookup.test.zone || $HERE/gen_zone.py -nt $ZONES/lookup.test.zone ]]; then
+if [[ ! -s $ZONES/lookup.test.zone || $HERE/gen_zone.py -nt $ZONES/lookup.test.zone ||
+      $HERE/typed_zone.py -nt $ZONES/lookup.test.zone ]]; then
     python3 "$HERE/gen_zone.py" "$ZONES" "$NAMES"
 fi
 
@@ -120,9 +124,14 @@ mkdir -p "$STATE/knot/db"
     echo "    tcp-max-clients: 4096"
     echo "    tcp-idle-timeout: 60"
     echo "    background-workers: 1"
+    echo "    version: \"$KNOT_VERSION\""
     echo "log:"
     echo "  - target: stderr"
     echo "    any: warning"
+    echo "acl:"
+    echo "  - id: transfer-from-loopback"
+    echo "    address: [ 127.0.0.0/8, ::1 ]"
+    echo "    action: transfer"
     echo "database:"
     echo "    storage: \"$STATE/knot/db\""
     echo "template:"
@@ -135,6 +144,9 @@ mkdir -p "$STATE/knot/db"
     echo "zone:"
     echo "  - domain: lookup.test."
     echo "  - domain: 0.0.10.in-addr.arpa."
+    echo "  - domain: axfr.test."
+    echo "    acl: transfer-from-loopback"
+    echo "  - domain: noaxfr.test."
 } >"$STATE/knot.conf"
 knot_ports="" dnsdist_ports="127.0.0.1:$DNSDIST_PORT"
 for ip in "${FAST_IPS[@]}"; do knot_ports+=" $ip:$KNOT_PORT"; done
@@ -196,6 +208,9 @@ TLS_NAME=$TLS_NAME
 ZONE=lookup.test.
 ZONE_NAMES=$NAMES
 REVERSE_ZONE=0.0.10.in-addr.arpa.
+AXFR_ZONE=axfr.test.
+NOAXFR_ZONE=noaxfr.test.
+KNOT_VERSION=$KNOT_VERSION
 ENV
 
 # --- wait until every server answers --------------------------------------------

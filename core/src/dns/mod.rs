@@ -132,11 +132,14 @@ pub enum DnsError {
     RdataPastEnd,
     /// The message was cut by the capture's snaplen before its end.
     TruncatedCapture,
+    /// An OPT record whose options area is not a sequence of whole options
+    /// (RFC 6891 §6.1.2: code, length, that many bytes).
+    EdnsMalformed,
 }
 
 impl DnsError {
     /// Every kind, in a fixed order (for counters indexed by kind).
-    pub const ALL: [DnsError; 9] = [
+    pub const ALL: [DnsError; 10] = [
         DnsError::ShortHeader,
         DnsError::LabelPastEnd,
         DnsError::PointerLoop,
@@ -146,6 +149,7 @@ impl DnsError {
         DnsError::CountExceedsMessage,
         DnsError::RdataPastEnd,
         DnsError::TruncatedCapture,
+        DnsError::EdnsMalformed,
     ];
 
     /// The kind as a `snake_case` name (stats and JSON).
@@ -160,6 +164,7 @@ impl DnsError {
             DnsError::CountExceedsMessage => "count_exceeds_message",
             DnsError::RdataPastEnd => "rdata_past_end",
             DnsError::TruncatedCapture => "truncated_capture",
+            DnsError::EdnsMalformed => "edns_malformed",
         }
     }
 

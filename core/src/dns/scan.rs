@@ -324,6 +324,7 @@ pub(crate) fn scan_query(msg: &[u8]) -> Option<DnsInfo> {
         if rr[0] != 0
             || u16::from_be_bytes([rr[1], rr[2]]) != TYPE_OPT
             || pos + 11 + usize::from(rdata_len) > msg.len()
+            || (rdata_len != 0 && !edns_options_whole(msg, pos + 11, rdata_len))
         {
             return None;
         }
@@ -354,7 +355,14 @@ fn scan_general(msg: &[u8], cut: bool) -> DnsInfo {
         return info;
     };
     info.header = Some(header);
-    if let Err((kind, at)) = scan_body(msg, header, &mut info) {
+    if let Err((kind, at)) = scan_body(msg, header, &mut info).or_else(|e| {
+        // A malformed OPT found earlier stays the first problem.
+        if info.error.is_some() {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    }) {
         let out_of_bytes = matches!(
             kind,
             DnsError::LabelPastEnd | DnsError::CountExceedsMessage | DnsError::RdataPastEnd
@@ -395,6 +403,12 @@ fn scan_body(msg: &[u8], header: Header, info: &mut DnsInfo) -> Result<(), (DnsE
             }
             let (record, next) = record_at(msg, pos, section)?;
             if record.rtype == TYPE_OPT && section == Section::Additional {
+                let options_at = record.rdata_at as usize;
+                if !edns_options_whole(msg, options_at, record.rdata_len) && info.error.is_none() {
+                    // Noted, and the scan goes on: the rest of the message may be fine.
+                    info.error = Some(DnsError::EdnsMalformed);
+                    info.error_offset = record.rdata_at;
+                }
                 info.opt_records += 1;
                 info.edns.get_or_insert(Edns {
                     udp_size: record.class,
@@ -410,6 +424,20 @@ fn scan_body(msg: &[u8], header: Header, info: &mut DnsInfo) -> Result<(), (DnsE
         }
     }
     Ok(())
+}
+
+/// Do the `len` bytes of OPT RDATA at `at` hold whole options (RFC 6891
+/// §6.1.2: a code, a length, that many bytes), up to their exact end?
+fn edns_options_whole(msg: &[u8], at: usize, len: u16) -> bool {
+    let end = at + usize::from(len);
+    let mut pos = at;
+    while pos < end {
+        let Some(length) = msg.get(pos + 2..pos + 4) else {
+            return false;
+        };
+        pos += 4 + usize::from(u16::from_be_bytes([length[0], length[1]]));
+    }
+    pos == end
 }
 
 /// Iterates over the questions of `msg`; stops at the first that does not parse.

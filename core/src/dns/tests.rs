@@ -467,3 +467,38 @@ fn pointers_forward_then_back_above_the_first_target_are_fine() {
     assert_eq!(name::to_string(&m, 12).unwrap(), "a.b.tld.");
     assert_eq!(scan(&m, false).error, None);
 }
+
+#[test]
+fn an_opt_record_whose_options_do_not_parse_is_flagged() {
+    // RFC 6891 §6.1.2: options are code, length, data; here the OPT RDATA is
+    // 1 byte (no room for an option header), in a query (fast path shape) and
+    // in a response; a second option whose length runs past the RDATA; and
+    // a well-formed pair of options, which passes.
+    let opt = |rdata: &[u8]| {
+        let mut m = query(&[b"example"], 1);
+        m[11] = 1; // ARCOUNT 1
+        rr(&mut m, &[0], 41, 1232, 0, rdata);
+        m
+    };
+    for rdata in [&[0u8][..], &[0, 10, 0, 2, 0xab, 0xcd, 0, 8, 0, 9, 1]] {
+        let m = opt(rdata);
+        let info = scan(&m, false);
+        assert_eq!(info.error, Some(DnsError::EdnsMalformed), "{rdata:?}");
+        assert_eq!(info.error_offset as usize, m.len() - rdata.len());
+        assert!(
+            info.edns.is_some(),
+            "the OPT record itself is still reported"
+        );
+        let mut response = m.clone();
+        response[2] |= 0x80;
+        response[7] = 1; // ANCOUNT 1, the answer before the OPT record
+        let opt_start = m.len() - rdata.len() - 11;
+        let mut answer = Vec::new();
+        rr(&mut answer, &[0xc0, 12], 1, 1, 60, &[192, 0, 2, 1]);
+        response.splice(opt_start..opt_start, answer);
+        assert_eq!(scan(&response, false).error, Some(DnsError::EdnsMalformed));
+        assert_eq!(scan(&response, false).records, [1, 0, 1]);
+    }
+    let fine = opt(&[0, 10, 0, 2, 0xab, 0xcd, 0, 8, 0, 0]);
+    assert_eq!(scan(&fine, false).error, None);
+}

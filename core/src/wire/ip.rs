@@ -1,6 +1,6 @@
 //! IPv4 (with options) and IPv6 (with extension headers).
 
-use super::{be16, be32, transport, Fragment, LayerError, Layers, Network};
+use super::{be16, be32, transport, Fragment, Inner, LayerError, Layers, Network};
 
 /// IPv6 extension headers whose length byte counts 8-octet units beyond the first 8.
 const EXT_8_OCTET: [u8; 6] = [0, 43, 60, 135, 139, 140];
@@ -14,7 +14,7 @@ pub(super) fn parse_ipv4(
     at: usize,
     wire_len: u32,
     layers: &mut Layers,
-) -> Result<(), LayerError> {
+) -> Result<Option<Inner>, LayerError> {
     let fixed: &[u8; 20] = data
         .get(at..at + 20)
         .and_then(|h| h.try_into().ok())
@@ -62,7 +62,7 @@ pub(super) fn parse_ipv4(
             atomic: false,
         });
         set_fragment_data(at + header_len, ip_end, wire_end, layers);
-        return Ok(());
+        return Ok(None);
     }
     transport::parse(data, at + header_len, ip_end, wire_end, protocol, layers)
 }
@@ -72,7 +72,7 @@ pub(super) fn parse_ipv6(
     at: usize,
     wire_len: u32,
     layers: &mut Layers,
-) -> Result<(), LayerError> {
+) -> Result<Option<Inner>, LayerError> {
     let first = *data.get(at).ok_or(LayerError::TruncatedIpv6)?;
     if first >> 4 != 6 {
         return Err(LayerError::BadIpVersion);
@@ -121,7 +121,7 @@ pub(super) fn parse_ipv6(
             if !fragment.atomic {
                 layers.protocol = following;
                 set_fragment_data(cursor + 8, ip_end, wire_end, layers);
-                return Ok(());
+                return Ok(None);
             }
             8
         } else {

@@ -1,43 +1,55 @@
-//! Link layers: Ethernet (with VLAN tags), NULL/LOOP, raw IP, Linux cooked v1/v2.
+//! Link layers: Ethernet (with VLAN tags, MPLS and PPPoE ethertypes),
+//! NULL/LOOP, raw IP, Linux cooked v1/v2, PPP (plain, HDLC-framed, over
+//! Ethernet). The headers that wrap another frame (NFLOG, PKTAP, 802.11,
+//! radiotap) are in `wrapped.rs`.
 
-use super::{be16, LayerError, Layers, Network, MAX_VLAN};
-use crate::object::LinkType;
+use super::ethertype::{by_ethertype, by_version_nibble, llc_snap, ETHERTYPE_PPPOE_SESSION};
+use super::{be16, wrapped, LayerError, Layers, LinkType, Network, Next, MAX_VLAN};
 
-/// Where the link layer leads.
-pub(super) enum Next {
-    /// IPv4 header at this offset.
-    Ipv4(usize),
-    /// IPv6 header at this offset.
-    Ipv6(usize),
-    /// Not IP: parsing stops with this network kind.
-    Stop(Network),
-}
-
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
 /// 802.1Q, 802.1ad (QinQ outer), and the pre-standard 0x9100/0x9200 QinQ tags.
 const VLAN_TPIDS: [u16; 4] = [0x8100, 0x88a8, 0x9100, 0x9200];
+/// The largest IEEE 802.3 length field; a type field is above it.
+const MAX_8023_LENGTH: u32 = 1500;
 
 /// BSD address families that mean IPv6 (NetBSD/OpenBSD 24, FreeBSD 28, Darwin 30).
 const AF_INET6_VALUES: [u32; 3] = [24, 28, 30];
 
-pub(super) fn parse(link: LinkType, data: &[u8], layers: &mut Layers) -> Result<Next, LayerError> {
+/// The link header of type `link` starting at `at`.
+pub(super) fn parse(
+    link: LinkType,
+    data: &[u8],
+    at: usize,
+    layers: &mut Layers,
+) -> Result<Next, LayerError> {
     match link {
-        LinkType::EN10MB => ethertype_chain(data, 12, layers),
-        LinkType::LINUX_SLL => ethertype_chain(data, 14, layers),
+        LinkType::EN10MB => ethertype_chain(data, at + 12, layers),
+        LinkType::LINUX_SLL => ethertype_chain(data, at + 14, layers),
         LinkType::LINUX_SLL2 => {
-            let ethertype = be16(data, 0).ok_or(LayerError::TruncatedLink)?;
-            if data.len() < 20 {
+            let ethertype = be16(data, at).ok_or(LayerError::TruncatedLink)?;
+            if data.len() < at + 20 {
                 return Err(LayerError::TruncatedLink);
             }
-            Ok(by_ethertype(ethertype, 20))
+            Ok(by_ethertype(ethertype, at + 20))
         }
-        LinkType::NULL | LinkType::LOOP => address_family(data),
-        LinkType::RAW | LinkType::RAW12 | LinkType::RAW14 => by_version_nibble(data),
-        LinkType::IPV4 => Ok(Next::Ipv4(0)),
-        LinkType::IPV6 => Ok(Next::Ipv6(0)),
+        LinkType::NULL | LinkType::LOOP => address_family(data, at),
+        LinkType::RAW | LinkType::RAW12 | LinkType::RAW14 => by_version_nibble(data, at),
+        LinkType::IPV4 => Ok(Next::Ipv4(at)),
+        LinkType::IPV6 => Ok(Next::Ipv6(at)),
+        LinkType::PPP | LinkType::PPP_HDLC => Ok(Next::Ppp(at)),
+        // Frame control, destination and source addresses, then LLC/SNAP.
+        LinkType::FDDI => llc_snap(data, at + 13),
+        LinkType::PPP_ETHER => pppoe_session(data, at),
+        LinkType::NFLOG => wrapped::nflog(data, at),
+        LinkType::PKTAP | LinkType::USER2 => wrapped::pktap(data, at),
+        LinkType::IEEE802_11 => wrapped::ieee802_11(data, at),
+        LinkType::IEEE802_11_RADIOTAP => wrapped::radiotap(data, at),
         _ => Ok(Next::Stop(Network::UnsupportedLink)),
     }
+}
+
+/// An Ethernet frame starting at `at` (inside a tunnel).
+pub(super) fn ethernet(data: &[u8], at: usize, layers: &mut Layers) -> Result<Next, LayerError> {
+    ethertype_chain(data, at + 12, layers)
 }
 
 /// Reads the type field at `type_at`, walking any number of VLAN tags.
@@ -57,7 +69,7 @@ fn ethertype_chain(
             type_at += 4;
             continue;
         }
-        if ethertype <= 1500 {
+        if u32::from(ethertype) <= MAX_8023_LENGTH {
             // IEEE 802.3 length field: an LLC/SNAP frame, not a type.
             return Ok(Next::Stop(Network::Llc));
         }
@@ -65,38 +77,69 @@ fn ethertype_chain(
     }
 }
 
-fn by_ethertype(ethertype: u16, payload_at: usize) -> Next {
-    match ethertype {
-        ETHERTYPE_IPV4 => Next::Ipv4(payload_at),
-        ETHERTYPE_IPV6 => Next::Ipv6(payload_at),
-        other => Next::Stop(Network::NonIp(other.into())),
-    }
-}
-
-/// NULL and LOOP: a 4-byte family. NULL's is in the capturing host's byte order,
-/// LOOP's in network order, but writers get this wrong, so accept either: the
-/// family is a small number, so the byte order with the small value is right.
-fn address_family(data: &[u8]) -> Result<Next, LayerError> {
+/// NULL and LOOP: a 4-byte family. NULL's is in the capturing host's byte
+/// order, LOOP's in network order, and writers get this wrong; some systems
+/// put the family in the upper half, and some write an Ethertype instead
+/// (`0f 00 08 00`). Read as Wireshark reads it on a little-endian host (its
+/// `packet-null.c` rules, restated): a value with upper bits set is
+/// byte-swapped, or shifted down when it looks like a 16-bit family in the
+/// upper half; the result above 1500 is an Ethertype, otherwise a family.
+/// `ff 03` is PPP in HDLC framing.
+fn address_family(data: &[u8], at: usize) -> Result<Next, LayerError> {
     let bytes: [u8; 4] = data
-        .get(..4)
-        .ok_or(LayerError::TruncatedLink)?
-        .try_into()
-        .map_err(|_| LayerError::TruncatedLink)?;
-    let le = u32::from_le_bytes(bytes);
-    let be = u32::from_be_bytes(bytes);
-    let family = le.min(be);
-    Ok(match family {
-        2 => Next::Ipv4(4),
-        f if AF_INET6_VALUES.contains(&f) => Next::Ipv6(4),
+        .get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(LayerError::TruncatedLink)?;
+    if bytes[..2] == [0xff, 0x03] {
+        return Ok(Next::Ppp(at));
+    }
+    let mut value = u32::from_le_bytes(bytes);
+    if value & 0xffff_0000 != 0 {
+        if value & 0xff00_0000 == 0 && value & 0x00ff_0000 < 0x0006_0000 {
+            value >>= 16;
+        } else {
+            value = value.swap_bytes();
+        }
+    } else if value & 0xff == 0 && value & 0xff00 < 0x0600 {
+        value = u32::from((value as u16).swap_bytes());
+    }
+    if value > MAX_8023_LENGTH {
+        return Ok(by_ethertype(value as u16, at + 4));
+    }
+    Ok(match value {
+        2 => Next::Ipv4(at + 4),
+        f if AF_INET6_VALUES.contains(&f) => Next::Ipv6(at + 4),
         f => Next::Stop(Network::NonIp(f)),
     })
 }
 
-fn by_version_nibble(data: &[u8]) -> Result<Next, LayerError> {
-    let first = *data.first().ok_or(LayerError::TruncatedLink)?;
-    Ok(match first >> 4 {
-        4 => Next::Ipv4(0),
-        6 => Next::Ipv6(0),
-        _ => return Err(LayerError::BadIpVersion),
+/// A PPPoE session header at `at` (version/type 0x11, code 0), then PPP.
+fn pppoe_session(data: &[u8], at: usize) -> Result<Next, LayerError> {
+    let header = data.get(at..at + 6).ok_or(LayerError::TruncatedLink)?;
+    if header[0] != 0x11 || header[1] != 0 {
+        return Ok(Next::Stop(Network::NonIp(u32::from(
+            ETHERTYPE_PPPOE_SESSION,
+        ))));
+    }
+    Ok(Next::Ppp(at + 6))
+}
+
+/// PPP from `at`: the HDLC address and control bytes (`ff 03`) when
+/// present, then the protocol, one byte when compressed (odd), else two.
+pub(super) fn ppp(data: &[u8], mut at: usize) -> Result<Next, LayerError> {
+    if data.get(at..at + 2) == Some(&[0xff, 0x03]) {
+        at += 2;
+    }
+    let first = *data.get(at).ok_or(LayerError::TruncatedLink)?;
+    let (protocol, header) = if first & 1 == 1 {
+        (u16::from(first), 1)
+    } else {
+        (be16(data, at).ok_or(LayerError::TruncatedLink)?, 2)
+    };
+    Ok(match protocol {
+        0x0021 => Next::Ipv4(at + header),
+        0x0057 => Next::Ipv6(at + header),
+        0x0281 | 0x0283 => Next::Mpls(at + header),
+        other => Next::Stop(Network::NonIp(other.into())),
     })
 }

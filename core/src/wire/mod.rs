@@ -2,19 +2,30 @@
 //!
 //! [`parse_layers`] walks link → (VLAN tags) → IPv4/IPv6 (options, extension
 //! headers) → UDP/TCP and records offsets in a small `Copy` struct, [`Layers`].
+//! Tunnels (GRE, ERSPAN, VXLAN, Geneve, GTP-U, IP-in-IP, MPLS) are walked
+//! through, a bounded number deep: [`Layers`] then describes the innermost
+//! packet, and [`tunnels`] lists the encapsulations around it.
 //! It never panics and never reads out of bounds: every field read goes through
 //! [`be16`]/[`be32`], which return `None` past the end. Problems are reported in
 //! [`Layers::error`] as a [`LayerError`] kind; the packet still flows on.
 
+mod encap;
+mod ethertype;
 mod ip;
 mod link;
+mod link_type;
 mod transport;
+mod tunnel;
+mod wrapped;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_encap;
 
-use crate::object::LinkType;
+pub use link_type::LinkType;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+pub use tunnel::{tunnels, Tunnel, TunnelKind, Tunnels, MAX_TUNNELS};
 
 /// How many VLAN ids are kept per packet; deeper tags are still walked and counted.
 pub const MAX_VLAN: usize = 8;
@@ -129,11 +140,15 @@ pub enum LayerError {
     TruncatedTcp,
     /// TCP data offset below 5 or beyond the IP payload.
     BadTcpDataOffset,
+    /// Captured bytes end inside a tunnel's header (an MPLS label stack).
+    TruncatedTunnel,
+    /// More nested tunnels than [`MAX_TUNNELS`]: the packet stays at the last one walked.
+    TooManyTunnels,
 }
 
 impl LayerError {
     /// Every kind, in a fixed order (for counters indexed by kind).
-    pub const ALL: [LayerError; 14] = [
+    pub const ALL: [LayerError; 16] = [
         LayerError::TruncatedLink,
         LayerError::TruncatedVlan,
         LayerError::TruncatedIpv4,
@@ -148,6 +163,8 @@ impl LayerError {
         LayerError::BadUdpLength,
         LayerError::TruncatedTcp,
         LayerError::BadTcpDataOffset,
+        LayerError::TruncatedTunnel,
+        LayerError::TooManyTunnels,
     ];
 
     /// The kind as a `snake_case` name (used in stats and JSON).
@@ -167,6 +184,8 @@ impl LayerError {
             LayerError::BadUdpLength => "bad_udp_length",
             LayerError::TruncatedTcp => "truncated_tcp",
             LayerError::BadTcpDataOffset => "bad_tcp_data_offset",
+            LayerError::TruncatedTunnel => "truncated_tunnel",
+            LayerError::TooManyTunnels => "too_many_tunnels",
         }
     }
 
@@ -213,6 +232,9 @@ pub struct Layers {
     pub fragment: Option<Fragment>,
     /// The first problem met while parsing, if any.
     pub error: Option<LayerError>,
+    /// Encapsulations walked through to reach the packet these layers
+    /// describe (0 for most packets); [`tunnels`] lists them.
+    pub tunnels: u8,
 }
 
 impl Layers {
@@ -234,6 +256,7 @@ impl Layers {
         truncated: false,
         fragment: None,
         error: None,
+        tunnels: 0,
     };
 
     /// Records `error` unless an earlier one was recorded (the first problem wins).
@@ -255,30 +278,85 @@ impl Layers {
         }
     }
 
-    fn addr(&self, data: &[u8], v4_at: usize, v6_at: usize) -> Option<IpAddr> {
-        let l3 = self.l3_offset as usize;
-        match self.network {
-            Network::Ipv4 => {
-                let b: [u8; 4] = data.get(l3 + v4_at..l3 + v4_at + 4)?.try_into().ok()?;
-                Some(IpAddr::V4(Ipv4Addr::from(b)))
-            }
-            Network::Ipv6 => {
-                let b: [u8; 16] = data.get(l3 + v6_at..l3 + v6_at + 16)?.try_into().ok()?;
-                Some(IpAddr::V6(Ipv6Addr::from(b)))
-            }
-            _ => None,
-        }
-    }
-
     /// Source address of the IP header in `data` (the packet these layers describe).
     pub fn src_addr(&self, data: &[u8]) -> Option<IpAddr> {
-        self.addr(data, 12, 8)
+        ip_addr(data, self.network, self.l3_offset as usize, Side::Source)
     }
 
     /// Destination address of the IP header in `data`.
     pub fn dst_addr(&self, data: &[u8]) -> Option<IpAddr> {
-        self.addr(data, 16, 24)
+        ip_addr(
+            data,
+            self.network,
+            self.l3_offset as usize,
+            Side::Destination,
+        )
     }
+
+    /// Forgets the carrier's IP and transport layers when the parser enters
+    /// the packet a tunnel holds (VLAN ids, truncation and the first error stay).
+    fn enter_tunnel(&mut self) {
+        *self = Layers {
+            vlan_count: self.vlan_count,
+            vlan_ids: self.vlan_ids,
+            truncated: self.truncated,
+            error: self.error,
+            tunnels: self.tunnels + 1,
+            ..Layers::EMPTY
+        };
+    }
+}
+
+/// Which address of an IP header.
+#[derive(Clone, Copy)]
+pub(crate) enum Side {
+    Source,
+    Destination,
+}
+
+/// The source or destination address of the `network` header at `l3` in `data`.
+pub(crate) fn ip_addr(data: &[u8], network: Network, l3: usize, side: Side) -> Option<IpAddr> {
+    let (v4_at, v6_at) = match side {
+        Side::Source => (12, 8),
+        Side::Destination => (16, 24),
+    };
+    match network {
+        Network::Ipv4 => {
+            let b: [u8; 4] = data.get(l3 + v4_at..l3 + v4_at + 4)?.try_into().ok()?;
+            Some(IpAddr::V4(Ipv4Addr::from(b)))
+        }
+        Network::Ipv6 => {
+            let b: [u8; 16] = data.get(l3 + v6_at..l3 + v6_at + 16)?.try_into().ok()?;
+            Some(IpAddr::V6(Ipv6Addr::from(b)))
+        }
+        _ => None,
+    }
+}
+
+/// Where a header leads: the next header to read, at its offset in the packet.
+pub(crate) enum Next {
+    /// An IPv4 header.
+    Ipv4(usize),
+    /// An IPv6 header.
+    Ipv6(usize),
+    /// An Ethernet frame (inside a tunnel or after a pseudowire control word).
+    Ethernet(usize),
+    /// An MPLS label stack entry.
+    Mpls(usize),
+    /// A PPP frame (address/control bytes optional).
+    Ppp(usize),
+    /// A frame of another link type (inside PKTAP).
+    Link(LinkType, usize),
+    /// Not IP: parsing stops with this network kind.
+    Stop(Network),
+}
+
+/// A carrier's payload is a tunnel: what it holds and where the payload
+/// ends, in the captured bytes and on the wire.
+pub(crate) struct Inner {
+    found: encap::Found,
+    end: usize,
+    wire_end: usize,
 }
 
 /// [`Layers::EMPTY`]. Copied from a constant: built field by field on the
@@ -314,21 +392,86 @@ pub fn parse_layers_into(link: LinkType, data: &[u8], wire_len: u32, layers: &mu
     false
 }
 
-/// Every link type, every IP option and extension header, every error.
+/// Every link type, every IP option and extension header, every tunnel, every error.
 #[inline(never)]
 fn parse_general(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers) {
+    walk(link, data, wire_len, layers, &mut |_| {});
+}
+
+/// How many headers [`walk`] reads at most (a guard: tunnels and MPLS
+/// labels are bounded by [`MAX_TUNNELS`], VLAN tags by the frame's length).
+const MAX_STEPS: usize = 4 * MAX_TUNNELS + 8;
+
+/// The parser's loop: reads header after header from the link on, into
+/// `layers`, calling `hop` for each encapsulation it walks through.
+pub(crate) fn walk(
+    link: LinkType,
+    data: &[u8],
+    wire_len: u32,
+    layers: &mut Layers,
+    hop: &mut dyn FnMut(Tunnel),
+) {
     *layers = Layers::default();
-    let parsed = link::parse(link, data, layers).and_then(|next| match next {
-        link::Next::Ipv4(at) => ip::parse_ipv4(data, at, wire_len, layers),
-        link::Next::Ipv6(at) => ip::parse_ipv6(data, at, wire_len, layers),
-        link::Next::Stop(network) => {
-            layers.network = network;
-            Ok(())
+    let mut data = data;
+    let mut wire_end = wire_len as usize;
+    let mut next = link::parse(link, data, 0, layers);
+    for _ in 0..MAX_STEPS {
+        let inner = match next {
+            Ok(Next::Ipv4(at)) => ip::parse_ipv4(data, at, wire_end as u32, layers),
+            Ok(Next::Ipv6(at)) => ip::parse_ipv6(data, at, wire_end as u32, layers),
+            Ok(Next::Ethernet(at)) => {
+                next = link::ethernet(data, at, layers);
+                continue;
+            }
+            Ok(Next::Ppp(at)) => {
+                next = link::ppp(data, at);
+                continue;
+            }
+            Ok(Next::Link(inner, at)) => {
+                next = link::parse(inner, data, at, layers);
+                continue;
+            }
+            Ok(Next::Mpls(at)) => match encap::mpls(data, at) {
+                Ok((label, after)) => {
+                    let found = encap::Found {
+                        kind: TunnelKind::Mpls,
+                        id: Some(label),
+                        next: after,
+                    };
+                    Ok(Some(Inner {
+                        found,
+                        end: data.len(),
+                        wire_end,
+                    }))
+                }
+                Err(e) => Err(e),
+            },
+            Ok(Next::Stop(network)) => {
+                layers.network = network;
+                return;
+            }
+            Err(e) => Err(e),
+        };
+        match inner {
+            Ok(None) => return,
+            Err(e) => {
+                layers.note(e);
+                return;
+            }
+            Ok(Some(inner)) => {
+                if usize::from(layers.tunnels) >= MAX_TUNNELS {
+                    layers.note(LayerError::TooManyTunnels);
+                    return;
+                }
+                hop(Tunnel::new(inner.found.kind, inner.found.id, layers));
+                layers.enter_tunnel();
+                data = &data[..inner.end.min(data.len())];
+                wire_end = inner.wire_end;
+                next = Ok(inner.found.next);
+            }
         }
-    });
-    if let Err(e) = parsed {
-        layers.note(e);
     }
+    layers.note(LayerError::TooManyTunnels);
 }
 
 /// The common case in one pass: Ethernet, IPv4 without options, not a
@@ -366,6 +509,10 @@ fn parse_common(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers)
             if udp_len < 8 || L4 + udp_len > ip_end {
                 return false;
             }
+            // A tunnel's port: the general path looks inside.
+            if encap::is_tunnel_port(u16::from_be_bytes([fixed[L4 + 2], fixed[L4 + 3]])) {
+                return false;
+            }
             (Transport::Udp, L4 + 8, L4 + udp_len)
         }
         6 => {
@@ -400,6 +547,7 @@ fn parse_common(link: LinkType, data: &[u8], wire_len: u32, layers: &mut Layers)
     layers.truncated = false;
     layers.fragment = None;
     layers.error = None;
+    layers.tunnels = 0;
     true
 }
 

@@ -4,14 +4,14 @@
 
 use super::*;
 
-const SRC4: [u8; 4] = [192, 0, 2, 1];
-const DST4: [u8; 4] = [198, 51, 100, 53];
-const SRC6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-const DST6: [u8; 16] = [
+pub(super) const SRC4: [u8; 4] = [192, 0, 2, 1];
+pub(super) const DST4: [u8; 4] = [198, 51, 100, 53];
+pub(super) const SRC6: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+pub(super) const DST6: [u8; 16] = [
     0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x53,
 ];
 
-fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+pub(super) fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     let mut v = Vec::new();
     v.extend_from_slice(&sport.to_be_bytes());
     v.extend_from_slice(&dport.to_be_bytes());
@@ -21,7 +21,7 @@ fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     v
 }
 
-fn tcp(sport: u16, dport: u16, options: &[u8], payload: &[u8]) -> Vec<u8> {
+pub(super) fn tcp(sport: u16, dport: u16, options: &[u8], payload: &[u8]) -> Vec<u8> {
     assert_eq!(options.len() % 4, 0);
     let mut v = Vec::new();
     v.extend_from_slice(&sport.to_be_bytes());
@@ -34,7 +34,12 @@ fn tcp(sport: u16, dport: u16, options: &[u8], payload: &[u8]) -> Vec<u8> {
     v
 }
 
-fn ipv4_with(protocol: u8, options: &[u8], flags_offset: u16, payload: &[u8]) -> Vec<u8> {
+pub(super) fn ipv4_with(
+    protocol: u8,
+    options: &[u8],
+    flags_offset: u16,
+    payload: &[u8],
+) -> Vec<u8> {
     let header = 20 + options.len();
     let mut v = vec![0x40 | (header / 4) as u8, 0];
     v.extend_from_slice(&((header + payload.len()) as u16).to_be_bytes());
@@ -48,12 +53,12 @@ fn ipv4_with(protocol: u8, options: &[u8], flags_offset: u16, payload: &[u8]) ->
     v
 }
 
-fn ipv4(protocol: u8, payload: &[u8]) -> Vec<u8> {
+pub(super) fn ipv4(protocol: u8, payload: &[u8]) -> Vec<u8> {
     ipv4_with(protocol, &[], 0x4000, payload)
 }
 
 /// IPv6 with `next` as the first next-header value and `rest` (extension headers + upper layer).
-fn ipv6(next: u8, rest: &[u8]) -> Vec<u8> {
+pub(super) fn ipv6(next: u8, rest: &[u8]) -> Vec<u8> {
     let mut v = vec![0x60, 0, 0, 0];
     v.extend_from_slice(&(rest.len() as u16).to_be_bytes());
     v.extend_from_slice(&[next, 64]);
@@ -70,7 +75,7 @@ fn ext(next: u8, units: u8) -> Vec<u8> {
     v
 }
 
-fn ether(ethertype: u16, payload: &[u8]) -> Vec<u8> {
+pub(super) fn ether(ethertype: u16, payload: &[u8]) -> Vec<u8> {
     let mut v = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
     v.extend_from_slice(&ethertype.to_be_bytes());
     v.extend_from_slice(payload);
@@ -88,7 +93,7 @@ fn ether_tagged(tags: &[(u16, u16)], ethertype: u16, payload: &[u8]) -> Vec<u8> 
     v
 }
 
-fn parse(link: LinkType, data: &[u8]) -> Layers {
+pub(super) fn parse(link: LinkType, data: &[u8]) -> Layers {
     parse_layers(link, data, data.len() as u32)
 }
 
@@ -96,7 +101,7 @@ fn v4_udp_frame() -> Vec<u8> {
     ether(0x0800, &ipv4(17, &udp(40000, 53, b"hello dns")))
 }
 
-fn assert_udp_v4(l: &Layers, data: &[u8], payload_at: usize) {
+pub(super) fn assert_udp_v4(l: &Layers, data: &[u8], payload_at: usize) {
     assert_eq!(l.error, None);
     assert_eq!(l.network, Network::Ipv4);
     assert_eq!(l.transport, Transport::Udp);
@@ -496,14 +501,22 @@ fn every_prefix_of_every_packet_parses_without_panic() {
 }
 
 /// The fast path must agree with the general parser wherever it is taken:
-/// on every packet of the corpus, and on every prefix and single-byte change
-/// of a few packets.
+/// on every packet of the corpus and the field corpus, and on every prefix
+/// and single-byte change of a few packets.
 #[test]
 fn fast_path_agrees_with_the_general_parser() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/corpus");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data");
     let mut packets: Vec<(LinkType, Vec<u8>, u32)> = Vec::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
+    // The corpus, and the field corpus with its tunnels (UDP on tunnel ports
+    // must leave the fast path).
+    let entries = ["corpus", "field"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root.join(dir)).unwrap());
+    for entry in entries {
         let path = entry.unwrap().path();
+        if !path.is_file() {
+            continue;
+        }
         let bytes = std::fs::read(&path).unwrap();
         // Classic little-endian pcap files only: walk records by hand.
         if bytes.len() < 24
@@ -557,6 +570,7 @@ fn fast_path_agrees_with_the_general_parser() {
                 atomic: true,
             }),
             error: Some(LayerError::TruncatedTcp),
+            tunnels: 9,
         };
         if parse_common(link, data, wire, &mut junk) {
             assert_eq!(junk, general, "fast path {link} {data:02x?}");

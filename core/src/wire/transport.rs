@@ -1,13 +1,14 @@
 //! UDP and TCP headers.
 
-use super::{LayerError, Layers, Transport};
+use super::{encap, Inner, LayerError, Layers, Transport};
 
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
 
 /// Parses the transport header at `at`. `ip_end` is the datagram's end within
 /// the captured bytes, `wire_end` its end on the wire (beyond `ip_end` when the
-/// capture was cut by a snaplen).
+/// capture was cut by a snaplen). A tunnel (IP-in-IP, GRE, or UDP on a
+/// tunnel's port whose header checks out) gives the packet inside.
 pub(super) fn parse(
     data: &[u8],
     at: usize,
@@ -15,7 +16,7 @@ pub(super) fn parse(
     wire_end: usize,
     protocol: u8,
     layers: &mut Layers,
-) -> Result<(), LayerError> {
+) -> Result<Option<Inner>, LayerError> {
     layers.protocol = protocol;
     layers.l4_offset = at as u32;
     match protocol {
@@ -33,7 +34,13 @@ pub(super) fn parse(
             }
             set_ports(header, layers, Transport::Udp);
             set_payload(at + 8, udp_end, ip_end, layers);
-            Ok(())
+            let end = udp_end.min(ip_end).max(at + 8);
+            let found = encap::udp(data, layers.sport, layers.dport, at + 8, end);
+            Ok(found.map(|found| Inner {
+                found,
+                end,
+                wire_end: udp_end,
+            }))
         }
         PROTO_TCP => {
             let header: &[u8; 20] = header_at(data, at, ip_end).ok_or(LayerError::TruncatedTcp)?;
@@ -46,12 +53,17 @@ pub(super) fn parse(
             }
             set_ports(header, layers, Transport::Tcp);
             set_payload(at + header_len, wire_end, ip_end, layers);
-            Ok(())
+            Ok(None)
         }
         other => {
             layers.transport = Transport::Other(other);
             set_payload(at, wire_end, ip_end, layers);
-            Ok(())
+            let end = ip_end.max(at);
+            Ok(encap::ip(data, other, at, end).map(|found| Inner {
+                found,
+                end,
+                wire_end,
+            }))
         }
     }
 }

@@ -1,6 +1,7 @@
-//! `filter.layer`: parses link → IP → UDP/TCP and annotates each packet with
-//! its layer offsets ([`dnsluice_core::wire::Layers`]). Every packet passes on,
-//! non-IP and malformed ones included; problems are counted by kind.
+//! `filter.layer`: parses link → IP (through any tunnels) → UDP/TCP and
+//! annotates each packet with its layer offsets
+//! ([`dnsluice_core::wire::Layers`], of the innermost packet). Every packet
+//! passes on, non-IP and malformed ones included; problems are counted by kind.
 
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::wire::{parse_layers_into, LayerError, Layers, Network};
@@ -16,6 +17,7 @@ pub struct Layer {
     fragments: u64,
     truncated: u64,
     unsupported_link: u64,
+    tunneled: u64,
 }
 
 impl Layer {
@@ -43,6 +45,7 @@ impl Layer {
             self.fragments += 1;
         }
         self.truncated += u64::from(layers.truncated);
+        self.tunneled += u64::from(layers.tunnels > 0);
     }
 }
 
@@ -77,6 +80,7 @@ impl Map for Layer {
         stats.add_counter("ip_fragments", self.fragments);
         stats.add_counter("snaplen_truncated", self.truncated);
         stats.add_counter("unsupported_link", self.unsupported_link);
+        stats.add_counter("tunneled", self.tunneled);
         stats
     }
 }
@@ -85,7 +89,7 @@ impl Map for Layer {
 pub fn entry() -> ModuleEntry {
     ModuleEntry::map(
         "filter.layer",
-        "parse link (Ethernet/VLAN, NULL, LOOP, raw, Linux cooked), IPv4/IPv6 and UDP/TCP headers",
+        "parse link (Ethernet/VLAN/MPLS/PPPoE, NULL, LOOP, raw, Linux cooked, PPP, NFLOG, PKTAP, 802.11, radiotap), IPv4/IPv6, tunnels (GRE, ERSPAN, VXLAN, Geneve, GTP-U, IP-in-IP) and UDP/TCP headers",
         |(): ()| Ok(Layer::new()),
     )
 }

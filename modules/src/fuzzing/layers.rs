@@ -8,10 +8,12 @@ use dnsluice_core::wire::{
 use dnsluice_core::{CaptureMeta, LinkType, Packet};
 
 /// The link types a selector picks from.
-pub const LINKS: [u32; 10] = [0, 1, 12, 14, 101, 108, 113, 228, 229, 276];
+pub const LINKS: [u32; 19] = [
+    0, 1, 9, 10, 12, 14, 50, 51, 101, 105, 108, 113, 127, 149, 228, 229, 239, 258, 276,
+];
 
-/// The `layers` target. Input: 2 bytes (LE) choose the link type (`n % 11`
-/// indexes [`LINKS`], 10 = the raw `u16`), 4 bytes (LE) the wire length,
+/// The `layers` target. Input: 2 bytes (LE) choose the link type (`n % 20`
+/// indexes [`LINKS`], 19 = the raw `u16`), 4 bytes (LE) the wire length,
 /// the rest is the captured packet. The parser's promises hold, it is
 /// deterministic, `parse_layers_into` agrees, and for Ethernet/IPv4 the
 /// fast path agrees with the general parser.
@@ -20,7 +22,7 @@ pub fn layers(input: &[u8]) {
         return;
     }
     let sel = u16::from_le_bytes([input[0], input[1]]);
-    let link = match LINKS.get(usize::from(sel % 11)) {
+    let link = match LINKS.get(usize::from(sel % 20)) {
         Some(&l) => LinkType(l),
         None => LinkType(u32::from(sel)), // any u16, mostly unsupported
     };
@@ -101,6 +103,12 @@ pub fn check_layers(link: LinkType, data: &[u8], wire_len: u32) -> Layers {
     }
     let src = l.src_addr(data);
     let dst = l.dst_addr(data);
+    // The tunnels listed are the ones the parser walked through.
+    let tunnels = dnsluice_core::wire::tunnels(link, data, wire_len);
+    assert_eq!(tunnels.len(), usize::from(l.tunnels), "{l:?}");
+    for t in tunnels.iter() {
+        let _ = (t.src(data), t.dst(data));
+    }
 
     // Consistency between the fields.
     match l.network {

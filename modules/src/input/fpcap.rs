@@ -15,9 +15,12 @@ pub struct FpcapOptions {
     /// The capture file (pcap or pcapng), or `-` for standard input.
     pub path: PathBuf,
     /// The size of each read, in KiB (at most 1 GiB).
-    #[option(default = 1024, range = 1..=(1 << 20))]
+    #[option(default = DEFAULT_BUFFER_KIB, range = 1..=(1 << 20))]
     pub buffer_kib: usize,
 }
+
+/// The default size of each read, in KiB.
+pub const DEFAULT_BUFFER_KIB: usize = 1024;
 
 /// The registry entry.
 pub fn entry() -> ModuleEntry {
@@ -107,6 +110,15 @@ impl RecordSource for BufferedStream {
 
 /// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk` bytes.
 pub fn open(path: PathBuf, chunk: usize) -> Result<CaptureReader<BufferedStream>, StageError> {
+    open_as("input.fpcap", path, chunk)
+}
+
+/// [`open`] for the module named `module` (`input.mmpcap` reads stdin this way).
+pub fn open_as(
+    module: &'static str,
+    path: PathBuf,
+    chunk: usize,
+) -> Result<CaptureReader<BufferedStream>, StageError> {
     let (reader, total): (Box<dyn Read>, Option<u64>) = if path.as_os_str() == "-" {
         (Box::new(io::stdin()), None)
     } else {
@@ -122,7 +134,7 @@ pub fn open(path: PathBuf, chunk: usize) -> Result<CaptureReader<BufferedStream>
         (Box::new(file), size)
     };
     let stream = BufferedStream::new(reader, chunk).with_total(total);
-    CaptureReader::new("input.fpcap", path, stream)
+    CaptureReader::new(module, path, stream)
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ use helper::Helper;
 /// Options of `input.mmpcap`.
 #[derive(Debug, Options)]
 pub struct MmpcapOptions {
-    /// The capture file (pcap or pcapng) to map into memory.
+    /// The capture file (pcap or pcapng) to map into memory; `-` (standard
+    /// input, which cannot be mapped) is read with buffered reads instead, with a note.
     pub path: PathBuf,
     /// Run a helper thread that sets up page tables, reads ahead into the CPU
     /// cache and releases what the walk is done with (false: one thread).
@@ -30,7 +31,18 @@ pub fn entry() -> ModuleEntry {
     ModuleEntry::input(
         "input.mmpcap",
         "read a pcap/pcapng file through mmap (fastest; zero-copy)",
-        |o: MmpcapOptions| Ok(Box::new(open_with(o.path, o.helper)?)),
+        |o: MmpcapOptions| {
+            if o.path.as_os_str() == "-" {
+                let chunk = super::fpcap::DEFAULT_BUFFER_KIB * 1024;
+                let mut reader = super::fpcap::open_as("input.mmpcap", o.path, chunk)?;
+                reader.note(
+                    "input.mmpcap: standard input cannot be memory-mapped: read with buffered reads (as input.fpcap does)"
+                        .into(),
+                );
+                return Ok(Box::new(reader));
+            }
+            Ok(Box::new(open_with(o.path, o.helper)?))
+        },
     )
 }
 

@@ -39,6 +39,8 @@ pub struct CaptureReader<S> {
     first_ts_ns: Option<i64>,
     last_ts_ns: Option<i64>,
     warnings: Vec<String>,
+    /// Remarks on how the input was read (not problems), shown with the warnings.
+    notes: Vec<String>,
     done: bool,
 }
 
@@ -80,8 +82,14 @@ impl<S: RecordSource> CaptureReader<S> {
             first_ts_ns: None,
             last_ts_ns: None,
             warnings: Vec::new(),
+            notes: Vec::new(),
             done: false,
         })
+    }
+
+    /// Adds a remark on how the input is read, shown at the end of the run.
+    pub fn note(&mut self, note: String) {
+        self.notes.push(note);
     }
 
     /// Records the end of the data, warning when bytes of a partial record remain.
@@ -193,7 +201,7 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
         if !self.warnings.is_empty() {
             stats.add_error("truncated_file", 1);
         }
-        stats.warnings = self.warnings.clone();
+        stats.warnings = self.notes.iter().chain(&self.warnings).cloned().collect();
         out.push(stats);
     }
 }

@@ -5,11 +5,13 @@
 //! - [`fields`]: `"key":value` pairs and escaped strings;
 //! - [`object`]: a packet or a DNS message (`output.json`'s line);
 //! - [`dns`]: the `dns` object of a message (header, sections, EDNS, errors);
-//! - [`response`]: a client's response (query, answer or error, latency).
+//! - [`response`]: a client's response (query, answer or error, latency);
+//! - [`rdata`]: RDATA as structured fields, ZDNS's names (lookup records).
 
 pub mod dns;
 pub mod fields;
 pub mod object;
+pub mod rdata;
 pub mod response;
 
 pub use fields::{push_json_str, Fields};

@@ -4,7 +4,7 @@
 use super::{dns, Fields};
 use dnsluice_core::time::write_rfc3339_ns;
 use dnsluice_core::wire::{Network, Transport};
-use dnsluice_core::{Object, Origin, Text, TextKind};
+use dnsluice_core::{Object, Origin, Packet, Text, TextKind};
 use std::io::Write;
 
 /// A record is already one JSON object and is written as it is; a line becomes
@@ -59,6 +59,9 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) 
             out.extend_from_slice(itoa::Buffer::new().format(*id).as_bytes());
         }
         out.push(b']');
+    }
+    if l.tunnels > 0 {
+        write_tunnels(p, &mut f, out);
     }
     match l.network {
         Network::NonIp(protocol) => f.num(out, "l3_protocol", u64::from(protocol)),
@@ -119,4 +122,24 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) 
         dns::write_dns(m, out, scratch);
     }
     out.push(b'}');
+}
+
+/// `"tunnel":[{"type":"gre","src":...,"dst":...,"key":7}, ...]`, outermost first.
+fn write_tunnels(p: &Packet<'_>, f: &mut Fields, out: &mut Vec<u8>) {
+    f.key(out, "tunnel");
+    out.push(b'[');
+    for (i, t) in p.tunnels().iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let _ = write!(out, "{{\"type\":\"{}\"", t.kind.as_str());
+        if let (Some(src), Some(dst)) = (t.src(p.data), t.dst(p.data)) {
+            let _ = write!(out, ",\"src\":\"{src}\",\"dst\":\"{dst}\"");
+        }
+        if let Some(id) = t.id {
+            let _ = write!(out, ",\"{}\":{id}", t.kind.id_name());
+        }
+        out.push(b'}');
+    }
+    out.push(b']');
 }

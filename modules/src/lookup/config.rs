@@ -1,6 +1,9 @@
 //! The configuration of a lookup run.
 
 use super::board::Scheduler;
+use super::format::RecordStyle;
+use super::iterative::IterativeConfig;
+use super::modules::ModuleOptions;
 use super::qtype::LookupType;
 use dnsluice_net::query::QueryOptions;
 use dnsluice_net::{DohMethod, Endpoint, TlsOptions, Transport};
@@ -36,4 +39,10 @@ pub struct LookupConfig {
     pub tcp_fallback: bool,
     /// RD, EDNS.
     pub query: QueryOptions,
+    /// Resolve from the root instead of asking the nameservers.
+    pub iterative: Option<IterativeConfig>,
+    /// The modules' options (which addresses to look up).
+    pub module: ModuleOptions,
+    /// How records are written (format, verbosity; `style.module` is `qtype`).
+    pub style: RecordStyle,
 }

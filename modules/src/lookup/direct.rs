@@ -3,16 +3,20 @@
 //! TC=1, and the second chance of a query whose kept connection the server
 //! had closed.
 
-use super::ask::{Ask, Question};
+use super::ask::{Ask, AskError, Question};
 use super::board::{Nameserver, Scheduler};
 use super::record::Outcome;
 use super::shared::Shared;
+use super::trace::TraceStep;
+use super::transfer::transfer_from;
 use dnsluice_core::dns;
 use dnsluice_net::{connect, Connection, NetError, Transport};
 use std::collections::HashMap;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A kept connection and how many queries it carried.
 struct Slot {
@@ -140,16 +144,51 @@ impl Ask for DirectAsk<'_> {
         &self,
         question: Question<'_>,
         outcome: &mut Outcome,
-    ) -> impl Future<Output = Result<Vec<u8>, NetError>> + Send {
-        ask(
+    ) -> impl Future<Output = Result<Vec<u8>, AskError>> + Send {
+        let asked = ask(
             self.shared,
             self.connections,
             self.ns,
             self.pinned,
             question,
             outcome,
-        )
+        );
+        async move { asked.await.map_err(AskError::from) }
     }
+
+    fn transfer(
+        &self,
+        zone: &str,
+        server: Option<IpAddr>,
+        outcome: &mut Outcome,
+    ) -> impl Future<Output = Result<Vec<Vec<u8>>, NetError>> + Send {
+        transfer(self.shared, self.ns, zone, server, outcome)
+    }
+
+    fn pinned(&self) -> Option<IpAddr> {
+        self.pinned.then(|| self.ns.endpoint.addr.ip())
+    }
+}
+
+/// AXFR of `zone` from `server` (at the job's nameserver's port) or from
+/// the job's nameserver itself; one try (a transfer is not retried).
+async fn transfer(
+    shared: &Shared,
+    ns: &Nameserver,
+    zone: &str,
+    server: Option<IpAddr>,
+    outcome: &mut Outcome,
+) -> Result<Vec<Vec<u8>>, NetError> {
+    let mut endpoint = ns.endpoint.clone();
+    if let Some(ip) = server {
+        endpoint.addr = SocketAddr::new(ip, endpoint.addr.port());
+    }
+    if endpoint.transport == Transport::Udp {
+        endpoint.transport = Transport::Tcp;
+    }
+    let setup = shared.setup_for(endpoint.transport);
+    let config = &shared.config;
+    transfer_from(endpoint, setup, config.query, config.timeout, zone, outcome).await
 }
 
 /// Sends one question with retries; the response, or the last error.
@@ -184,7 +223,18 @@ async fn ask(
             shared.run.retries.fetch_add(1, Ordering::Relaxed);
         }
         outcome.attempts += 1;
-        match exchange_once(shared, connections, ns, config.transport, &query).await {
+        let started = Instant::now();
+        let result = exchange_once(shared, connections, ns, config.transport, &query).await;
+        note_step(
+            outcome,
+            ns,
+            config.transport,
+            question,
+            attempt,
+            &result,
+            started,
+        );
+        match result {
             Ok(response) => {
                 outcome.protocol = config.transport.protocol_name();
                 let truncated = dns::Header::parse(&response).is_some_and(|h| h.tc());
@@ -195,7 +245,18 @@ async fn ask(
                 shared.run.tcp_fallbacks.fetch_add(1, Ordering::Relaxed);
                 outcome.attempts += 1;
                 outcome.protocol = Transport::Tcp.protocol_name();
-                match exchange_once(shared, connections, ns, Transport::Tcp, &query).await {
+                let started = Instant::now();
+                let result = exchange_once(shared, connections, ns, Transport::Tcp, &query).await;
+                note_step(
+                    outcome,
+                    ns,
+                    Transport::Tcp,
+                    question,
+                    attempt,
+                    &result,
+                    started,
+                );
+                match result {
                     Ok(response) => return Ok(response),
                     Err(error) => last = error,
                 }
@@ -204,6 +265,39 @@ async fn ask(
         }
     }
     Err(last)
+}
+
+/// Adds the exchange to the outcome's trace, when it collects one.
+fn note_step(
+    outcome: &mut Outcome,
+    ns: &Nameserver,
+    transport: Transport,
+    question: Question<'_>,
+    attempt: u32,
+    result: &Result<Vec<u8>, NetError>,
+    started: Instant,
+) {
+    if let Some(trace) = &mut outcome.trace {
+        // Names as ZDNS writes them in a trace: without the trailing dot.
+        let name = match question.name.strip_suffix('.') {
+            Some(n) if !n.is_empty() => n,
+            _ => question.name,
+        };
+        trace.push(TraceStep {
+            name: name.to_string(),
+            qtype: question.qtype,
+            qclass: question.qclass,
+            nameserver: ns.endpoint.resolver_name(),
+            protocol: transport.protocol_name(),
+            depth: 1,
+            layer: name.to_string(),
+            cached: false,
+            try_number: attempt,
+            response: result.as_ref().ok().cloned(),
+            error: result.as_ref().err().map(ToString::to_string),
+            duration: started.elapsed(),
+        });
+    }
 }
 
 /// One exchange on a kept (or new) connection, with the counters. A query

@@ -6,12 +6,15 @@
 
 use super::config::LookupConfig;
 use super::engine::LookupEngine;
+use super::format::{OutputFormat, RecordStyle, Verbosity};
+use super::iterative::IterativeOptions;
+use super::modules::ModuleOptions;
 use super::record::Finished;
 use super::{LookupType, Scheduler};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats, Text, TextKind};
 use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{ClientOptions, Endpoint};
+use dnsluice_net::{ClientOptions, Endpoint, Transport};
 use dnsluice_options::Options;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -22,7 +25,8 @@ const MODULE: &str = "lookup.dns";
 /// (`--name-servers` for `name_servers`).
 #[derive(Debug, Clone, Options)]
 pub struct LookupOptions {
-    /// What to ask: a record type, or ALOOKUP (A and AAAA, following CNAMEs).
+    /// What to ask: a record type, or a module: ALOOKUP (A and AAAA,
+    /// following CNAMEs), NSLOOKUP, MXLOOKUP, AXFR, BINDVERSION, SPF, DMARC.
     #[option(rename = "type", default = LookupType::Single(1))]
     pub qtype: LookupType,
     /// Nameservers for the names not pinned to one (`name,nameserver` lines):
@@ -60,6 +64,27 @@ pub struct LookupOptions {
     /// Set DO (DNSSEC OK).
     #[option(default)]
     pub dnssec_ok: bool,
+    /// Iterative resolution from the root (--iterative and its settings).
+    #[option(flatten)]
+    pub iterative: IterativeOptions,
+    /// NSLOOKUP, MXLOOKUP, AXFR (and ALOOKUP): look up the A records of the
+    /// hosts found (the default for all but ALOOKUP, which asks A and AAAA,
+    /// when neither this nor ipv6_lookup is set).
+    #[option(default)]
+    pub ipv4_lookup: bool,
+    /// NSLOOKUP, MXLOOKUP, AXFR (and ALOOKUP): look up the AAAA records of
+    /// the hosts found.
+    #[option(default)]
+    pub ipv6_lookup: bool,
+    /// The records' shape: native (dnsluice's) or zdns (ZDNS 2.x's,
+    /// `results.<MODULE>.status/data/...`, for jq scripts written for ZDNS).
+    #[option(default = OutputFormat::Native)]
+    pub output_format: OutputFormat,
+    /// How much each record says, as ZDNS's --result-verbosity: short (no
+    /// TTLs, protocol, resolver), normal, long (and flags, class), trace
+    /// (and every exchange: server asked, response, time).
+    #[option(default = Verbosity::Normal)]
+    pub result_verbosity: Verbosity,
 }
 
 impl LookupOptions {
@@ -74,6 +99,20 @@ impl LookupOptions {
                     .map_err(|e| StageError::option(MODULE, Some("name_servers"), e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let iterative = self
+            .iterative
+            .to_config(&nameservers)
+            .map_err(|(key, why)| StageError::option(MODULE, Some(key), why))?;
+        if iterative.is_some() && !matches!(transport, Transport::Udp | Transport::Tcp) {
+            return Err(StageError::option(
+                MODULE,
+                Some("transport"),
+                format!(
+                    "iterative resolution talks to authoritative servers over udp or tcp, not {}",
+                    transport.as_str()
+                ),
+            ));
+        }
         Ok(LookupConfig {
             qtype: self.qtype,
             transport,
@@ -91,6 +130,16 @@ impl LookupOptions {
                 recursion_desired: self.recursion_desired,
                 edns_udp_size: (self.edns_udp_size > 0).then_some(self.edns_udp_size),
                 dnssec_ok: self.dnssec_ok,
+            },
+            iterative,
+            module: ModuleOptions {
+                ipv4_lookup: self.ipv4_lookup,
+                ipv6_lookup: self.ipv6_lookup,
+            },
+            style: RecordStyle {
+                format: self.output_format,
+                verbosity: self.result_verbosity,
+                module: self.qtype,
             },
         })
     }

@@ -8,6 +8,7 @@
 //! finished records, and [`LookupEngine::summary`] the counters.
 
 use super::config::LookupConfig;
+use super::iterative::summary::IterativeSummary;
 use super::job::parse_line;
 use super::record::Finished;
 use super::shared::Shared;
@@ -88,10 +89,27 @@ impl LookupEngine {
             Ok(job) => job,
             Err(bad) => {
                 self.shared.run.finished("ERROR");
-                sink(worker::bad_line_record(index, &bad.name, &bad.reason));
+                sink(worker::bad_line_record(
+                    index,
+                    &bad.name,
+                    &bad.reason,
+                    &self.shared.config.style,
+                ));
                 return true;
             }
         };
+        if job.pinned.is_some() && self.shared.iterative.is_some() {
+            self.shared.run.finished("ERROR");
+            let reason = "a line pinned to a nameserver cannot be resolved iteratively \
+                          (the walk starts at the root servers)";
+            sink(worker::bad_line_record(
+                index,
+                &job.name,
+                reason,
+                &self.shared.config.style,
+            ));
+            return true;
+        }
         let ns = match &job.pinned {
             Some(endpoint) => self.shared.board.nameserver(endpoint),
             None => match self.shared.board.choose() {
@@ -100,7 +118,12 @@ impl LookupEngine {
                     self.shared.run.finished("ERROR");
                     let reason =
                         "no nameserver: give --name-servers or pin the line (name,nameserver)";
-                    sink(worker::bad_line_record(index, &job.name, reason));
+                    sink(worker::bad_line_record(
+                        index,
+                        &job.name,
+                        reason,
+                        &self.shared.config.style,
+                    ));
                     return true;
                 }
             },
@@ -195,14 +218,28 @@ impl LookupProbe {
     /// The counters so far.
     pub fn summary(&self) -> LookupSummary {
         let nameservers = self.shared.board.nameservers();
-        LookupSummary::gather(
+        // Iterative runs have no nameservers of their own (only the board's route).
+        let listed = if self.shared.iterative.is_some() {
+            &nameservers[..0]
+        } else {
+            &nameservers[..]
+        };
+        let mut summary = LookupSummary::gather(
             &self.shared.run,
             &self.shared.net,
-            nameservers
+            listed
                 .iter()
                 .map(|ns| (ns.endpoint.resolver_name(), &ns.stats)),
             self.started.elapsed(),
-        )
+        );
+        if let Some(resolver) = self.shared.iterative.as_deref() {
+            summary.connections_reused = resolver
+                .authorities
+                .reused
+                .load(std::sync::atomic::Ordering::Relaxed);
+            summary.iterative = Some(IterativeSummary::gather(resolver));
+        }
+        summary
     }
 }
 

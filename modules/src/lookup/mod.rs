@@ -4,11 +4,13 @@
 //! gets exactly one result record, success or failure. The [`board`] holds the
 //! work: per-nameserver priority queues plus a global queue, so workers keep
 //! their connection to a nameserver yet idle ones steal work. [`worker`]s
-//! take jobs and hand each to [`modules`] (one question, or `ALOOKUP`'s
-//! several), which asks through [`ask::Ask`]: [`direct`] asks the job's
+//! take jobs and hand each to [`modules`] (one question, or a ZDNS module's
+//! several: NSLOOKUP, MXLOOKUP, AXFR, ...), which asks through [`ask::Ask`]: [`direct`] asks the job's
 //! nameserver over UDP, TCP, DoT or DoH with retries, sharing what [`shared`]
-//! holds; [`engine`] runs them; [`dns`] is the `lookup.dns` module (its
+//! holds, or [`iterative`] resolves it from the root; [`engine`] runs them; [`dns`] is the `lookup.dns` module (its
 //! options, [`dns::LookupOptions`], are also `dnsluice lookup`'s flags).
+//! Records are written by [`record`] in dnsluice's or ZDNS's shape
+//! ([`format`]), with [`sections`], [`results`] and [`trace`].
 
 pub mod ask;
 pub mod board;
@@ -16,12 +18,18 @@ pub mod config;
 pub mod direct;
 pub mod dns;
 pub mod engine;
+pub mod format;
+pub mod iterative;
 pub mod job;
 pub mod modules;
 pub mod qtype;
 pub mod record;
+pub mod results;
+pub mod sections;
 pub mod shared;
 pub mod stats;
+pub mod trace;
+pub mod transfer;
 pub mod worker;
 
 pub use board::Scheduler;

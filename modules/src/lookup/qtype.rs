@@ -1,12 +1,41 @@
-//! What a lookup asks for: one record type, or `ALOOKUP` (A and AAAA,
-//! following CNAMEs).
+//! What a lookup asks for: one record type, or one of ZDNS's modules
+//! (`ALOOKUP`, `NSLOOKUP`, `MXLOOKUP`, `AXFR`, `BINDVERSION`, `SPF`, `DMARC`).
 
 use dnsluice_core::dns::mnemonic;
 
 /// The record types `dnsluice lookup` accepts by name (any other mnemonic known
 /// to the DNS module, or `TYPEnnn`, works too).
 pub const COMMON_TYPES: &[&str] = &[
-    "A", "AAAA", "NS", "MX", "TXT", "SOA", "PTR", "CNAME", "SRV", "CAA", "HTTPS", "ANY", "ALOOKUP",
+    "A",
+    "AAAA",
+    "NS",
+    "MX",
+    "TXT",
+    "SOA",
+    "PTR",
+    "CNAME",
+    "SRV",
+    "CAA",
+    "HTTPS",
+    "ANY",
+    "ALOOKUP",
+    "NSLOOKUP",
+    "MXLOOKUP",
+    "AXFR",
+    "BINDVERSION",
+    "SPF",
+    "DMARC",
+];
+
+/// The modules by name, as ZDNS names them.
+const MODULES: &[(&str, LookupType)] = &[
+    ("ALOOKUP", LookupType::Addresses),
+    ("NSLOOKUP", LookupType::NameServers),
+    ("MXLOOKUP", LookupType::MailExchanges),
+    ("AXFR", LookupType::Transfer),
+    ("BINDVERSION", LookupType::BindVersion),
+    ("SPF", LookupType::Spf),
+    ("DMARC", LookupType::Dmarc),
 ];
 
 /// The question a lookup asks.
@@ -14,16 +43,28 @@ pub const COMMON_TYPES: &[&str] = &[
 pub enum LookupType {
     /// One record type.
     Single(u16),
-    /// Addresses: A and AAAA, following CNAMEs.
+    /// `ALOOKUP`: A and AAAA, following CNAMEs.
     Addresses,
+    /// `NSLOOKUP`: the name's NS records, each with its addresses.
+    NameServers,
+    /// `MXLOOKUP`: the name's MX records, each with its addresses.
+    MailExchanges,
+    /// `AXFR`: the zone's records, transferred from each of its nameservers.
+    Transfer,
+    /// `BINDVERSION`: the server's `version.bind` (CH TXT).
+    BindVersion,
+    /// `SPF`: the name's TXT record that starts `v=spf1`.
+    Spf,
+    /// `DMARC`: the name's TXT record that starts `v=DMARC1;`.
+    Dmarc,
 }
 
 impl LookupType {
     /// Parses `A`, `aaaa`, `TYPE65`, `ALOOKUP`, ...
     pub fn parse(text: &str) -> Result<LookupType, String> {
         let upper = text.trim().to_ascii_uppercase();
-        if upper == "ALOOKUP" {
-            return Ok(LookupType::Addresses);
+        if let Some((_, module)) = MODULES.iter().find(|(name, _)| *name == upper) {
+            return Ok(*module);
         }
         mnemonic::rtype_from_str(&upper)
             .map(LookupType::Single)
@@ -47,14 +88,17 @@ impl std::fmt::Display for LookupType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LookupType::Single(rtype) => f.write_str(&mnemonic::rtype(*rtype)),
-            LookupType::Addresses => f.write_str("ALOOKUP"),
+            module => {
+                let name = MODULES.iter().find(|(_, m)| m == module).map(|(n, _)| *n);
+                f.write_str(name.unwrap_or("?"))
+            }
         }
     }
 }
 
 dnsluice_options::text_option!(
     LookupType,
-    "record type (A, AAAA, NS, MX, TXT, ..., TYPEnnn) or ALOOKUP"
+    "record type (A, AAAA, NS, MX, TXT, ..., TYPEnnn) or module (ALOOKUP, NSLOOKUP, MXLOOKUP, AXFR, BINDVERSION, SPF, DMARC)"
 );
 
 #[cfg(test)]
@@ -72,5 +116,11 @@ mod tests {
         assert!(LookupType::parse("BOGUS").unwrap_err().contains("ALOOKUP"));
         assert_eq!(LookupType::Single(65).to_string(), "HTTPS");
         assert_eq!(LookupType::Addresses.to_string(), "ALOOKUP");
+        // AXFR is the module (a transfer over TCP), not a question of type 252.
+        assert_eq!(LookupType::parse("axfr"), Ok(LookupType::Transfer));
+        for (name, module) in MODULES {
+            assert_eq!(LookupType::parse(name), Ok(*module));
+            assert_eq!(module.to_string(), *name);
+        }
     }
 }

@@ -1,13 +1,23 @@
-//! The result record of one lookup, in ZDNS's shape (one JSON object per line):
-//! `name`, `class`, `status`, `timestamp`, `data` (`answers`, `authorities`,
-//! `additionals`, `protocol`, `resolver`), plus our `nameserver`, `attempts`,
-//! `duration_ms` and, on failure, `error`.
+//! The result record of one lookup (one JSON object per line), in one of
+//! two shapes ([`OutputFormat`]):
 //!
-//! Record `name`s are printed without the trailing dot (as ZDNS does); `answer`
-//! is the RDATA in presentation form, as `dig` prints it.
+//! - dnsluice's: `name`, `class`, `status`, `timestamp`, `data` (`answers`,
+//!   `authorities`, `additionals`, `flags`, what a module found,
+//!   `protocol`, `resolver`), `nameserver`, `attempts`, `duration_ms`, on
+//!   failure `error`, and with trace verbosity `trace`;
+//! - ZDNS 2.x's: `name` (`class` from long verbosity on) and
+//!   `results.<MODULE>` with `status`, `error`, `timestamp`, `duration`
+//!   (seconds), `data` and `trace`, so jq scripts written for ZDNS work.
+//!
+//! The sections' records are [`super::sections`]'s, the modules' data
+//! [`super::results`]'s, the trace [`super::trace`]'s.
 
-use crate::json::{push_json_str, Fields};
-use dnsluice_core::dns::{self, mnemonic, rdata, Section};
+use super::format::{OutputFormat, RecordStyle};
+use super::results::{self, ModuleData};
+use super::sections::{flags_json, write_sections};
+use super::trace::{self, TraceStep};
+use crate::json::Fields;
+use dnsluice_core::dns::{self, mnemonic};
 use dnsluice_core::time::write_rfc3339_ns;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -30,24 +40,52 @@ pub struct Outcome {
     pub nameserver: Option<String>,
     /// `udp`, `tcp`, `DoT` or `DoH` (the transport of the final answer).
     pub protocol: &'static str,
+    /// What a module (NSLOOKUP, MXLOOKUP, AXFR, ...) found.
+    pub data: Option<ModuleData>,
+    /// Every exchange, when the verbosity is `trace` (`None`: not collected).
+    pub trace: Option<Vec<TraceStep>>,
+}
+
+impl Outcome {
+    /// A fresh outcome that collects a trace when this one does (for a
+    /// module's inner lookups, [`Outcome::absorb`]ed afterwards).
+    pub fn child(&self) -> Outcome {
+        Outcome {
+            trace: self.trace.as_ref().map(|_| Vec::new()),
+            ..Outcome::default()
+        }
+    }
+
+    /// Adds an inner lookup's attempts and trace steps to this outcome.
+    pub fn absorb(&mut self, inner: Outcome) {
+        self.attempts += inner.attempts;
+        if let (Some(trace), Some(steps)) = (&mut self.trace, inner.trace) {
+            trace.extend(steps);
+        }
+        if self.protocol.is_empty() {
+            self.protocol = inner.protocol;
+        }
+    }
 }
 
 /// Appends the record for `name` to `out` (no newline).
-pub fn write(name: &str, outcome: &Outcome, out: &mut Vec<u8>) {
+pub fn write(name: &str, outcome: &Outcome, style: &RecordStyle, out: &mut Vec<u8>) {
+    match style.format {
+        OutputFormat::Native => write_native(name, outcome, style, out),
+        OutputFormat::Zdns => write_zdns(name, outcome, style, out),
+    }
+}
+
+fn write_native(name: &str, outcome: &Outcome, style: &RecordStyle, out: &mut Vec<u8>) {
     let mut f = Fields::new();
     out.push(b'{');
     f.string(out, "name", name);
     f.string(out, "class", "IN");
     f.string(out, "status", &outcome.status);
     f.key(out, "timestamp");
-    out.push(b'"');
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64);
-    write_rfc3339_ns(now, out);
-    out.push(b'"');
+    write_now(out);
     f.key(out, "data");
-    write_data(outcome, out);
+    write_data(outcome, style, out);
     if let Some(ns) = &outcome.nameserver {
         f.string(out, "nameserver", ns);
     }
@@ -58,96 +96,107 @@ pub fn write(name: &str, outcome: &Outcome, out: &mut Vec<u8>) {
     if let Some(error) = &outcome.error {
         f.string(out, "error", error);
     }
+    write_trace(outcome, style, &mut f, out);
     out.push(b'}');
 }
 
-fn write_data(outcome: &Outcome, out: &mut Vec<u8>) {
+fn write_zdns(name: &str, outcome: &Outcome, style: &RecordStyle, out: &mut Vec<u8>) {
     let mut f = Fields::new();
     out.push(b'{');
-    if let Some(response) = &outcome.response {
-        for (key, section) in [
-            ("answers", Section::Answer),
-            ("authorities", Section::Authority),
-            ("additionals", Section::Additional),
-        ] {
-            f.key(out, key);
-            write_section(response, section, out);
-        }
-        if let Some(header) = dns::Header::parse(response) {
+    f.string(out, "name", name);
+    if style.long() {
+        f.string(out, "class", "IN");
+    }
+    f.key(out, "results");
+    out.push(b'{');
+    let mut m = Fields::new();
+    m.key(out, &style.module.to_string());
+    out.push(b'{');
+    let mut r = Fields::new();
+    r.string(out, "status", &outcome.status);
+    if let Some(error) = &outcome.error {
+        r.string(out, "error", error);
+    }
+    r.key(out, "timestamp");
+    // ZDNS's default time format is RFC 3339 to the second.
+    let mut now = Vec::new();
+    write_now(&mut now);
+    if let (Some(dot), Some(z)) = (
+        now.iter().position(|&b| b == b'.'),
+        now.iter().rposition(|&b| b == b'Z'),
+    ) {
+        now.drain(dot..z);
+    }
+    out.extend_from_slice(&now);
+    r.raw(
+        out,
+        "duration",
+        &format!("{}", outcome.duration.as_secs_f64()),
+    );
+    // ZDNS leaves `data` out when a lookup got nothing back.
+    if outcome.response.is_some() || outcome.data.is_some() || outcome.addresses.is_some() {
+        r.key(out, "data");
+        write_data(outcome, style, out);
+    }
+    write_trace(outcome, style, &mut r, out);
+    out.extend_from_slice(b"}}}");
+}
+
+fn write_now(out: &mut Vec<u8>) {
+    out.push(b'"');
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64);
+    write_rfc3339_ns(now, out);
+    out.push(b'"');
+}
+
+fn write_trace(outcome: &Outcome, style: &RecordStyle, f: &mut Fields, out: &mut Vec<u8>) {
+    if let (true, Some(steps)) = (style.trace(), &outcome.trace) {
+        f.key(out, "trace");
+        trace::write(steps, style, out);
+    }
+}
+
+fn write_data(outcome: &Outcome, style: &RecordStyle, out: &mut Vec<u8>) {
+    let mut f = Fields::new();
+    out.push(b'{');
+    // A module's data stands for its inner responses (ZDNS shows only it).
+    let module = outcome.data.is_some() || outcome.addresses.is_some();
+    if let (false, Some(response)) = (module, &outcome.response) {
+        write_sections(response, style, &mut f, out);
+        // Flags: in dnsluice's records from normal verbosity on, in ZDNS's
+        // from long on.
+        let flags = if style.zdns() {
+            style.long()
+        } else {
+            style.normal()
+        };
+        if let (true, Some(header)) = (flags, dns::Header::parse(response)) {
             f.raw(out, "flags", &flags_json(&header));
         }
     }
     if let Some((v4, v6)) = &outcome.addresses {
         for (key, list) in [("ipv4_addresses", v4), ("ipv6_addresses", v6)] {
-            f.key(out, key);
-            write_strings(list, out);
+            // ZDNS leaves empty lists out; dnsluice's records always have both.
+            if !style.zdns() || !list.is_empty() {
+                f.key(out, key);
+                results::write_strings(list, out);
+            }
         }
     }
-    if !outcome.protocol.is_empty() {
-        f.string(out, "protocol", outcome.protocol);
+    if let Some(data) = &outcome.data {
+        results::write(data, outcome.nameserver.as_deref(), style, &mut f, out);
     }
-    if let Some(ns) = &outcome.nameserver {
-        f.string(out, "resolver", ns);
+    if !module && style.normal() {
+        if !outcome.protocol.is_empty() {
+            f.string(out, "protocol", outcome.protocol);
+        }
+        if let Some(ns) = &outcome.nameserver {
+            f.string(out, "resolver", ns);
+        }
     }
     out.push(b'}');
-}
-
-fn flags_json(h: &dns::Header) -> String {
-    format!(
-        "{{\"response\":{},\"opcode\":{},\"authoritative\":{},\"truncated\":{},\"recursion_desired\":{},\"recursion_available\":{},\"authenticated\":{},\"checking_disabled\":{}}}",
-        h.qr(),
-        h.opcode(),
-        h.aa(),
-        h.tc(),
-        h.rd(),
-        h.ra(),
-        h.ad(),
-        h.cd()
-    )
-}
-
-fn write_strings(list: &[String], out: &mut Vec<u8>) {
-    out.push(b'[');
-    for (i, s) in list.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        push_json_str(s.as_bytes(), out);
-    }
-    out.push(b']');
-}
-
-/// Appends the records of `section` (OPT left out) as a JSON array.
-fn write_section(msg: &[u8], section: Section, out: &mut Vec<u8>) {
-    out.push(b'[');
-    let mut first = true;
-    let mut scratch = Vec::new();
-    for record in dns::records(msg).filter(|r| r.section == section) {
-        if record.rtype == dns::TYPE_OPT {
-            continue;
-        }
-        if !std::mem::take(&mut first) {
-            out.push(b',');
-        }
-        let mut f = Fields::new();
-        out.push(b'{');
-        scratch.clear();
-        let _ = dns::name::write(msg, record.name as usize, &mut scratch);
-        if scratch.len() > 1 && scratch.last() == Some(&b'.') {
-            scratch.pop();
-        }
-        f.key(out, "name");
-        push_json_str(&scratch, out);
-        f.string(out, "type", &mnemonic::rtype(record.rtype));
-        f.string(out, "class", &mnemonic::class(record.class));
-        f.num(out, "ttl", u64::from(record.ttl));
-        scratch.clear();
-        rdata::write(msg, &record, &mut scratch);
-        f.key(out, "answer");
-        push_json_str(&scratch, out);
-        out.push(b'}');
-    }
-    out.push(b']');
 }
 
 /// The status of a response: its RCODE's mnemonic (extended RCODEs included).
@@ -168,10 +217,10 @@ pub struct Finished {
 }
 
 impl Finished {
-    /// The record for `name` with `outcome`.
-    pub fn new(index: u64, name: &str, outcome: &Outcome) -> Finished {
+    /// The record for `name` with `outcome`, written as `style` says.
+    pub fn new(index: u64, name: &str, outcome: &Outcome, style: &RecordStyle) -> Finished {
         let mut json = Vec::with_capacity(256);
-        write(name, outcome, &mut json);
+        write(name, outcome, style, &mut json);
         Finished {
             index,
             status: outcome.status.clone(),
@@ -198,7 +247,7 @@ mod tests {
             ..Outcome::default()
         };
         let mut out = Vec::new();
-        write("x.example", &outcome, &mut out);
+        write("x.example", &outcome, &RecordStyle::default(), &mut out);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["name"], "x.example");
         assert_eq!(v["status"], "TIMEOUT");

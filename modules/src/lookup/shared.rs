@@ -4,9 +4,10 @@
 
 use super::board::Board;
 use super::config::LookupConfig;
+use super::iterative::Resolver;
 use super::record::{Finished, Outcome};
 use super::stats::RunCounters;
-use dnsluice_net::{ClientSetup, NetCounters, NetError, Transport};
+use dnsluice_net::{ClientSetup, Endpoint, NetCounters, NetError, Transport};
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -24,6 +25,8 @@ pub struct Shared {
     pub net: Arc<NetCounters>,
     /// Run counters.
     pub run: RunCounters,
+    /// The iterative resolver, when names are resolved from the root.
+    pub iterative: Option<Arc<Resolver>>,
     results: mpsc::Sender<Finished>,
 }
 
@@ -48,15 +51,39 @@ impl Shared {
         )?;
         let threads = config.threads.max(1);
         let inflight = config.inflight.max(1);
+        let iterative = match &config.iterative {
+            Some(iterative) => Some(Arc::new(Resolver::new(
+                iterative.clone(),
+                config.transport,
+                config.timeout,
+                config.retries,
+                config.query,
+                config.tcp_fallback,
+                net.clone(),
+            )?)),
+            None => None,
+        };
+        // Iterative names all start at the root: one queue, under the first
+        // root server's address (connections are the resolver's own).
+        let routes = match &config.iterative {
+            Some(iterative) => iterative
+                .roots
+                .servers
+                .iter()
+                .flat_map(|s| s.addrs.first())
+                .take(1)
+                .map(|ip| Endpoint {
+                    addr: std::net::SocketAddr::new(*ip, iterative.port),
+                    transport: config.transport,
+                    host: None,
+                    path: String::new(),
+                })
+                .collect(),
+            None => config.nameservers.clone(),
+        };
         // Each nameserver's queue holds what a pool of workers can have in flight, twice.
-        let queue_capacity =
-            (2 * threads * inflight / config.nameservers.len().max(1)).clamp(2, 4096);
-        let board = Board::new(
-            config.scheduler,
-            &config.nameservers,
-            threads,
-            queue_capacity,
-        );
+        let queue_capacity = (2 * threads * inflight / routes.len().max(1)).clamp(2, 4096);
+        let board = Board::new(config.scheduler, &routes, threads, queue_capacity);
         Ok(Shared {
             config,
             board,
@@ -64,6 +91,7 @@ impl Shared {
             tcp_setup,
             net,
             run: RunCounters::default(),
+            iterative,
             results,
         })
     }
@@ -81,6 +109,8 @@ impl Shared {
     pub fn finish(&self, index: u64, name: &str, outcome: &Outcome) {
         self.run.finished(&outcome.status);
         // The engine outlives its workers, so the receiver is there.
-        let _ = self.results.send(Finished::new(index, name, outcome));
+        let _ = self
+            .results
+            .send(Finished::new(index, name, outcome, &self.config.style));
     }
 }

@@ -1,6 +1,7 @@
 //! The counters that are the evidence for the scheduler design: what really
 //! happened on the sockets, overall and per nameserver.
 
+use super::iterative::summary::IterativeSummary;
 use crate::json::push_json_str;
 use dnsluice_core::{Histogram, StageStats};
 use dnsluice_net::{Latency, NetCounters};
@@ -106,6 +107,8 @@ pub struct LookupSummary {
     pub per_nameserver: Vec<NameserverSummary>,
     /// Wall time.
     pub elapsed: Duration,
+    /// The iterative resolver's counters, when names were resolved from the root.
+    pub iterative: Option<IterativeSummary>,
 }
 
 impl LookupSummary {
@@ -155,6 +158,7 @@ impl LookupSummary {
                 })
                 .collect(),
             elapsed,
+            iterative: None,
         }
     }
 
@@ -199,7 +203,11 @@ impl LookupSummary {
                 String::from_utf8_lossy(&key), ns.queries, ns.connections_opened, ns.failures, ns.p50_ms, ns.p99_ms
             );
         }
-        let _ = write!(s, "}},\"elapsed_s\":{:.3}}}", self.elapsed.as_secs_f64());
+        s.push('}');
+        if let Some(iterative) = &self.iterative {
+            let _ = write!(s, ",\"iterative\":{}", iterative.to_json());
+        }
+        let _ = write!(s, ",\"elapsed_s\":{:.3}}}", self.elapsed.as_secs_f64());
         s
     }
 
@@ -210,6 +218,9 @@ impl LookupSummary {
     pub fn fill(&self, s: &mut StageStats) {
         for (key, value) in self.counters() {
             s.add_counter(key, value);
+        }
+        for (key, value) in self.iterative.iter().flat_map(|i| &i.counters) {
+            s.add_counter(&format!("iterative_{key}"), *value);
         }
         for (status, n) in &self.statuses {
             s.add_counter(&format!("status_{status}"), *n);
@@ -253,6 +264,9 @@ impl LookupSummary {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         let _ = writeln!(s, "  statuses: {}", statuses.join(", "));
+        if let Some(iterative) = &self.iterative {
+            s.push_str(&iterative.to_text(self.names, self.queries));
+        }
         for ns in &self.per_nameserver {
             let _ = writeln!(
                 s,

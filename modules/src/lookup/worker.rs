@@ -3,6 +3,8 @@
 
 use super::board::Scheduler;
 use super::direct::{Connections, DirectAsk};
+use super::format::RecordStyle;
+use super::iterative::IterativeAsk;
 use super::job::Job;
 use super::modules;
 use super::record::{Finished, Outcome};
@@ -91,15 +93,33 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
         }
     }
     let started = Instant::now();
-    let ask = DirectAsk {
-        shared,
-        connections,
-        ns: &ns,
-        pinned,
+    let start = Outcome {
+        trace: shared.config.style.trace().then(Vec::new),
+        ..Outcome::default()
     };
-    let mut outcome = modules::run(shared.config.qtype, &ask, &job.name).await;
+    let config = &shared.config;
+    let mut outcome = match &shared.iterative {
+        Some(resolver) => {
+            let ask = IterativeAsk {
+                resolver,
+                deadline: started + resolver.config.name_timeout,
+            };
+            modules::run(config.qtype, &config.module, &ask, &job.name, start).await
+        }
+        None => {
+            let ask = DirectAsk {
+                shared,
+                connections,
+                ns: &ns,
+                pinned,
+            };
+            let mut outcome =
+                modules::run(config.qtype, &config.module, &ask, &job.name, start).await;
+            outcome.nameserver = Some(ns.endpoint.resolver_name());
+            outcome
+        }
+    };
     outcome.duration = started.elapsed();
-    outcome.nameserver = Some(ns.endpoint.resolver_name());
     if outcome.protocol.is_empty() {
         outcome.protocol = shared.config.transport.protocol_name();
     }
@@ -131,11 +151,11 @@ impl Drop for RecordGuard<'_> {
 }
 
 /// A finished record for a line that never became a job.
-pub fn bad_line_record(index: u64, name: &str, reason: &str) -> Finished {
+pub fn bad_line_record(index: u64, name: &str, reason: &str, style: &RecordStyle) -> Finished {
     let outcome = Outcome {
         status: "ERROR".to_string(),
         error: Some(reason.to_string()),
         ..Outcome::default()
     };
-    Finished::new(index, name, &outcome)
+    Finished::new(index, name, &outcome, style)
 }

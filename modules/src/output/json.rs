@@ -2,7 +2,7 @@
 //! stdout or to a file.
 //!
 //! The field names are a public contract: later versions add fields, never
-//! rename these: `frame`, `ts`, `caplen`, `len`, `link`, `vlan`, `ip`, `src`,
+//! rename these: `frame`, `ts`, `caplen`, `len`, `link`, `vlan`, `tunnel`, `ip`, `src`,
 //! `dst`, `transport`, `sport`, `dport`, `payload_len`, `fragment`,
 //! `truncated`, `layer_error`, `l3_protocol`, `llc`; for DNS messages also
 //! `dns_len`, `reassembled`, `dns` and `dns_error`. A client's response

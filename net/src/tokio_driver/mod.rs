@@ -5,6 +5,7 @@
 
 mod https;
 mod mux;
+mod transfer;
 
 use crate::endpoint::{Endpoint, Transport};
 use crate::error::NetError;
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpStream, UdpSocket};
 
 pub use https::DohMethod;
+pub use transfer::{transfer, Transfer, MAX_TRANSFER_BYTES};
 
 /// An answer and how long it took.
 #[derive(Debug, Clone)]

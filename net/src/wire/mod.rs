@@ -10,9 +10,11 @@
 //! - [`inflight`]: the queries in flight on one connection: id allocation,
 //!   matching answers by id and question, deadlines in sending order.
 //! - [`frame`]: the two-byte length prefix on streams, across split reads.
+//! - [`transfer`]: a zone transfer's messages, and when it is whole.
 
 pub mod frame;
 pub mod ids;
 pub mod inflight;
 pub mod query;
 pub mod question;
+pub mod transfer;

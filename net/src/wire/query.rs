@@ -143,13 +143,39 @@ pub fn build_in_class(
     out: &mut Vec<u8>,
 ) -> Result<(), NameError> {
     out.clear();
+    push_header(id, options, out);
+    push_name(name, out)?;
+    push_question_end(qtype, qclass, options, out);
+    Ok(())
+}
+
+/// [`build_in_class`] for a name already in wire form (`name_wire`:
+/// uncompressed labels ending with the root's zero octet).
+pub fn build_wire(
+    id: u16,
+    name_wire: &[u8],
+    qtype: u16,
+    qclass: u16,
+    options: &QueryOptions,
+    out: &mut Vec<u8>,
+) {
+    out.clear();
+    push_header(id, options, out);
+    out.extend_from_slice(name_wire);
+    push_question_end(qtype, qclass, options, out);
+}
+
+fn push_header(id: u16, options: &QueryOptions, out: &mut Vec<u8>) {
     let flags: u16 = if options.recursion_desired { 0x0100 } else { 0 };
     let arcount: u16 = u16::from(options.edns_udp_size.is_some());
     out.extend_from_slice(&id.to_be_bytes());
     out.extend_from_slice(&flags.to_be_bytes());
     out.extend_from_slice(&[0, 1, 0, 0, 0, 0]);
     out.extend_from_slice(&arcount.to_be_bytes());
-    push_name(name, out)?;
+}
+
+/// QTYPE, QCLASS and the EDNS record.
+fn push_question_end(qtype: u16, qclass: u16, options: &QueryOptions, out: &mut Vec<u8>) {
     out.extend_from_slice(&qtype.to_be_bytes());
     out.extend_from_slice(&qclass.to_be_bytes());
     if let Some(size) = options.edns_udp_size {
@@ -160,7 +186,6 @@ pub fn build_in_class(
         out.extend_from_slice(&ttl.to_be_bytes());
         out.extend_from_slice(&0u16.to_be_bytes());
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -196,6 +221,22 @@ mod tests {
         let expected: &[u8] = b"\x00\x07\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\
             \x07version\x04bind\x00\x00\x10\x00\x03";
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn a_wire_name_builds_the_same_query() {
+        let options = QueryOptions::default();
+        let (mut from_text, mut from_wire) = (Vec::new(), Vec::new());
+        build_in_class(9, "www.example.com", 28, CLASS_IN, &options, &mut from_text).unwrap();
+        build_wire(
+            9,
+            b"\x03www\x07example\x03com\x00",
+            28,
+            CLASS_IN,
+            &options,
+            &mut from_wire,
+        );
+        assert_eq!(from_text, from_wire);
     }
 
     #[test]

@@ -181,6 +181,9 @@ pub fn report_tcp(c: &TcpCounters, stats: &mut StageStats) {
         ("tcp_flows_overflowed", c.flows_overflowed),
         ("tcp_incomplete_messages", c.incomplete_messages),
         ("tcp_incomplete_bytes", c.incomplete_bytes),
+        ("tcp_gaps", c.gaps),
+        ("tcp_gap_bytes", c.gap_bytes),
+        ("tcp_skipped_bytes", c.skipped_bytes),
     ] {
         stats.add_counter(name, n);
     }

@@ -8,6 +8,7 @@
 
 mod counters;
 pub mod defrag;
+mod resync;
 mod table;
 pub mod tcp;
 

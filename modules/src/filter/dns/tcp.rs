@@ -7,7 +7,17 @@
 //! the gap is filled. Memory is bounded: at most `max_flows` flows, at most
 //! `max_flow_bytes` held per flow, and flows idle for `idle_timeout` of
 //! capture time are dropped. Everything dropped is counted.
+//!
+//! Bytes that were never captured (capture loss, a capture that starts in
+//! the middle of a connection) would hold every later segment back: a
+//! segment beyond a gap that starts a plausible message ([`resync`]) declares
+//! the gap instead. What was held before it is dropped (counted), the
+//! stream resumes there, and the first message after the resync must check
+//! out as a whole, or the stream waits for the next such segment. A message
+//! is never assembled across a gap. A segment that arrives late, inside a
+//! declared gap, is framed on its own.
 
+use super::resync;
 use super::table::{take_expired, take_quietest};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -50,6 +60,14 @@ struct FlowState {
     early_bytes: usize,
     /// Capture time of the last segment.
     last_ns: i64,
+    /// The stream's position is unknown (a flow first seen mid-connection,
+    /// or a message after a resync that did not check out): segments are
+    /// skipped until one starts a plausible message.
+    lost: bool,
+    /// The first message framed after a resync is checked before it is passed on.
+    verify: bool,
+    /// The last gap declared: sequence numbers from `.0` up to `.1` were never seen.
+    hole: Option<(u32, u32)>,
 }
 
 impl FlowState {
@@ -85,6 +103,13 @@ pub struct TcpCounters {
     pub incomplete_bytes: u64,
     /// Flows that ended with an incomplete message.
     pub incomplete_messages: u64,
+    /// Gaps declared: bytes never captured, the stream resumed after them.
+    pub gaps: u64,
+    /// Sequence-number bytes in those gaps.
+    pub gap_bytes: u64,
+    /// Captured bytes that could not be placed in a message (segments
+    /// skipped while looking for a message start after a gap or mid-stream).
+    pub skipped_bytes: u64,
 }
 
 /// How far ahead of the expected sequence number an early segment may be.
@@ -174,11 +199,13 @@ impl TcpReassembler {
         if !payload.is_empty() {
             self.counters.segments += 1;
             if !self.flows.contains_key(&key) {
-                // Mid-stream: we did not see the handshake; start here.
+                // Mid-stream: we did not see the handshake; start at the first
+                // segment that starts a message.
                 self.insert(
                     key,
                     FlowState {
                         next_seq: seq,
+                        lost: true,
                         ..Default::default()
                     },
                 );
@@ -187,7 +214,9 @@ impl TcpReassembler {
             let counters = &mut self.counters;
             if let Some(flow) = self.flows.get_mut(&key) {
                 flow.last_ns = now_ns;
-                if wire_len > payload.len() {
+                if !resume(flow, seq, payload, counters) {
+                    // Still looking for a message start: this segment is skipped.
+                } else if wire_len > payload.len() {
                     counters.truncated_segments += 1;
                     take_cut_segment(flow, seq, payload, wire_len, counters, emit);
                 } else {
@@ -258,6 +287,12 @@ fn take_segment(
 ) {
     let offset = seq.wrapping_sub(flow.next_seq) as i32;
     let fresh = if offset < 0 {
+        if in_hole(flow.hole, seq, payload.len()) {
+            // Late, inside a gap already declared: framed on its own.
+            counters.out_of_order += 1;
+            frame_alone(payload, counters, emit);
+            return;
+        }
         let seen = offset.unsigned_abs() as usize;
         if seen >= payload.len() {
             counters.retransmissions += 1;
@@ -266,23 +301,29 @@ fn take_segment(
         counters.overlaps += 1;
         &payload[seen..]
     } else if offset > 0 {
-        if offset as u32 > WINDOW || flow.early.len() >= MAX_EARLY {
-            counters.beyond_window += 1;
+        if resync::starts_message(payload) {
+            declare_gap(flow, seq, counters);
+            payload
         } else {
-            counters.out_of_order += 1;
-            flow.early_bytes += payload.len();
-            flow.early.push((seq, payload.to_vec()));
+            if offset as u32 > WINDOW || flow.early.len() >= MAX_EARLY {
+                counters.beyond_window += 1;
+            } else {
+                counters.out_of_order += 1;
+                flow.early_bytes += payload.len();
+                flow.early.push((seq, payload.to_vec()));
+            }
+            return;
         }
-        return;
     } else {
         payload
     };
     append(flow, fresh, counters, emit);
-    // Early segments that now fit.
+    // Early segments that now fit (unless the stream lost its place).
     while let Some(index) = flow
         .early
         .iter()
         .position(|(s, _)| s.wrapping_sub(flow.next_seq) as i32 <= 0)
+        .filter(|_| !flow.lost)
     {
         let (s, bytes) = flow.early.swap_remove(index);
         flow.early_bytes -= bytes.len();
@@ -311,7 +352,14 @@ fn take_cut_segment(
         drop_held(flow, counters);
     } else {
         flow.buffer.extend_from_slice(payload);
-        let used = frame(&flow.buffer, flow.buffered_segments + 1, counters, emit);
+        let used = frame(
+            &flow.buffer,
+            flow.buffered_segments + 1,
+            &mut flow.verify,
+            counters,
+            emit,
+        )
+        .unwrap_or(flow.buffer.len());
         if let Some(rest) = flow.buffer.get(used + 2..).filter(|rest| !rest.is_empty()) {
             // Started in the bytes held before this segment, if nothing was framed.
             let segments = if used == 0 {
@@ -344,27 +392,51 @@ fn append(flow: &mut FlowState, bytes: &[u8], counters: &mut TcpCounters, emit: 
     flow.next_seq = flow.next_seq.wrapping_add(bytes.len() as u32);
     if flow.buffer.is_empty() {
         // Common case: messages straight from the segment, no copy.
-        let used = frame(bytes, 1, counters, emit);
-        if used < bytes.len() {
-            flow.buffer.extend_from_slice(&bytes[used..]);
-            flow.buffered_segments = 1;
+        let used = frame(bytes, 1, &mut flow.verify, counters, emit);
+        match used {
+            Some(used) if used < bytes.len() => {
+                flow.buffer.extend_from_slice(&bytes[used..]);
+                flow.buffered_segments = 1;
+            }
+            Some(_) => {}
+            None => lose_position(flow, bytes.len(), counters),
         }
         return;
     }
     flow.buffer.extend_from_slice(bytes);
     flow.buffered_segments += 1;
-    let used = frame(&flow.buffer, flow.buffered_segments, counters, emit);
-    if used > 0 {
-        flow.buffer.drain(..used);
-        // What is left (if anything) came with the last segment.
-        flow.buffered_segments = u32::from(!flow.buffer.is_empty());
+    match frame(
+        &flow.buffer,
+        flow.buffered_segments,
+        &mut flow.verify,
+        counters,
+        emit,
+    ) {
+        Some(0) => {}
+        Some(used) => {
+            flow.buffer.drain(..used);
+            // What is left (if anything) came with the last segment.
+            flow.buffered_segments = u32::from(!flow.buffer.is_empty());
+        }
+        None => {
+            let held = flow.buffer.len();
+            lose_position(flow, held, counters);
+        }
     }
 }
 
 /// Emits each complete length-prefixed message at the start of `stream`;
 /// returns the bytes used. The first message spans `segments` segments, the
-/// others lie in the last one.
-fn frame(stream: &[u8], segments: u32, counters: &mut TcpCounters, emit: &mut Emit<'_>) -> usize {
+/// others lie in the last one. With `verify` set (the stream was just
+/// picked up after a gap), the first message must check out: if it does
+/// not, nothing is emitted and the result is `None`.
+fn frame(
+    stream: &[u8],
+    segments: u32,
+    verify: &mut bool,
+    counters: &mut TcpCounters,
+    emit: &mut Emit<'_>,
+) -> Option<usize> {
     let mut used = 0;
     let mut spans = segments;
     while let Some(prefix) = stream.get(used..used + 2) {
@@ -377,11 +449,84 @@ fn frame(stream: &[u8], segments: u32, counters: &mut TcpCounters, emit: &mut Em
         let Some(message) = stream.get(used + 2..used + 2 + len) else {
             break;
         };
+        if *verify {
+            if !resync::plausible_message(message) {
+                return None;
+            }
+            *verify = false;
+        }
         emit(message, spans, false);
         spans = 1;
         used += 2 + len;
     }
-    used
+    Some(used)
+}
+
+/// A segment that arrived late, inside a declared gap: the complete
+/// messages at its start, if it starts one; the rest is skipped.
+fn frame_alone(payload: &[u8], counters: &mut TcpCounters, emit: &mut Emit<'_>) {
+    let used = if resync::starts_message(payload) {
+        frame(payload, 1, &mut true, counters, emit).unwrap_or(0)
+    } else {
+        0
+    };
+    counters.skipped_bytes += (payload.len() - used) as u64;
+}
+
+/// Should the segment at `seq` be taken? Yes, unless the flow's position is
+/// unknown and the segment does not start a message (then it is skipped and
+/// counted). A segment that does start one resumes the stream there.
+fn resume(flow: &mut FlowState, seq: u32, payload: &[u8], counters: &mut TcpCounters) -> bool {
+    if !flow.lost {
+        return true;
+    }
+    if !resync::starts_message(payload) {
+        counters.skipped_bytes += payload.len() as u64;
+        return false;
+    }
+    flow.lost = false;
+    flow.verify = true;
+    flow.next_seq = seq;
+    true
+}
+
+/// The bytes before `seq` will not come: drops what is held (a partial
+/// message, early segments before `seq`), counts the gap and resumes at `seq`.
+fn declare_gap(flow: &mut FlowState, seq: u32, counters: &mut TcpCounters) {
+    counters.gaps += 1;
+    counters.gap_bytes += u64::from(seq.wrapping_sub(flow.next_seq));
+    drop_held(flow, counters);
+    let mut skipped = 0;
+    flow.early.retain(|(s, bytes)| {
+        let keep = s.wrapping_sub(seq) as i32 >= 0;
+        if !keep {
+            skipped += bytes.len();
+        }
+        keep
+    });
+    flow.early_bytes -= skipped;
+    counters.skipped_bytes += skipped as u64;
+    flow.hole = Some((flow.next_seq, seq));
+    flow.next_seq = seq;
+    flow.verify = true;
+}
+
+/// The message after a resync did not check out: the `bytes` held are
+/// skipped and the stream waits for a segment that starts a message.
+fn lose_position(flow: &mut FlowState, bytes: usize, counters: &mut TcpCounters) {
+    counters.skipped_bytes += bytes as u64;
+    flow.buffer.clear();
+    flow.buffered_segments = 0;
+    flow.lost = true;
+    flow.verify = false;
+}
+
+/// Does the segment at `seq` of `len` bytes lie inside `hole`?
+fn in_hole(hole: Option<(u32, u32)>, seq: u32, len: usize) -> bool {
+    hole.is_some_and(|(start, end)| {
+        seq.wrapping_sub(start) as i32 >= 0
+            && end.wrapping_sub(seq.wrapping_add(len as u32)) as i32 >= 0
+    })
 }
 
 #[cfg(test)]
@@ -487,6 +632,7 @@ mod tests {
             &mut r,
             key(2),
             &[
+                (999, SYN, b"", 0),
                 (1000, ACK, &a, 0),
                 (1000, ACK, &a, 1), // retransmitted: ignored
                 (1012, ACK, &c, 2), // early: held
@@ -512,7 +658,10 @@ mod tests {
             run(
                 &mut r,
                 key(100 + port),
-                &[(1, ACK, &framed(50, 1)[..10], i64::from(port))],
+                &[
+                    (0, SYN, b"", i64::from(port)),
+                    (1, ACK, &framed(50, 1)[..10], i64::from(port)),
+                ],
             );
         }
         assert_eq!(
@@ -524,10 +673,21 @@ mod tests {
             (4, 1, 1)
         );
         // A flow holding more than max_flow_bytes is dropped.
-        run(&mut r, key(200), &[(1, ACK, &framed(2000, 1)[..1200], 10)]);
+        run(
+            &mut r,
+            key(200),
+            &[(0, SYN, b"", 10), (1, ACK, &framed(2000, 1)[..1200], 10)],
+        );
         assert_eq!(r.counters.flows_overflowed, 1);
         // Idle flows go after the timeout (capture time).
-        run(&mut r, key(300), &[(1, ACK, &framed(4, 1), 60_000_000_000)]);
+        run(
+            &mut r,
+            key(300),
+            &[
+                (0, SYN, b"", 60_000_000_000),
+                (1, ACK, &framed(4, 1), 60_000_000_000),
+            ],
+        );
         assert_eq!(
             r.flows(),
             1,
@@ -540,6 +700,7 @@ mod tests {
             &mut r,
             key(400),
             &[
+                (0, SYN, b"", 61_000_000_000),
                 (1, ACK, &framed(300, 1)[..44], 61_000_000_000),
                 (45, FIN | ACK, b"", 61_000_000_001),
             ],
@@ -552,6 +713,7 @@ mod tests {
         let mut r = TcpReassembler::new(limits());
         let whole = framed(30, 5);
         let mut got = Vec::new();
+        r.segment(key(9), 0, SYN, b"", 0, 0, &mut |_, _, _| {});
         // Only 12 of the 32 bytes were captured.
         r.segment(key(9), 1, ACK, &whole[..12], 32, 0, &mut |m, _, cut| {
             got.push((m.to_vec(), cut))
@@ -562,5 +724,121 @@ mod tests {
         });
         assert_eq!(got, vec![(vec![5; 10], true), (vec![6; 3], false)]);
         assert_eq!(r.counters.truncated_segments, 1);
+    }
+
+    /// A length-prefixed DNS query for `name.example.` type A with id `id`
+    /// (RFC 1035 layout: header, QNAME labels, QTYPE, QCLASS).
+    fn query(id: u16, name: &[u8]) -> Vec<u8> {
+        let mut m = id.to_be_bytes().to_vec();
+        m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+        m.push(name.len() as u8);
+        m.extend_from_slice(name);
+        m.extend_from_slice(b"\x07example\x00\x00\x01\x00\x01");
+        [(m.len() as u16).to_be_bytes().to_vec(), m].concat()
+    }
+
+    /// The ids of the messages `got` holds (the first two bytes of each).
+    fn ids(got: &[(Vec<u8>, u32)]) -> Vec<u16> {
+        got.iter()
+            .map(|(m, _)| u16::from_be_bytes([m[0], m[1]]))
+            .collect()
+    }
+
+    #[test]
+    fn a_gap_inside_a_message_is_never_bridged() {
+        let mut r = TcpReassembler::new(limits());
+        let a = query(1, b"first-message-name");
+        let b = query(2, b"second");
+        let c = query(3, b"third");
+        let (a1, a2, a3) = (&a[..10], &a[10..20], &a[20..]);
+        let at = |offset: usize| 1 + offset as u32;
+        let got = run(
+            &mut r,
+            key(20),
+            &[
+                (0, SYN, b"", 0),
+                (at(0), ACK, a1, 1),
+                // a2 was never captured; a3 continues the message after the hole.
+                (at(20), ACK, a3, 2),
+                // b starts a message: the gap is declared, a is dropped.
+                (at(a.len()), ACK, &b, 3),
+                (at(a.len() + b.len()), ACK, &c, 4),
+            ],
+        );
+        assert_eq!(ids(&got), [2, 3]);
+        assert_eq!(
+            (r.counters.gaps, r.counters.gap_bytes),
+            (1, a.len() as u64 - 10)
+        );
+        assert_eq!(r.counters.incomplete_messages, 1, "the first part of a");
+        assert_eq!(r.counters.skipped_bytes, a3.len() as u64);
+        // The missing part arriving after all (a retransmission): it lies in
+        // the declared gap and is framed alone; it starts no message.
+        let late = run(&mut r, key(20), &[(at(10), ACK, a2, 5)]);
+        assert!(late.is_empty());
+    }
+
+    #[test]
+    fn a_capture_that_starts_mid_connection_picks_up_at_a_message() {
+        let mut r = TcpReassembler::new(limits());
+        let a = query(1, b"cut-in-half");
+        let b = query(2, b"whole");
+        let c = query(3, b"after");
+        // No SYN: the first segment is the second half of a; b's length
+        // prefix comes alone, its message in the next segment; then c.
+        let got = run(
+            &mut r,
+            key(21),
+            &[
+                (500, ACK, &a[9..], 0),
+                (500 + (a.len() - 9) as u32, ACK, &b[..2], 1),
+                (502 + (a.len() - 9) as u32, ACK, &b[2..], 2),
+                (500 + (a.len() - 9 + b.len()) as u32, ACK, &c, 3),
+            ],
+        );
+        assert_eq!(ids(&got), [2, 3]);
+        assert_eq!(got[0].1, 2, "b spans its two segments");
+        assert_eq!(r.counters.skipped_bytes, (a.len() - 9) as u64);
+    }
+
+    #[test]
+    fn reordered_whole_messages_both_come_out() {
+        let mut r = TcpReassembler::new(limits());
+        let a = query(1, b"one");
+        let b = query(2, b"two");
+        let got = run(
+            &mut r,
+            key(22),
+            &[
+                (0, SYN, b"", 0),
+                (1 + a.len() as u32, ACK, &b, 1), // b overtook a
+                (1, ACK, &a, 2),
+            ],
+        );
+        assert_eq!(ids(&got), [2, 1]);
+    }
+
+    #[test]
+    fn a_resync_that_does_not_check_out_waits_for_the_next_message() {
+        let mut r = TcpReassembler::new(limits());
+        let b = query(2, b"real");
+        // After a gap, a plausible length prefix alone, then bytes that are
+        // no DNS message (a label running past the end): nothing is passed
+        // on; the next message start resumes the stream.
+        let mut junk = query(9, b"junk");
+        junk[14] = 60; // the first label's length
+        let got = run(
+            &mut r,
+            key(23),
+            &[
+                (0, SYN, b"", 0),
+                (100, ACK, &junk[..2], 1),
+                (102, ACK, &junk[2..], 2),
+                (200, ACK, &b, 3),
+            ],
+        );
+        assert_eq!(ids(&got), [2]);
+        assert_eq!(r.counters.gaps, 1);
+        assert_eq!(r.counters.skipped_bytes, junk.len() as u64);
     }
 }

@@ -9,21 +9,37 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 /// Most CNAMEs followed by `ALOOKUP`.
 const MAX_CNAME_HOPS: usize = 8;
 
-/// `ALOOKUP`: A and AAAA for `name`, following CNAME chains: within each
-/// answer by owner name, and with a new query when the server stopped at a
-/// CNAME it is not authoritative for. A loop or a chain longer than
-/// [`MAX_CNAME_HOPS`] is an error; addresses found before an error are kept.
-pub async fn addresses<A: Ask>(ask: &A, name: &str) -> Outcome {
-    let mut outcome = Outcome::default();
+/// `ALOOKUP`: the addresses of `name` of `types` (A = 1, AAAA = 28), as
+/// [`resolve`] finds them, in the record's `ipv4_addresses` and
+/// `ipv6_addresses`.
+pub async fn addresses<A: Ask>(ask: &A, name: &str, types: &[u16], outcome: Outcome) -> Outcome {
+    let mut outcome = outcome;
+    let found = resolve(ask, name, types, &mut outcome).await;
+    outcome.addresses = Some(found);
+    outcome
+}
+
+/// The addresses of `name` (IPv4, IPv6) of `types`, following CNAME chains:
+/// within each answer by owner name, and with a new query when the server
+/// stopped at a CNAME it is not authoritative for. A loop or a chain longer
+/// than [`MAX_CNAME_HOPS`] is an error (in `outcome`); addresses found
+/// before an error are kept. `outcome.status` is the first answer's status
+/// unless a later one failed.
+pub async fn resolve<A: Ask>(
+    ask: &A,
+    name: &str,
+    types: &[u16],
+    outcome: &mut Outcome,
+) -> (Vec<String>, Vec<String>) {
     let mut found = (Vec::new(), Vec::new());
-    'types: for qtype in [1u16, 28] {
+    'types: for &qtype in types {
         let mut target = canonical(name);
         let mut visited = vec![target.clone()];
         loop {
-            let response = match ask.ask(Question::new(&target, qtype), &mut outcome).await {
+            let response = match ask.ask(Question::new(&target, qtype), outcome).await {
                 Ok(response) => response,
                 Err(error) => {
-                    fail(&mut outcome, &error);
+                    fail(outcome, &error);
                     break 'types;
                 }
             };
@@ -56,12 +72,11 @@ pub async fn addresses<A: Ask>(ask: &A, name: &str) -> Outcome {
             }
         }
     }
-    outcome.addresses = Some(found);
-    outcome
+    found
 }
 
 /// Lower-case presentation form with the trailing dot.
-fn canonical(name: &str) -> String {
+pub fn canonical(name: &str) -> String {
     let mut s = name.to_ascii_lowercase();
     if !s.ends_with('.') {
         s.push('.');
@@ -123,7 +138,7 @@ fn follow_chain(
 }
 
 /// An A or AAAA record's address as text.
-fn address_text(msg: &[u8], record: &dns::Record) -> Option<String> {
+pub fn address_text(msg: &[u8], record: &dns::Record) -> Option<String> {
     let at = record.rdata_at as usize;
     let rdata = msg.get(at..at + usize::from(record.rdata_len))?;
     match rdata.len() {
