@@ -1,24 +1,36 @@
 #!/usr/bin/env bash
-# Lua loops, whole processes: dnsluice's Lua bindings vs Debian's dnsjit.
+# Lua loops, whole processes: dnsluice's Lua bindings (both Lua builds)
+# against Debian's dnsjit, on the same pcap, in the same run.
 #
 # Usage: benches/lua-vs-dnsjit.sh
-#        COUNT=2000000 RUNS=5 SKIP_BUILD=1 benches/lua-vs-dnsjit.sh
+#        COUNT=1000000 RUNS=5 SKIP_BUILD=1 ONE_THREAD=1 benches/lua-vs-dnsjit.sh
 #
-# 1. qname-qtype: for every DNS query of the same pcap, read the QNAME as a
-#    Lua string and the QTYPE, count queries per QTYPE, sum the QNAME lengths.
-#    Ours: benches/lua/qname-qtype.lua (input.mmpcap -> filter.layer ->
-#    filter.dns pulled by a Lua `for obj in dns:iter()` loop, obj.dns.qname,
-#    obj.dns.qtype). dnsjit: benches/dnsjit/qname-qtype.lua (input.mmpcap ->
-#    filter.layer, dns:parse_header(), dns:parse_q(), label.tostring()).
-#    Unit: DNS queries/s (wall); ratio = ours/dnsjit in wall time, cpu ratio
-#    the same in CPU time (user + system), both medians of per-round ratios
-#    (runs alternate so drift hits both sides alike).
-# 2. filter.lua cost: configs/dns-null.toml with and without a filter.lua
-#    stage whose function returns true (benches/lua/dns-filter-lua-null.toml);
-#    (median CPU time with - median CPU time without) / messages, in ns per object.
+# The loop: for every DNS query, count queries per QTYPE and sum the lengths
+# of the lower-cased QNAMEs (string.lower). Three scripts do it:
+#   natural  benches/lua/natural.lua: `for obj in dns:iter()`, then obj.dns,
+#            m.qr, m.qdcount, m.qname, m.qtype (the style a dnsjit user writes);
+#   iter     benches/lua/qname-qtype.lua: the fields named once,
+#            `dns:iter("qr", "qdcount", "qname", "qtype")`;
+#   dnsjit   benches/dnsjit/qname-qtype.lua: input.mmpcap -> filter.layer,
+#            dns:parse_header(), dns:parse_q(), label.tostring().
+# Ours run with Lua 5.4 (the default build) and LuaJIT
+# (`--no-default-features --features luajit`, built in its own target dir).
+# Every round runs dnsjit and each of ours once, in an order that reverses
+# from round to round; ratio = dnsjit's time / ours in that round (above 1:
+# we are faster), the median over the rounds, in wall time and in CPU time
+# (user + system). input.mmpcap has a helper thread (it drops pages behind
+# the walk): ONE_THREAD=1 turns it off, so that ours run on one thread as
+# dnsjit does. Both sides must report the same counts (dnsjit names QTYPEs
+# 64 and 65 UNKNOWN(n), we SVCB and HTTPS: the counts are compared).
 #
-# Environment: COUNT (packets, default 2000000), RUNS (default 5), SEED (1),
-# SKIP_BUILD=1 (use the existing target/release/dnsluice), DATA_DIR.
+# Then filter.lua's cost: configs/dns-null.toml with and without a filter.lua
+# stage whose function returns true (benches/lua/dns-filter-lua-null.toml),
+# on one thread: (median CPU with - median CPU without) / messages.
+#
+# Environment: COUNT (packets, default 1000000), RUNS (default 5), SEED (1),
+# SKIP_BUILD=1 (use existing binaries), LUA54_BIN, LUAJIT_BIN (binaries to
+# use; default target/release/dnsluice and target/luajit/release/dnsluice),
+# BUILDS ("lua54 luajit"), DATA_DIR, ONE_THREAD.
 set -euo pipefail
 export LC_ALL=C
 
@@ -26,25 +38,39 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 cd "$REPO_ROOT"
 
-COUNT="${COUNT:-2000000}"
+COUNT="${COUNT:-1000000}"
 RUNS="${RUNS:-5}"
 SEED="${SEED:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
+BUILDS="${BUILDS:-lua54 luajit}"
+ONE_THREAD="${ONE_THREAD:-0}"
 DATA_DIR="${DATA_DIR:-$REPO_ROOT/bench-data}"
+TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 PCAP="$DATA_DIR/lua-$COUNT.pcap"
-BIN="${DNSLUICE_BIN:-$REPO_ROOT/target/release/dnsluice}"
-OURS_LUA="$SCRIPT_DIR/lua/qname-qtype.lua"
+LUA54_BIN="${LUA54_BIN:-$TARGET/release/dnsluice}"
+LUAJIT_BIN="${LUAJIT_BIN:-$TARGET/luajit/release/dnsluice}"
 DNSJIT_LUA="$SCRIPT_DIR/dnsjit/qname-qtype.lua"
+declare -A STYLE=([natural]="$SCRIPT_DIR/lua/natural.lua" [iter]="$SCRIPT_DIR/lua/qname-qtype.lua")
+declare -A BIN=([lua54]="$LUA54_BIN" [luajit]="$LUAJIT_BIN")
+EXTRA=()
+[[ "$ONE_THREAD" == 1 ]] && EXTRA=(--one-thread)
 
 die() { echo "lua-vs-dnsjit: error: $*" >&2; exit 1; }
 log() { echo "lua-vs-dnsjit: $*" >&2; }
 
 command -v dnsjit >/dev/null || die "dnsjit not found (apt-get install dnsjit)"
 if [[ "$SKIP_BUILD" != 1 ]]; then
-    log "cargo build --release"
-    cargo build --release
+    for build in $BUILDS; do
+        case "$build" in
+        lua54) log "cargo build --release"; cargo build --release -p dnsluice ;;
+        luajit)
+            log "cargo build --release --no-default-features --features luajit (in $TARGET/luajit)"
+            CARGO_TARGET_DIR="$TARGET/luajit" cargo build --release -p dnsluice --no-default-features --features luajit ;;
+        *) die "unknown build $build (lua54, luajit)" ;;
+        esac
+    done
 fi
-[[ -x "$BIN" ]] || die "$BIN not found"
+for build in $BUILDS; do [[ -x "${BIN[$build]}" ]] || die "${BIN[$build]} not found"; done
 
 mkdir -p "$DATA_DIR"
 if [[ ! -f "$PCAP" ]]; then
@@ -57,53 +83,74 @@ cat "$PCAP" >/dev/null
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-# secs CMD...: run CMD, stdout to $TMP/out; print its wall seconds and CPU
-# seconds (user + system: on a machine shared with other work, CPU time
-# moves less than wall time).
+# secs CMD...: run CMD, stdout to $TMP/out; print its wall and CPU seconds.
 secs() {
     local TIMEFORMAT='%3R %3U %3S' t
     t=$( { time "$@" >"$TMP/out" 2>"$TMP/err"; } 2>&1 ) || { cat "$TMP/err" >&2; die "failed: $*"; }
     awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' <<<"$t"
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# counts FILE: the first line (queries, bytes) and the sorted per-QTYPE counts.
+counts() { { head -n 1 "$1"; tail -n +2 "$1" | awk '{ print $NF }' | sort -n | tr '\n' ' '; echo; } }
 
-# Both sides must count the same queries.
-"$BIN" script "$OURS_LUA" "$PCAP" >"$TMP/ours.txt"
 dnsjit "$DNSJIT_LUA" "$PCAP" >"$TMP/dnsjit.txt"
-ours_q=$(head -n 1 "$TMP/ours.txt" | cut -d' ' -f1)
-dnsjit_q=$(head -n 1 "$TMP/dnsjit.txt" | cut -d' ' -f1)
-[[ "$ours_q" == "$dnsjit_q" ]] || die "query counts differ: ours $ours_q, dnsjit $dnsjit_q"
-log "both count $ours_q queries"
-
-ours=() theirs=() ratios=() cpu_ratios=()
-for ((i = 0; i < RUNS; i++)); do
-    if ((i % 2 == 0)); then
-        o=$(secs "$BIN" script "$OURS_LUA" "$PCAP"); d=$(secs dnsjit "$DNSJIT_LUA" "$PCAP")
-    else
-        d=$(secs dnsjit "$DNSJIT_LUA" "$PCAP"); o=$(secs "$BIN" script "$OURS_LUA" "$PCAP")
-    fi
-    ours+=("${o% *}"); theirs+=("${d% *}")
-    ratios+=("$(awk -v o="${o% *}" -v d="${d% *}" 'BEGIN { printf "%.4f", d / o }')")
-    cpu_ratios+=("$(awk -v o="${o#* }" -v d="${d#* }" 'BEGIN { printf "%.4f", d / o }')")
+want=$(counts "$TMP/dnsjit.txt")
+queries=$(head -n 1 "$TMP/dnsjit.txt" | cut -d' ' -f1)
+pairs=()
+for build in $BUILDS; do
+    for style in natural iter; do
+        "${BIN[$build]}" script "${STYLE[$style]}" "$PCAP" "${EXTRA[@]}" >"$TMP/ours.txt"
+        [[ "$(counts "$TMP/ours.txt")" == "$want" ]] ||
+            die "$build $style counts differ from dnsjit's: $(counts "$TMP/ours.txt") vs $want"
+        pairs+=("$build:$style")
+    done
 done
-mo=$(printf '%s\n' "${ours[@]}" | median)
-md=$(printf '%s\n' "${theirs[@]}" | median)
-mr=$(printf '%s\n' "${ratios[@]}" | median)
-mc=$(printf '%s\n' "${cpu_ratios[@]}" | median)
-printf '\n%-12s %9s %12s %12s %8s %8s\n' pair queries "ours q/s" "dnsjit q/s" ratio "cpu ratio"
-awk -v n="$ours_q" -v mo="$mo" -v md="$md" -v mr="$mr" -v mc="$mc" 'BEGIN {
-    printf "%-12s %9d %12.0f %12.0f %7.2fx %7.2fx\n", "qname-qtype", n, n / mo, n / md, mr, mc }'
+log "every loop counts $queries queries, as dnsjit does"
 
-# filter.lua cost per object.
-without=() with=()
+declare -A WALL CPU OURS THEIRS
 for ((i = 0; i < RUNS; i++)); do
-    # One thread (no mmpcap helper): the helper's CPU grows with the run's
-    # length, and would be counted as the Lua stage's.
-    t=$(secs "$BIN" run configs/dns-null.toml -q --set 0.path="$PCAP" --set 0.helper=false); without+=("${t#* }")
-    t=$(secs "$BIN" run benches/lua/dns-filter-lua-null.toml -q --set 0.path="$PCAP" --set 0.helper=false); with+=("${t#* }")
+    order=(dnsjit "${pairs[@]}")
+    if ((i % 2)); then mapfile -t order < <(printf '%s\n' "${order[@]}" | tac); fi
+    declare -A took=()
+    for what in "${order[@]}"; do
+        if [[ "$what" == dnsjit ]]; then
+            took[$what]=$(secs dnsjit "$DNSJIT_LUA" "$PCAP")
+        else
+            took[$what]=$(secs "${BIN[${what%%:*}]}" script "${STYLE[${what#*:}]}" "$PCAP" "${EXTRA[@]}")
+        fi
+    done
+    d=${took[dnsjit]}
+    for pair in "${pairs[@]}"; do
+        o=${took[$pair]}
+        OURS[$pair]+="${o% *} "; THEIRS[$pair]+="${d% *} "
+        WALL[$pair]+="$(awk -v o="${o% *}" -v d="${d% *}" 'BEGIN { printf "%.4f", d / o }') "
+        CPU[$pair]+="$(awk -v o="${o#* }" -v d="${d#* }" 'BEGIN { printf "%.4f", d / o }') "
+    done
 done
-mw=$(printf '%s\n' "${with[@]}" | median)
-mn=$(printf '%s\n' "${without[@]}" | median)
-awk -v n="$ours_q" -v a="$mw" -v b="$mn" 'BEGIN {
-    printf "\nfilter.lua returning true: %.1f ns per object (CPU %.3f s with, %.3f s without, %d objects)\n",
-        (a - b) / n * 1e9, a, b, n }'
+
+printf '\n%-8s %-8s %9s %12s %12s %8s %8s\n' build style queries "ours q/s" "dnsjit q/s" ratio "cpu ratio"
+for pair in "${pairs[@]}"; do
+    mo=$(tr ' ' '\n' <<<"${OURS[$pair]}" | grep . | median)
+    md=$(tr ' ' '\n' <<<"${THEIRS[$pair]}" | grep . | median)
+    mr=$(tr ' ' '\n' <<<"${WALL[$pair]}" | grep . | median)
+    mc=$(tr ' ' '\n' <<<"${CPU[$pair]}" | grep . | median)
+    awk -v b="${pair%%:*}" -v s="${pair#*:}" -v n="$queries" -v mo="$mo" -v md="$md" -v mr="$mr" -v mc="$mc" 'BEGIN {
+        printf "%-8s %-8s %9d %12.0f %12.0f %7.2fx %7.2fx\n", b, s, n, n / mo, n / md, mr, mc }'
+done
+[[ "$ONE_THREAD" == 1 ]] && echo "(ours on one thread: input.mmpcap helper = false)" || echo "(ours with input.mmpcap's helper thread: compare the cpu ratio)"
+
+# filter.lua cost per object, on one thread (the helper's CPU grows with the
+# run's length and would be counted as the Lua stage's).
+echo
+for build in $BUILDS; do
+    without=() with=()
+    for ((i = 0; i < RUNS; i++)); do
+        t=$(secs "${BIN[$build]}" run configs/dns-null.toml -q --set 0.path="$PCAP" --set 0.helper=false); without+=("${t#* }")
+        t=$(secs "${BIN[$build]}" run benches/lua/dns-filter-lua-null.toml -q --set 0.path="$PCAP" --set 0.helper=false); with+=("${t#* }")
+    done
+    mw=$(printf '%s\n' "${with[@]}" | median)
+    mn=$(printf '%s\n' "${without[@]}" | median)
+    awk -v b="$build" -v n="$queries" -v a="$mw" -v c="$mn" 'BEGIN {
+        printf "%-8s filter.lua returning true: %.1f ns per object (CPU %.3f s with, %.3f s without, %d objects)\n",
+            b, (a - c) / n * 1e9, a, c, n }'
+done

@@ -88,8 +88,11 @@ pub enum Command {
     },
 }
 
-/// Parses the command line and runs it with `registry`; the process exit code.
-pub fn main(registry: Registry) -> ExitCode {
+/// Parses the command line and runs it with `registry` and `filter.lua`
+/// (added here, so every binary built on this has it, and its scripts reach
+/// every module of `registry`); the process exit code.
+pub fn main(mut registry: Registry) -> ExitCode {
+    dnsluice_lua::register(&mut registry);
     let cli = Cli::parse();
     match execute(cli, &registry) {
         Ok(code) => code,

@@ -448,3 +448,212 @@ fn iter_returns_table_fields_too() {
         .collect();
     assert_eq!(out, want);
 }
+
+/// Runs `text` with `pcap` (a corpus file) as arg[1]; its standard output.
+fn run_on(name: &str, pcap: &str, text: &str) -> String {
+    let dir = temp_path("lua-on");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    let out = dnsluice()
+        .arg("script")
+        .arg(&file)
+        .arg(corpus_dir().join(pcap))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The natural style (`obj.dns`, then `m.FIELD`) reads every scalar field
+/// right, message after message: the fast path of each Lua build (the
+/// object's record; with LuaJIT, FFI views compiled by the JIT), checked
+/// against tshark's fields of every DNS message of two captures.
+#[test]
+fn natural_field_reads_agree_with_tshark_on_every_message() {
+    let loop_text = format!(
+        "{CHAIN}dns:producer(layer:producer(input))\n\
+         local function n(b) if b == nil then return '-' elseif b then return 1 else return 0 end end\n\
+         for obj in dns:iter() do\n\
+           local m = obj.dns\n\
+           local e = m.edns\n\
+           local edns = '-'\n\
+           if e ~= nil then edns = e.udp_size .. '/' .. e.ext_rcode .. '/' .. e.version .. '/' .. n(e['do']) .. '/' .. #e.options end\n\
+           print(table.concat({{obj.frame, obj.ip, obj.transport, obj.src, obj.sport, obj.dst, obj.dport,\n\
+             m.id, n(m.qr), m.opcode_code, m.rcode_code, n(m.aa), n(m.tc), n(m.rd), n(m.ra), n(m.ad), n(m.cd),\n\
+             m.qdcount, m.ancount, m.nscount, m.arcount, m.qname or '-', m.qtype_code or '-', m.qclass_code or '-', edns}}, '\\t'))\n\
+         end\n"
+    );
+    for pcap in [CAPTURE, "dns_edns_compression.pcap"] {
+        let got = run_on("natural.lua", pcap, &loop_text);
+        let rows = truth_rows(&truth(pcap)["dns_messages"]);
+        let want: Vec<String> = rows
+            .iter()
+            .map(|t| {
+                let val = |k: &str| match &t[k] {
+                    serde_json::Value::Null => "-".to_string(),
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let edns = match &t["edns"] {
+                    serde_json::Value::Null => "-".to_string(),
+                    e => format!(
+                        "{}/{}/{}/{}/{}",
+                        e["udp_size"],
+                        e["ext_rcode"],
+                        e["version"],
+                        e["do"],
+                        e["options"].as_array().unwrap().len()
+                    ),
+                };
+                let ext = t["edns"]["ext_rcode"].as_i64().unwrap_or(0);
+                let rcode = t["rcode"]
+                    .as_i64()
+                    .map_or("-".to_string(), |r| (ext << 4 | r).to_string());
+                let qname = match &t["qname"] {
+                    serde_json::Value::String(name)
+                        if ["", ".", "<Root>"].contains(&name.as_str()) =>
+                    {
+                        ".".to_string()
+                    }
+                    // tshark shows a name's bytes as they are, we escape them
+                    // as in zone files: such names are not compared.
+                    serde_json::Value::String(name)
+                        if !name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) =>
+                    {
+                        "?".to_string()
+                    }
+                    serde_json::Value::String(name) => format!("{name}."),
+                    _ => "-".to_string(),
+                };
+                let mut fields: Vec<String> = [
+                    "frame",
+                    "ip",
+                    "transport",
+                    "src",
+                    "sport",
+                    "dst",
+                    "dport",
+                    "id",
+                    "qr",
+                    "opcode",
+                ]
+                .iter()
+                .map(|k| val(k))
+                .collect();
+                fields.push(rcode);
+                for k in [
+                    "aa", "tc", "rd", "ra", "ad", "cd", "qdcount", "ancount", "nscount", "arcount",
+                ] {
+                    fields.push(val(k));
+                }
+                fields.push(qname);
+                fields.push(val("qtype"));
+                fields.push(val("qclass"));
+                fields.push(edns);
+                fields.join("\t")
+            })
+            .collect();
+        let got: Vec<&str> = got.lines().collect();
+        assert_eq!(got.len(), want.len(), "{pcap}: messages");
+        for (g, w) in got.iter().zip(&want) {
+            let g: Vec<&str> = g.split('\t').collect();
+            let w: Vec<&str> = w.split('\t').collect();
+            assert_eq!(g.len(), w.len(), "{pcap}: {g:?}");
+            for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+                assert!(
+                    g == w || (i == 21 && *w == "?"),
+                    "{pcap}: field {i}: {g} vs {w}"
+                );
+            }
+        }
+    }
+}
+
+/// A view read after the chain moved on is an error in the fast path too,
+/// field by field and part by part: inside a hot loop (which LuaJIT
+/// compiles), and after the loop ended (the slot is empty).
+#[test]
+fn a_stale_view_from_iter_raises_an_error_in_the_fast_path() {
+    let out = run_on(
+        "stale-fast.lua",
+        CAPTURE,
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\n\
+             local fields = {{'frame', 'ts_ns', 'len', 'sport', 'src', 'transport', 'dns'}}\n\
+             local dns_fields = {{'qr', 'id', 'qdcount', 'rcode', 'qname', 'qtype', 'edns', 'rd'}}\n\
+             local prev, prev_dns, n, stale = nil, nil, 0, 0\n\
+             local function is_stale(ok, e) return not ok and string.find(e, 'stale object', 1, true) ~= nil end\n\
+             for obj in dns:iter() do\n\
+               local m = obj.dns\n\
+               if m.qr or m.qdcount > 0 then n = n + 1 end\n\
+               if prev ~= nil then\n\
+                 if is_stale(pcall(function() return prev.frame end)) then stale = stale + 1 end\n\
+                 if is_stale(pcall(function() return prev_dns.qr end)) then stale = stale + 1 end\n\
+               end\n\
+               prev, prev_dns = obj, m\n\
+             end\n\
+             print(n, stale)\n\
+             for _, f in ipairs(fields) do print(f, is_stale(pcall(function() return prev[f] end))) end\n\
+             for _, f in ipairs(dns_fields) do print(f, is_stale(pcall(function() return prev_dns[f] end))) end\n\
+             print('copy', is_stale(pcall(function() return prev:copy() end)))\n"
+        ),
+    );
+    let messages = truth_messages().len();
+    let mut want = format!("{messages}\t{}\n", 2 * (messages - 1));
+    for f in [
+        "frame",
+        "ts_ns",
+        "len",
+        "sport",
+        "src",
+        "transport",
+        "dns",
+        "qr",
+        "id",
+        "qdcount",
+        "rcode",
+        "qname",
+        "qtype",
+        "edns",
+        "rd",
+        "copy",
+    ] {
+        want += &format!("{f}\ttrue\n");
+    }
+    assert_eq!(out, want);
+}
+
+/// `string.lower` (Lua 5.4's is replaced by one that returns its argument
+/// when nothing changes) lower-cases ASCII letters as the C locale does, and
+/// nothing else; the expected strings are Python's `bytes.lower()` of the
+/// same bytes.
+#[test]
+fn string_lower_maps_ascii_letters_only() {
+    let out = run_on(
+        "lower.lua",
+        CAPTURE,
+        "local s = 'already.lower.'\n\
+         print(string.lower('WwW.CORPUS.TEST.'), string.lower(s), rawequal(string.lower(s), s))\n\
+         print(string.lower(12), ('MiXeD-123_Z'):lower(), #string.lower(''))\n\
+         print(string.byte(string.lower('\\200A\\255Z'), 1, -1))\n",
+    );
+    // Lua's escapes are decimal: \200 is 0xc8.
+    let bytes: Vec<String> = b"\xc8A\xffZ"
+        .to_ascii_lowercase()
+        .iter()
+        .map(|b| b.to_string())
+        .collect();
+    let want = format!(
+        "www.corpus.test.\talready.lower.\ttrue\n12\tmixed-123_z\t0\n{}\n",
+        bytes.join("\t")
+    );
+    assert_eq!(out, want);
+}

@@ -1,8 +1,8 @@
 #!/usr/bin/env dnsjit
 -- Baseline for benches/lua-vs-dnsjit.sh: for every DNS query in a pcap,
--- read the QNAME as a Lua string and the QTYPE, count queries per QTYPE and
--- sum the QNAME lengths, in a plain Lua loop (dns:parse_header(),
--- dns:parse_q() and label.tostring(), as dnsjit's examples do).
+-- count queries per QTYPE and sum the lengths of the lower-cased QNAMEs, in
+-- a plain Lua loop (dns:parse_header(), dns:parse_q() and label.tostring(),
+-- as dnsjit's examples do).
 -- Prints "queries qname_bytes" then one "qtype count" line per QTYPE.
 --
 -- Usage: dnsjit benches/dnsjit/qname-qtype.lua FILE
@@ -42,7 +42,7 @@ while true do
             local qtype = dns.type_tostring(q.type)
             per_qtype[qtype] = (per_qtype[qtype] or 0) + 1
             queries = queries + 1
-            bytes = bytes + #qname
+            bytes = bytes + #string.lower(qname)
         end
     end
 end

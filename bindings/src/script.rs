@@ -1,9 +1,10 @@
-//! Lua states with dnsluice's modules, and running script files.
+//! `dnsluice script FILE.lua [ARGS...]`: a script run in a state with every
+//! module of the registry.
 
-use crate::error::{describe, located};
-use crate::stage::{module_table, new_lua_filter, new_native, Stage, FILTER_LUA};
+use crate::error::describe;
+use crate::source::load_file;
+use crate::state::new_state;
 use dnsluice_core::Registry;
-use mlua::{Function, Lua, Table, Value};
 use std::path::Path;
 
 /// Why a script failed.
@@ -20,126 +21,6 @@ pub enum ScriptError {
     /// A Lua error: `file:line: message` and a traceback.
     #[error("{0}")]
     Lua(String),
-}
-
-/// A Lua state where `require("dnsluice")` and `require("dnsluice.MODULE")`
-/// reach every module of `registry` (and `filter.lua`), with `arg` set to
-/// `args` (`args[0]` is the script).
-///
-/// With Lua 5.4 the collector runs in generational mode: a loop over
-/// captures makes a few short-lived strings per object (names, addresses),
-/// which a young collection frees without walking what the script keeps
-/// (measured: about 6% less CPU for `benches/lua/qname-qtype.lua`).
-/// `collectgarbage("incremental")` switches back.
-pub fn new_state(registry: &Registry, args: &[String]) -> mlua::Result<Lua> {
-    let lua = Lua::new();
-    #[cfg(feature = "lua54")]
-    lua.load("collectgarbage('generational')").exec()?;
-    crate::view::install(&lua)?;
-    let arg = lua.create_table()?;
-    for (i, a) in args.iter().enumerate() {
-        arg.raw_set(i as i64, a.as_str())?;
-    }
-    lua.globals().set("arg", arg)?;
-
-    let preload: Table = lua.globals().get::<Table>("package")?.get("preload")?;
-    let provide = |name: &str, table: Table| -> mlua::Result<()> {
-        preload.set(
-            name,
-            lua.create_function(move |_, _: mlua::MultiValue| Ok(table.clone()))?,
-        )
-    };
-    for entry in registry.iter().filter(|e| e.name != FILTER_LUA) {
-        provide(
-            &format!("dnsluice.{}", entry.name),
-            module_table(&lua, entry)?,
-        )?;
-    }
-    let filter = lua.create_table()?;
-    filter.set("name", FILTER_LUA)?;
-    if let Some(entry) = registry.get(FILTER_LUA) {
-        // The TOML form's options (script, function); new() also takes a function.
-        filter.set("summary", entry.summary)?;
-        let keys = entry.options.iter().map(|o| o.key);
-        filter.set("options", lua.create_sequence_from(keys)?)?;
-    }
-    filter.set("new", lua.create_function(new_lua_filter)?)?;
-    provide(&format!("dnsluice.{FILTER_LUA}"), filter)?;
-
-    let top = lua.create_table()?;
-    let reg = registry.clone();
-    top.set(
-        "stage",
-        lua.create_function(move |lua, (name, options): (String, Value)| {
-            if name == FILTER_LUA {
-                return new_lua_filter(lua, options);
-            }
-            let entry = reg.get(&name).ok_or_else(|| {
-                located(
-                    lua,
-                    format!(
-                        "unknown module `{name}`; modules are: {}, {FILTER_LUA}",
-                        reg.names()
-                    ),
-                )
-            })?;
-            let options = match options {
-                Value::Nil => None,
-                Value::Table(t) => Some(t),
-                other => {
-                    return Err(located(
-                        lua,
-                        format!("{name}: options are a table, got {}", other.type_name()),
-                    ))
-                }
-            };
-            new_native(lua, entry, options)
-        })?,
-    )?;
-    top.set(
-        "module",
-        lua.create_function(|lua, (table, name): (Value, Option<String>)| match table {
-            Value::Table(t) => Ok(Stage::lua_module(
-                name.as_deref().unwrap_or("lua module"),
-                t,
-            )),
-            other => Err(located(
-                lua,
-                format!(
-                    "module() takes a table with receive/finish/produce functions, got {}",
-                    other.type_name()
-                ),
-            )),
-        })?,
-    )?;
-    let mut names: Vec<&str> = registry
-        .iter()
-        .map(|e| e.name)
-        .filter(|n| *n != FILTER_LUA)
-        .collect();
-    names.push(FILTER_LUA);
-    top.set("modules", lua.create_sequence_from(names)?)?;
-    provide("dnsluice", top)?;
-    Ok(lua)
-}
-
-/// Loads and runs the Lua file at `path` in `lua`; errors name `path:line`.
-/// A first line starting with `#` (a shebang) is skipped, as `lua` does.
-pub fn exec_file(lua: &Lua, path: &Path) -> mlua::Result<()> {
-    let chunk = load_file(lua, path)?;
-    chunk.call::<()>(())
-}
-
-fn load_file(lua: &Lua, path: &Path) -> mlua::Result<Function> {
-    let mut text = std::fs::read(path)
-        .map_err(|e| mlua::Error::runtime(format!("cannot read {}: {e}", path.display())))?;
-    if text.first() == Some(&b'#') {
-        // Keep the line (and so every line number), as a comment.
-        text.splice(0..0, *b"--");
-    }
-    lua.load(text)
-        .set_name(format!("@{}", path.display()))
-        .into_function()
 }
 
 /// Runs the script at `path` with `args` (`arg[1]`...) using `registry`.

@@ -308,7 +308,7 @@ impl Pipeline {
                 ));
             }
         }
-        resolved.build_checked(&entries)
+        resolved.build_checked(&entries, Arc::new(registry.clone()))
     }
 
     /// Makes the relative paths the file gave (options whose type is a path)
@@ -337,9 +337,15 @@ impl Pipeline {
     }
 
     /// Builds the stages of a pipeline whose modules, options and roles were checked.
-    fn build_checked(&self, entries: &[&ModuleEntry]) -> Result<Chain, ConfigError> {
+    fn build_checked(
+        &self,
+        entries: &[&ModuleEntry],
+        registry: Arc<Registry>,
+    ) -> Result<Chain, ConfigError> {
         let last = self.stages.len() - 1;
-        let options = |spec: &StageSpec| StageOptions::new(&spec.module, spec.options.clone());
+        let options = |spec: &StageSpec| {
+            StageOptions::new(&spec.module, spec.options.clone()).with_registry(registry.clone())
+        };
         let wrap = |spec: &StageSpec, e: StageError| self.stage_error(spec, e);
         let (first, rest) = self.stages.split_first().expect("at least one stage");
         let (out_spec, filters) = rest.split_last().ok_or_else(|| {
@@ -391,7 +397,8 @@ impl Pipeline {
                         let Factory::Split(make) = &entries[offset + 1].factory else {
                             unreachable!("found above")
                         };
-                        let builder = self.downstream_builder(entries, offset + 2);
+                        let builder =
+                            self.downstream_builder(entries, offset + 2, registry.clone());
                         let receiver = make(&options(spec), builder).map_err(|e| wrap(spec, e))?;
                         (receiver, &filters[..offset])
                     }
@@ -422,7 +429,12 @@ impl Pipeline {
     /// split: string options have `{thread}` replaced by the worker's index
     /// (so each thread's output can write its own file), and errors name the
     /// pipeline file and line.
-    fn downstream_builder(&self, entries: &[&ModuleEntry], from: usize) -> DownstreamBuilder {
+    fn downstream_builder(
+        &self,
+        entries: &[&ModuleEntry],
+        from: usize,
+        registry: Arc<Registry>,
+    ) -> DownstreamBuilder {
         let pipeline = self.clone();
         let entries: Vec<ModuleEntry> = entries[from..].iter().map(|e| (*e).clone()).collect();
         Arc::new(move |index: usize| {
@@ -434,7 +446,7 @@ impl Pipeline {
                         *text = text.replace("{thread}", &index.to_string());
                     }
                 }
-                StageOptions::new(&spec.module, table)
+                StageOptions::new(&spec.module, table).with_registry(registry.clone())
             };
             let located = |spec: &StageSpec, e: StageError| {
                 StageError::config("filter.split", pipeline.stage_error(spec, e).to_string())

@@ -34,22 +34,43 @@ impl Role {
     }
 }
 
-/// A stage's options as given in the pipeline, not yet typed.
-#[derive(Clone, Debug, Default)]
+/// A stage's options as given in the pipeline, not yet typed, and the
+/// registry the chain is built from.
+#[derive(Clone, Default)]
 pub struct StageOptions {
     /// The module's dotted name, for error messages.
     pub module: String,
     /// The options (every key of the stage's table but `module`).
     pub table: toml::Table,
+    /// The registry the chain is built from, for a stage that builds stages
+    /// of its own (`filter.lua`'s script reaches the modules through it), so
+    /// that a module added to a registry at any time is seen by all of them.
+    pub registry: Option<Arc<Registry>>,
+}
+
+impl std::fmt::Debug for StageOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageOptions")
+            .field("module", &self.module)
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StageOptions {
-    /// Options `table` for `module`.
+    /// Options `table` for `module`, with no registry.
     pub fn new(module: &str, table: toml::Table) -> Self {
         StageOptions {
             module: module.to_string(),
             table,
+            registry: None,
         }
+    }
+
+    /// The same options, for a chain built from `registry`.
+    pub fn with_registry(mut self, registry: Arc<Registry>) -> Self {
+        self.registry = Some(registry);
+        self
     }
 
     /// Parses the options into `T` (see [`dnsluice_options`]). On failure

@@ -166,27 +166,42 @@ pub fn write(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Result<usize, (DnsE
 }
 
 /// [`write`]'s fast path: a name without compression pointers whose labels
-/// need no escaping (most QNAMEs). `None` (with a partial name appended) when
-/// the name is anything else; the full walk then decides.
+/// need no escaping (most QNAMEs). `None` (with nothing appended) when the
+/// name is anything else; the full walk then decides.
+///
+/// Such a name's presentation form is its wire form without the first
+/// length byte, with every other length byte and the final zero turned into
+/// dots: one copy, then a store per label.
 #[inline]
 fn write_plain(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
     let mut pos = start;
     loop {
         let len = usize::from(*msg.get(pos)?);
         if len == 0 {
-            if pos == start {
-                out.push(b'.');
-            }
-            return (pos + 1 - start <= MAX_NAME).then_some(pos + 1);
+            break;
         }
         let label = msg.get(pos + 1..pos + 1 + len).filter(|_| len <= 63)?;
         if !plain(label) {
             return None;
         }
-        out.extend_from_slice(label);
-        out.push(b'.');
         pos += 1 + len;
     }
+    if pos + 1 - start > MAX_NAME {
+        return None;
+    }
+    if pos == start {
+        out.push(b'.');
+        return Some(pos + 1);
+    }
+    let first = out.len();
+    out.extend_from_slice(&msg[start + 1..=pos]);
+    let mut at = start;
+    while at < pos {
+        at += 1 + usize::from(msg[at]);
+        // `at` is the next length byte (or the final zero): a dot.
+        out[first + at - start - 1] = b'.';
+    }
+    Some(pos + 1)
 }
 
 /// The name at `start` as a presentation string (allocates: not for the hot path).
