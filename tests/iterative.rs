@@ -389,6 +389,11 @@ fn wildcards_truncation_slowness_and_ipv6_glue() {
             ("handmade", "NOERROR"),
         ],
     );
+    // A server from before EDNS: FORMERR to the EDNS query, then the answer
+    // to the same query without EDNS.
+    for (_, stats) in check_cases(&world, &[], &[("noedns", "NOERROR")]) {
+        assert_eq!(stats["iterative"]["edns_fallbacks"], 1, "{stats}");
+    }
     // The truncating server's answers came over TCP after TC=1 over UDP.
     for (record, stats) in check_cases(&world, &[], &[("truncating", "NOERROR")]) {
         assert_eq!(record["data"]["protocol"], "tcp", "{record}");

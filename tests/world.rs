@@ -43,6 +43,7 @@ const CASES: &[&str] = &[
     "upward-referral",
     "all-lame-refused",
     "all-lame-silent",
+    "noedns",
     "missing-glue",
     "cname-chain",
     "dname",

@@ -11,6 +11,8 @@ CONFIG (written by gen.py): {"zones": {APEX: [[owner, ttl, type, data]...]},
            "authority" lists) in every answer: a resolver must drop them
   upward   answers every question with a referral to the root (not AA)
   silent   reads every query and never answers (UDP and TCP)
+  noedns   a server from before EDNS (RFC 6891 section 7): a query with an
+           OPT record gets FORMERR without one; others as "normal"
 It encodes the record types its zones use: A AAAA NS CNAME SOA TXT MX NSEC3.
 """
 
@@ -120,6 +122,13 @@ def parse_question(msg):
     return qid, flags, ".".join(labels) + ".", qtype, pos + 4
 
 
+def has_opt(msg, qend):
+    """True when the first additional record after the question is an OPT
+    (the root name, then TYPE 41): how an EDNS query looks."""
+    arcount = struct.unpack("!H", msg[10:12])[0]
+    return arcount > 0 and msg[qend:qend + 3] == b"\0\0\x29"
+
+
 def below(name, zone):
     return zone == "." or name == zone or name.endswith("." + zone)
 
@@ -138,6 +147,8 @@ class Server:
         qid, flags, qname, qtype, qend = q
         question = msg[12:qend]
         rd = flags & 0x0100
+        if self.mode == "noedns" and has_opt(msg, qend):
+            return self.message(qid, rd, FORMERR, False, question, [], [], [])
         if self.mode == "upward":
             return self.message(qid, rd, NOERROR, False, question, [],
                                 self.conf["referral"], self.conf["glue"])

@@ -131,6 +131,7 @@ def authserver_py(world, inst, d):
          "additional": [list(r) for r in world.poison["additional"]],
          "authority": [list(r) for r in world.poison["authority"]]},
         {"addr": ip(54, 2), "mode": "normal", "zone": "handmade.org."},
+        {"addr": ip(54, 3), "mode": "noedns", "zone": "noedns.com."},
         {"addr": ip(55, 1), "mode": "upward",
          "referral": [[".", TTL, "NS", "a.root-servers.net."]],
          "glue": [["a.root-servers.net.", TTL, "A", ip(0, 1)]]},
@@ -139,6 +140,7 @@ def authserver_py(world, inst, d):
         json.dump({"zones": zones, "servers": servers}, f, indent=1)
     checks = [{"addr": ip(54, 1), "qname": "poison.com.", "qtype": "SOA", "expect": "aa"},
               {"addr": ip(54, 2), "qname": "handmade.org.", "qtype": "SOA", "expect": "aa"},
+              {"addr": ip(54, 3), "qname": "noedns.com.", "qtype": "SOA", "expect": "aa"},
               {"addr": ip(55, 1), "qname": "upward.com.", "qtype": "SOA",
                "expect": "referral"},
               {"addr": ip(53, 1), "expect": "bound"}]

@@ -127,7 +127,8 @@ class World:
         self.instance("tc", "dnsdist", [ip(50, 1)], backend=ip(40, 1))
         self.instance("slow", "delay-proxy", [ip(51, 1)], backend=ip(40, 1),
                       delay_ms=a.delay_ms)
-        self.instance("py", "authserver.py", [ip(53, 1), ip(54, 1), ip(54, 2), ip(55, 1)])
+        self.instance("py", "authserver.py", [ip(53, 1), ip(54, 1), ip(54, 2), ip(54, 3),
+                                             ip(55, 1)])
         self.instance("unbound", "unbound", [ip(99, 1)])
 
         roots = [(f"{c}.root-servers.net.", [ip(0, i + 1)]) for i, c in enumerate("abc")]
@@ -313,8 +314,9 @@ class World:
 
     def python_zones(self):
         """Zones served by authserver.py: poison.com (answers right, adds
-        out-of-bailiwick records) and handmade.org (an NSEC3 record, which
-        knot and nsd keep out of answers)."""
+        out-of-bailiwick records), handmade.org (an NSEC3 record, which
+        knot and nsd keep out of answers) and noedns.com (FORMERR to EDNS
+        queries, as servers from before EDNS answer)."""
         ip = self.ip
         p = self.zone_on("poison.com.", "py", [ip(54, 1)])
         p.add("www.poison.com.", TTL, "A", "192.0.2.80")
@@ -323,6 +325,8 @@ class World:
         h.add("2t7b4g4vsa5smi47k61mv5bv1a22bojr.handmade.org.", TTL, "NSEC3",
               "1 0 10 AABBCCDD 2vptu5timamqttgl4luu9kg21e0aor3s A RRSIG")
         h.add("www.handmade.org.", TTL, "A", "192.0.2.81")
+        n = self.zone_on("noedns.com.", "py", [ip(54, 3)])
+        n.add("www.noedns.com.", TTL, "A", "192.0.2.82")
         victim = self.leaf_names[0]
         self.poison = {
             "additional": [
@@ -399,6 +403,7 @@ class World:
             ("www.axfr.com.", "A", "axfr"),
             ("www.noaxfr.com.", "A", "axfr"),
             ("www.handmade.org.", "A", "handmade"),
+            ("www.noedns.com.", "A", "noedns"),
         ]:
             self.expect(name, rtype, case)
         for d, apex in enumerate(self.deep, start=1):

@@ -38,10 +38,14 @@ pub mod types {
 pub mod rcodes {
     /// NOERROR.
     pub const NOERROR: u16 = 0;
+    /// FORMERR.
+    pub const FORMERR: u16 = 1;
     /// SERVFAIL.
     pub const SERVFAIL: u16 = 2;
     /// NXDOMAIN.
     pub const NXDOMAIN: u16 = 3;
+    /// NOTIMP.
+    pub const NOTIMP: u16 = 4;
 }
 
 /// One resource record, owned, its RDATA without compression pointers.
@@ -91,6 +95,8 @@ impl Rr {
 pub struct Reply {
     /// The RCODE (extended by EDNS when present).
     pub rcode: u16,
+    /// The response has an OPT record (EDNS).
+    pub edns: bool,
     /// AA.
     pub authoritative: bool,
     /// TC.
@@ -134,6 +140,7 @@ impl Reply {
         }
         let mut reply = Reply {
             rcode: info.rcode(),
+            edns: info.edns.is_some(),
             authoritative: header.aa(),
             truncated: header.tc(),
             ..Reply::default()

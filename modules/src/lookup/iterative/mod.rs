@@ -61,6 +61,9 @@ pub struct IterativeCounters {
     pub glueless_lookups: AtomicU64,
     /// UDP answers with TC=1 asked again over TCP.
     pub tcp_fallbacks: AtomicU64,
+    /// FORMERR or NOTIMP without EDNS to an EDNS query, asked again without
+    /// EDNS (RFC 6891 section 7: how a server from before EDNS answers).
+    pub edns_fallbacks: AtomicU64,
     /// Records dropped for being outside the bailiwick of the server asked.
     pub out_of_bailiwick: AtomicU64,
 }

@@ -38,6 +38,7 @@ impl IterativeSummary {
             ("lame_responses", get(&r.lame_responses)),
             ("glueless_lookups", get(&r.glueless_lookups)),
             ("tcp_fallbacks", get(&r.tcp_fallbacks)),
+            ("edns_fallbacks", get(&r.edns_fallbacks)),
             ("out_of_bailiwick_dropped", get(&r.out_of_bailiwick)),
         ];
         for (name, counter) in LEVEL_NAMES.iter().zip(&r.queries_by_level) {
@@ -71,7 +72,7 @@ impl IterativeSummary {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "  iterative: {:.2} queries per name, cache hit rate {:.1}% ({} entries), {} referrals, {} lame responses, {} glueless lookups, {} TCP fallbacks, {} out-of-bailiwick records dropped",
+            "  iterative: {:.2} queries per name, cache hit rate {:.1}% ({} entries), {} referrals, {} lame responses, {} glueless lookups, {} TCP fallbacks, {} EDNS fallbacks, {} out-of-bailiwick records dropped",
             queries as f64 / names.max(1) as f64,
             100.0 * hits as f64 / looked.max(1) as f64,
             self.get("cache_entries"),
@@ -79,6 +80,7 @@ impl IterativeSummary {
             self.get("lame_responses"),
             self.get("glueless_lookups"),
             self.get("tcp_fallbacks"),
+            self.get("edns_fallbacks"),
             self.get("out_of_bailiwick_dropped"),
         );
         let levels: Vec<String> = LEVEL_NAMES

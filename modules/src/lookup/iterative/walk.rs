@@ -19,6 +19,7 @@ use super::Resolver;
 use crate::lookup::ask::AskError;
 use crate::lookup::trace::TraceStep;
 use dnsluice_core::dns::mnemonic;
+use dnsluice_net::query::QueryOptions;
 use dnsluice_net::{NetError, Transport};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -414,7 +415,8 @@ impl<'a> Walk<'a> {
         Err(first_error.unwrap_or_else(|| failure("ERROR", format!("{ns} has no address"))))
     }
 
-    /// Sends the question to `addr` (a server of `zone`), over TCP again on TC=1.
+    /// Sends the question to `addr` (a server of `zone`), over TCP again on
+    /// TC=1, and once more without EDNS when the server does not know it.
     async fn query(
         &mut self,
         zone: &Delegation,
@@ -429,6 +431,7 @@ impl<'a> Walk<'a> {
         dnsluice_net::query::build_wire(0, name.wire(), qtype, qclass, &r.query, &mut query);
         let server = SocketAddr::new(addr, r.config.port);
         let mut transport = r.transport;
+        let mut with_edns = r.query.edns_udp_size.is_some();
         loop {
             let left = step_deadline.saturating_duration_since(Instant::now());
             let timeout = r.network_timeout.min(left).max(Duration::from_millis(1));
@@ -452,6 +455,17 @@ impl<'a> Walk<'a> {
             if reply.truncated && transport == Transport::Udp && r.tcp_fallback {
                 r.counters.tcp_fallbacks.fetch_add(1, Ordering::Relaxed);
                 transport = Transport::Tcp;
+                continue;
+            }
+            if with_edns && refuses_edns(&reply) {
+                r.counters.edns_fallbacks.fetch_add(1, Ordering::Relaxed);
+                with_edns = false;
+                let plain = QueryOptions {
+                    edns_udp_size: None,
+                    dnssec_ok: false,
+                    ..r.query
+                };
+                dnsluice_net::query::build_wire(0, name.wire(), qtype, qclass, &plain, &mut query);
                 continue;
             }
             let outside = reply
@@ -524,6 +538,12 @@ struct Sent<'z> {
 }
 
 /// A name as traces write it: without the trailing dot (`.` for the root).
+/// How a server from before EDNS answers a query with an OPT record
+/// (RFC 6891 section 7): FORMERR (or NOTIMP) and no OPT of its own.
+fn refuses_edns(reply: &Reply) -> bool {
+    !reply.edns && matches!(reply.rcode, rcodes::FORMERR | rcodes::NOTIMP)
+}
+
 fn trace_name(name: &Name) -> String {
     let text = name.to_text();
     match text.strip_suffix('.') {
