@@ -40,6 +40,7 @@ pub struct BufferedStream {
     chunk: usize,
     consumed_before: u64,
     eof: bool,
+    total: Option<u64>,
 }
 
 impl BufferedStream {
@@ -53,7 +54,14 @@ impl BufferedStream {
             chunk,
             consumed_before: 0,
             eof: false,
+            total: None,
         }
+    }
+
+    /// Says how long the stream is (a regular file's size), for progress.
+    pub fn with_total(mut self, total: Option<u64>) -> Self {
+        self.total = total;
+        self
     }
 }
 
@@ -94,6 +102,10 @@ impl RecordSource for BufferedStream {
     fn offset(&self) -> u64 {
         self.consumed_before
     }
+
+    fn total(&self) -> Option<u64> {
+        self.total
+    }
 }
 
 /// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk` bytes.
@@ -107,19 +119,22 @@ pub fn open_as(
     path: PathBuf,
     chunk: usize,
 ) -> Result<CaptureReader<BufferedStream>, StageError> {
-    let reader: Box<dyn Read> = if path.as_os_str() == "-" {
-        Box::new(io::stdin())
+    let (reader, total): (Box<dyn Read>, Option<u64>) = if path.as_os_str() == "-" {
+        (Box::new(io::stdin()), None)
     } else {
         let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
-        if file.metadata().is_ok_and(|m| m.is_dir()) {
+        let metadata = file.metadata().ok();
+        if metadata.as_ref().is_some_and(|m| m.is_dir()) {
             return Err(StageError::format(
                 &path,
                 "is a directory, not a capture file",
             ));
         }
-        Box::new(file)
+        let size = metadata.filter(|m| m.is_file()).map(|m| m.len());
+        (Box::new(file), size)
     };
-    CaptureReader::new(module, path, BufferedStream::new(reader, chunk))
+    let stream = BufferedStream::new(reader, chunk).with_total(total);
+    CaptureReader::new(module, path, stream)
 }
 
 #[cfg(test)]
