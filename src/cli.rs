@@ -1,10 +1,15 @@
 //! Command-line parsing and the subcommands.
 
-use crate::report::{print_summary, stats_json, Progress};
+use crate::intervals::{Interval, RecordFlags, Recorder};
+use crate::progress::Progress;
+use crate::report::{print_summary, stage_value, stats_json};
+use crate::watch::{input_position, run_watched};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use dnsluice_core::pipeline::Pipeline;
 use dnsluice_core::registry::Registry;
+use dnsluice_core::StageStats;
+use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -30,6 +35,7 @@ pub enum Command {
     #[command(after_long_help = "Examples:\n  \
         dnsluice run configs/dump.toml --set 0.path=capture.pcap        every DNS message as JSON\n  \
         dnsluice run configs/qtype-stats.toml --set 0.path=capture.pcap --stats-json stats.json\n  \
+        dnsluice run configs/report.toml --set 0.path=capture.pcap --report report.html\n  \
         tcpdump -i eth0 -w - port 53 | dnsluice run configs/dump.toml --set 0.module=input.fpcap --set 0.path=-")]
     Run {
         /// The pipeline file.
@@ -41,10 +47,16 @@ pub enum Command {
         /// Also write the summary as one JSON object to FILE.
         #[arg(long, value_name = "FILE")]
         stats_json: Option<PathBuf>,
-        /// No summary on stderr (warnings are still printed).
+        /// No summary and no progress bar on stderr (warnings are still printed).
         #[arg(long, short)]
         quiet: bool,
+        /// Interval statistics and the HTML report.
+        #[command(flatten)]
+        record: RecordFlags,
     },
+    /// Make an HTML report (charts and tables) from --stats-jsonl files of
+    /// one command; several files share the charts.
+    Report(crate::html::ReportArgs),
     /// List every module with its options and defaults.
     Modules {
         /// Print the reference as Markdown (what docs/modules.md holds).
@@ -117,7 +129,16 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             set,
             stats_json: stats_path,
             quiet,
-        } => run(registry, &pipeline, &set, stats_path.as_deref(), quiet),
+            record,
+        } => run(
+            registry,
+            &pipeline,
+            &set,
+            stats_path.as_deref(),
+            quiet,
+            &record,
+        ),
+        Command::Report(args) => crate::html::report_command(&args),
         Command::Lookup(args) => crate::lookup::run(*args),
         Command::Replay(args) => crate::replay::replay(registry, &args),
         Command::Diff(args) => crate::diff::diff(registry, &args),
@@ -131,22 +152,34 @@ pub fn run(
     overrides: &[String],
     stats_path: Option<&std::path::Path>,
     quiet: bool,
+    record: &RecordFlags,
 ) -> Result<ExitCode> {
     let mut pipeline = Pipeline::read(file)?;
     for assignment in overrides {
         pipeline.set(assignment)?;
     }
     let mut chain = pipeline.build(registry)?;
+    let mut header = Map::new();
+    header.insert("command".into(), json!("run"));
+    header.insert("pipeline".into(), json!(file.display().to_string()));
+    let mut recorder = Recorder::new(record, header, run_view)?;
+    let mut progress = Progress::new(!quiet);
     let started = Instant::now();
-    let mut progress = Progress::new(started);
-    let result = chain.run(Some(&mut |n| progress.update(n)));
-    progress.clear();
+    let result = run_watched(&mut chain, &mut progress, &mut recorder, |stats| {
+        input_position(stats, stats.first().map_or(0, |s| s.output), "records")
+    });
+    progress.finish();
+    let elapsed = started.elapsed().as_secs_f64();
+    let stats = chain.stats();
+    let text = stats_json(&stats, elapsed);
+    let record_result = match recorder {
+        Some(recorder) => recorder.finish(stats.clone(), serde_json::from_str(&text)?),
+        None => Ok(()),
+    };
     if matches!(&result, Err(e) if e.is_broken_pipe()) {
         // The reader of our output went away (`| head`): stop quietly, as other tools do.
         return Ok(ExitCode::SUCCESS);
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    let stats = chain.stats();
     for warning in stats.iter().flat_map(|s| &s.warnings) {
         eprintln!("dnsluice: warning: {warning}");
     }
@@ -154,9 +187,34 @@ pub fn run(
         print_summary(&stats, elapsed);
     }
     if let Some(path) = stats_path {
-        std::fs::write(path, stats_json(&stats, elapsed))
+        std::fs::write(path, &text)
             .with_context(|| format!("cannot write stats to {}", path.display()))?;
     }
     result?;
+    record_result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A `run` interval: every stage's counts in it, and the capture times it spans.
+fn run_view(interval: &Interval<'_>) -> Map<String, Value> {
+    let mut out = Map::new();
+    if let Some(reading) = interval.diff.iter().find_map(|s: &StageStats| s.reading) {
+        out.insert(
+            "capture".into(),
+            json!({"first_ns": reading.first_ts_ns, "last_ns": reading.last_ts_ns}),
+        );
+    }
+    let stages: Vec<Value> = interval
+        .diff
+        .iter()
+        .map(|s| {
+            let mut v = stage_value(s, true);
+            if let Some(o) = v.as_object_mut() {
+                o.remove("reading");
+            }
+            v
+        })
+        .collect();
+    out.insert("stages".into(), Value::Array(stages));
+    out
 }

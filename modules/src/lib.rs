@@ -52,6 +52,7 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(filter::select::entry())
         .add(lookup::dns::entry())
         .add(filter::timing::entry())
+        .add(filter::top::entry())
         .add(output::null::entry())
         .add(output::json::entry())
         .add(output::pcap::entry())

@@ -58,6 +58,8 @@ pub struct BufferedStream {
     /// The decompressor's compression and its note of a stream cut off
     /// inside a frame.
     decoder: Option<(Compression, CutOff)>,
+    /// The size of the whole (plain) stream, when known: a regular file's.
+    total: Option<u64>,
 }
 
 impl BufferedStream {
@@ -72,7 +74,14 @@ impl BufferedStream {
             consumed_before: 0,
             eof: false,
             decoder: None,
+            total: None,
         }
+    }
+
+    /// Says how long the stream is (a regular file's size), for progress.
+    pub fn with_total(mut self, total: Option<u64>) -> Self {
+        self.total = total;
+        self
     }
 
     /// Says, in errors, that the bytes come from a `compression` decoder,
@@ -129,6 +138,10 @@ impl RecordSource for BufferedStream {
     fn compression(&self) -> Option<&'static str> {
         self.decoder.as_ref().map(|(c, _)| c.name())
     }
+
+    fn total(&self) -> Option<u64> {
+        self.total
+    }
 }
 
 /// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk`
@@ -155,21 +168,26 @@ pub fn open_as(
     chunk: usize,
     decompress_thread: bool,
 ) -> Result<CaptureReader<BufferedStream>, StageError> {
-    let reader: Box<dyn Read + Send> = if path.as_os_str() == "-" {
-        Box::new(io::stdin())
+    let (reader, total): (Box<dyn Read + Send>, Option<u64>) = if path.as_os_str() == "-" {
+        (Box::new(io::stdin()), None)
     } else {
         let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
-        if file.metadata().is_ok_and(|m| m.is_dir()) {
+        let metadata = file.metadata().ok();
+        if metadata.as_ref().is_some_and(|m| m.is_dir()) {
             return Err(StageError::format(
                 &path,
                 "is a directory, not a capture file",
             ));
         }
-        Box::new(file)
+        let size = metadata.filter(|m| m.is_file()).map(|m| m.len());
+        (Box::new(file), size)
     };
     let opened = decompressed(reader, decompress_thread).map_err(|e| StageError::io(&path, e))?;
+    // A compressed file's size says nothing of how long its plain stream is.
+    let total = total.filter(|_| opened.compression == Compression::None);
     let stream = BufferedStream::new(opened.reader, chunk)
-        .decompressed_from(opened.compression, opened.cut_off);
+        .decompressed_from(opened.compression, opened.cut_off)
+        .with_total(total);
     CaptureReader::new(module, path, stream)
 }
 

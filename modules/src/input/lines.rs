@@ -3,7 +3,7 @@
 //! lines and lines starting with `#` are skipped and counted.
 
 use dnsluice_core::registry::ModuleEntry;
-use dnsluice_core::{Object, Producer, StageError, StageStats, Text, TextKind};
+use dnsluice_core::{Object, Producer, Reading, StageError, StageStats, Text, TextKind};
 use dnsluice_options::Options;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
@@ -35,18 +35,29 @@ pub struct LineReader {
     produced: u64,
     skipped: u64,
     not_utf8: u64,
+    /// Bytes read, and the file's size when it is a regular file (for progress).
+    offset: u64,
+    total: Option<u64>,
 }
 
 impl LineReader {
     /// Opens `path` (`-` for standard input).
     pub fn open(path: PathBuf) -> Result<LineReader, StageError> {
+        let mut total = None;
         let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
             Box::new(BufReader::with_capacity(1 << 16, io::stdin()))
         } else {
             let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
+            total = file
+                .metadata()
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len());
             Box::new(BufReader::with_capacity(1 << 16, file))
         };
-        Ok(LineReader::from_reader(path, reader))
+        let mut lines = LineReader::from_reader(path, reader);
+        lines.total = total;
+        Ok(lines)
     }
 
     /// Reads from any buffered reader; `path` names it in errors.
@@ -60,6 +71,8 @@ impl LineReader {
             produced: 0,
             skipped: 0,
             not_utf8: 0,
+            offset: 0,
+            total: None,
         }
     }
 }
@@ -75,6 +88,7 @@ impl Producer for LineReader {
             if read == 0 {
                 return Ok(None);
             }
+            self.offset += read as u64;
             self.number += 1;
             while matches!(self.raw.last(), Some(b'\n' | b'\r')) {
                 self.raw.pop();
@@ -109,6 +123,11 @@ impl Producer for LineReader {
         s.output = self.produced;
         s.add_counter("blank_or_comment_lines", self.skipped);
         s.add_error("not_utf8", self.not_utf8);
+        s.reading = Some(Reading {
+            offset: self.offset,
+            total: self.total,
+            ..Reading::default()
+        });
         out.push(s);
     }
 }

@@ -126,6 +126,9 @@ impl RecordSource for MappedFile {
     fn offset(&self) -> u64 {
         self.position as u64
     }
+    fn total(&self) -> Option<u64> {
+        Some(self.map.len() as u64)
+    }
 }
 
 /// Asks the CPU to bring the cache line at the start of `bytes` in (a hint;
