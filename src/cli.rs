@@ -1,5 +1,6 @@
 //! Command-line parsing and the subcommands.
 
+use crate::intervals::RecordFlags;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use dnsluice_core::pipeline::Pipeline;
@@ -28,6 +29,7 @@ pub enum Command {
     #[command(after_long_help = "Examples:\n  \
         dnsluice run configs/dump.toml --set 0.path=capture.pcap        every DNS message as JSON\n  \
         dnsluice run configs/qtype-stats.toml --set 0.path=capture.pcap --stats-json stats.json\n  \
+        dnsluice run configs/report.toml --set 0.path=capture.pcap --report report.html\n  \
         tcpdump -i eth0 -w - port 53 | dnsluice run configs/dump.toml --set 0.module=input.fpcap --set 0.path=-\n  \
         dnsluice run configs/qtype-stats.toml --files day1/*.pcap --shard 0/4      every 4th file, one summary\n  \
         dnsluice run configs/qtype-stats.toml --work nats://broker:4222/captures --results nats://broker:4222/stats")]
@@ -41,7 +43,7 @@ pub enum Command {
         /// Also write the summary as one JSON object to FILE.
         #[arg(long, value_name = "FILE")]
         stats_json: Option<PathBuf>,
-        /// No summary on stderr (warnings are still printed).
+        /// No summary and no progress bar on stderr (warnings are still printed).
         #[arg(long, short)]
         quiet: bool,
         /// Many files: run the pipeline once per file (its first stage's
@@ -61,8 +63,14 @@ pub enum Command {
         results: Option<String>,
         /// With --work: how the worker takes work.
         #[command(flatten)]
-        worker: crate::queue::WorkerFlags,
+        worker: Box<crate::queue::WorkerFlags>,
+        /// Interval statistics and the HTML report.
+        #[command(flatten)]
+        record: RecordFlags,
     },
+    /// Make an HTML report (charts and tables) from --stats-jsonl files of
+    /// one command; several files share the charts.
+    Report(crate::html::ReportArgs),
     /// List every module with its options and defaults.
     Modules {
         /// Print the reference as Markdown (what docs/modules.md holds).
@@ -86,6 +94,13 @@ pub enum Command {
     /// and `dnsluice run PIPELINE --work nats://... --results nats://...`;
     /// see docs/queue.md.
     Queue(crate::queue::QueueArgs),
+    /// Send queries (a capture's, or names) to two or more servers and report the answers that differ.
+    ///
+    /// Compares field by field as respdiff does (rcode, flags, question,
+    /// answer, authority and additional as sets, EDNS): one JSON line per
+    /// differing query (`--output`, default standard output), and a
+    /// summary (`--summary`).
+    Diff(crate::diff::DiffArgs),
     /// Run a Lua script: `arg[0]` is the script, `arg[1]`... the arguments.
     ///
     /// Every module is reachable from Lua (`require("dnsluice.input.mmpcap")`);
@@ -139,6 +154,7 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             work,
             results,
             worker,
+            record,
         } => {
             let stats_path = stats_path.as_deref();
             match (work, results) {
@@ -153,12 +169,14 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
                 _ if !files.is_empty() => crate::queue::worker::files(
                     registry, &pipeline, &set, &files, shard, stats_path, quiet,
                 ),
-                _ => run(registry, &pipeline, &set, stats_path, quiet),
+                _ => run(registry, &pipeline, &set, stats_path, quiet, &record),
             }
         }
+        Command::Report(args) => crate::html::report_command(&args),
         Command::Lookup(args) => crate::lookup::run(*args),
         Command::Replay(args) => crate::replay::replay(registry, &args),
         Command::Queue(args) => crate::queue::run(args),
+        Command::Diff(args) => crate::diff::diff(registry, &args),
     }
 }
 
@@ -169,10 +187,11 @@ pub fn run(
     overrides: &[String],
     stats_path: Option<&std::path::Path>,
     quiet: bool,
+    record: &RecordFlags,
 ) -> Result<ExitCode> {
     let mut pipeline = Pipeline::read(file)?;
     for assignment in overrides {
         pipeline.set(assignment)?;
     }
-    crate::running::run_pipeline(registry, &pipeline, stats_path, quiet)
+    crate::running::run_pipeline(registry, &pipeline, file, stats_path, quiet, record)
 }

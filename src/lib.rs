@@ -6,13 +6,25 @@
 //! `examples/custom-module`).
 
 pub mod cli;
+pub mod diff;
 pub mod flags;
+pub mod html;
+pub mod intervals;
 pub mod lookup;
+pub mod progress;
 pub mod queue;
 pub mod reference;
 pub mod replay;
 pub mod report;
 pub mod running;
+pub mod ticker;
+pub mod watch;
 
 pub use dnsluice_core as core;
 pub use dnsluice_modules as modules;
+
+/// Locks `mutex`, taking the value of a poisoned one (a panicked thread's
+/// counts are still worth reporting).
+pub(crate) fn sync_lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

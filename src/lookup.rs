@@ -1,16 +1,20 @@
 //! `dnsluice lookup`: bulk resolution of names read one per line, ZDNS-style.
 
 use crate::flags::{parse_table, ModuleFlags};
-use crate::report::Progress;
+use crate::intervals::{Interval, RecordFlags, Recorder};
+use crate::progress::{Position, Progress, REFRESH};
+use crate::ticker::Ticker;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use dnsluice_core::StageStats;
 use dnsluice_modules::lookup::dns::LookupOptions;
-use dnsluice_modules::lookup::{Finished, LookupEngine};
+use dnsluice_modules::lookup::{Finished, LookupEngine, LookupSummary};
+use serde_json::{json, Map, Value};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 
 /// The flags of `dnsluice lookup`: the record type, the input and output,
 /// and every option of `lookup.dns` (see `dnsluice modules`).
@@ -20,7 +24,7 @@ use std::time::Instant;
 nameserver. Output: exactly one JSON record per input name (ZDNS's shape: name, class, status, \
 timestamp, data.answers/authorities/additionals/protocol/resolver, plus nameserver, attempts, \
 duration_ms and error), in completion order.\n\n\
-Every flag but --input, --output, --stats-json and --quiet is an option of the lookup.dns module \
+Every flag but --input, --output, --stats-json, --quiet and the interval and report flags is an option of the lookup.dns module \
 (--name-servers is its key name_servers), so a pipeline takes the same settings.\n\n\
 Examples:\n  \
   dnsluice lookup A --name-servers 127.0.0.1:53 --input names.txt\n  \
@@ -53,9 +57,12 @@ pub struct LookupArgs {
     /// Also write the counters as one JSON object to FILE.
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
-    /// No summary on stderr.
+    /// No summary and no progress bar on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Interval statistics and the HTML report.
+    #[command(flatten)]
+    pub record: RecordFlags,
 }
 
 impl LookupArgs {
@@ -145,6 +152,7 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
         lookup: args.table()?,
         stats_json: args.stats_json.as_deref(),
         quiet: args.quiet,
+        record: &args.record,
     };
     if let Some(code) = crate::queue::worker::lookup(work)? {
         return Ok(code);
@@ -161,9 +169,42 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
         out: open_output(&args.output)?,
         error: None,
     };
+    let mut header = Map::new();
+    header.insert("command".into(), json!("lookup"));
+    header.insert("type".into(), json!(config.qtype.to_string()));
+    header.insert(
+        "name_servers".into(),
+        json!(config
+            .nameservers
+            .iter()
+            .map(|n| n.resolver_name())
+            .collect::<Vec<_>>()),
+    );
+    let recorder = Recorder::new(&args.record, header, lookup_view)?;
+    let total = count_names(&args.input);
     let mut engine = LookupEngine::start(config)?;
-    let started = Instant::now();
-    let mut progress = Progress::counting(started, "names");
+    let watched = Arc::new(Mutex::new((Progress::new(!args.quiet), recorder)));
+    let ticker = {
+        let (progress_on, period) = {
+            let w = crate::sync_lock(&watched);
+            (w.0.enabled(), w.1.as_ref().map(Recorder::period))
+        };
+        let probe = engine.probe();
+        let watched = watched.clone();
+        Ticker::spawn(&[progress_on.then_some(REFRESH), period], move || {
+            let summary = probe.summary();
+            let mut w = crate::sync_lock(&watched);
+            w.0.update(&Position {
+                done: summary.names,
+                total,
+                count: summary.names,
+                unit: "names",
+            });
+            if let Some(recorder) = w.1.as_mut() {
+                recorder.observe(lookup_stage(&summary));
+            }
+        })
+    };
     for (k, line) in input.split(b'\n').enumerate() {
         let line = line.with_context(|| format!("cannot read {}", args.input.display()))?;
         if args.shard.is_some_and(|s| !s.takes(k as u64)) {
@@ -178,14 +219,17 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
         while let Some(done) = engine.try_result() {
             output.write(done);
         }
-        progress.update(engine.finished_count());
     }
     engine.close_input();
     while let Some(done) = engine.next_result() {
         output.write(done);
-        progress.update(engine.finished_count());
     }
-    progress.clear();
+    drop(ticker);
+    let (progress, recorder) = std::mem::replace(
+        &mut *crate::sync_lock(&watched),
+        (Progress::new(false), None),
+    );
+    progress.finish();
     let summary = engine.summary();
     engine.shutdown();
     if let Some(e) = output.error.or_else(|| output.out.flush().err()) {
@@ -201,5 +245,71 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
         std::fs::write(path, summary.to_json())
             .with_context(|| format!("cannot write stats to {}", path.display()))?;
     }
+    if let Some(recorder) = recorder {
+        recorder.finish(
+            lookup_stage(&summary),
+            serde_json::from_str(&summary.to_json())?,
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Names in the names file at `path`, when it is a regular file: lines
+/// that are not blank or comments (what gets a record), for the progress
+/// bar's total.
+fn count_names(path: &Path) -> Option<u64> {
+    if path.as_os_str() == "-" || !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let file = BufReader::with_capacity(1 << 16, File::open(path).ok()?);
+    let mut names = 0;
+    for line in file.split(b'\n') {
+        let line = line.ok()?;
+        let text = line.trim_ascii();
+        names += u64::from(!text.is_empty() && !text.starts_with(b"#"));
+    }
+    Some(names)
+}
+
+/// The lookup's counters as one stage's statistics, for interval differences.
+fn lookup_stage(summary: &LookupSummary) -> Vec<StageStats> {
+    let mut s = StageStats::new("lookup");
+    summary.fill(&mut s);
+    vec![s]
+}
+
+/// A lookup interval: the counters (names, queries, retries, timeouts,
+/// steals, connections...) of the interval, its statuses, and per
+/// nameserver its queries, failures and latency percentiles.
+fn lookup_view(interval: &Interval<'_>) -> Map<String, Value> {
+    let mut out = Map::new();
+    let Some(s) = interval.diff.first() else {
+        return out;
+    };
+    for (key, value) in &s.counters {
+        if !key.starts_with("status_") {
+            out.insert(key.clone(), json!(value));
+        }
+    }
+    let counts = |name: &str| s.breakdowns.get(name).cloned().unwrap_or_default();
+    out.insert("statuses".into(), json!(counts("status")));
+    let (queries, failures) = (counts("nameserver_queries"), counts("nameserver_failures"));
+    let mut per = Map::new();
+    for (name, histogram) in &s.histograms {
+        let Some(ns) = name.strip_prefix("latency_us ") else {
+            continue;
+        };
+        let ms = |q: f64| histogram.percentile(q) as f64 / 1000.0;
+        per.insert(
+            ns.to_string(),
+            json!({
+                "queries": queries.get(ns).copied().unwrap_or(0),
+                "failures": failures.get(ns).copied().unwrap_or(0),
+                "p50_ms": ms(50.0),
+                "p99_ms": ms(99.0),
+            }),
+        );
+    }
+    out.insert("per_nameserver".into(), Value::Object(per));
+    out
 }

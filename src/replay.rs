@@ -9,13 +9,17 @@
 //! `p90`, `p99`, `p999`, `max`) and `elapsed_s` are a contract.
 
 use crate::flags::ModuleFlags;
-use crate::report::{print_summary, stats_json, Progress};
+use crate::intervals::{Interval, RecordFlags, Recorder};
+use crate::progress::Progress;
+use crate::report::{histogram_value, print_summary, stats_json};
+use crate::watch::{input_position, run_watched};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use dnsluice_core::pipeline::Pipeline;
 use dnsluice_core::registry::Registry;
 use dnsluice_core::StageStats;
 use dnsluice_modules::filter::timing::TimingOptions;
+use dnsluice_modules::output::dnscli::tally::keys;
 use dnsluice_modules::output::dnscli::DnsCliOutputOptions;
 use dnsluice_net::Transport;
 use serde_json::{json, Map, Value};
@@ -53,9 +57,12 @@ pub struct ReplayArgs {
     /// Print the equivalent pipeline (TOML) and exit.
     #[arg(long)]
     pub print_pipeline: bool,
-    /// No summary on stderr.
+    /// No summary and no progress bar on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Interval statistics and the HTML report.
+    #[command(flatten)]
+    pub record: RecordFlags,
 }
 
 /// The client keys `output.udpcli` shares with `output.dnscli`; any other
@@ -154,51 +161,107 @@ pub fn replay(registry: &Registry, args: &ReplayArgs) -> Result<ExitCode> {
     }
     let pipeline = Pipeline::parse("dnsluice replay", &text)?;
     let mut chain = pipeline.build(registry)?;
+    let cli = &plan.client.cli;
+    let transport = if args.no_responses {
+        "udp".to_string()
+    } else {
+        cli.client.transport.to_string()
+    };
+    let mut header = Map::new();
+    header.insert("command".into(), json!("replay"));
+    header.insert("capture".into(), json!(args.capture.display().to_string()));
+    header.insert("server".into(), json!(cli.server));
+    header.insert("transport".into(), json!(transport));
+    header.insert("clients".into(), json!(cli.clients));
+    let mut recorder = Recorder::new(&args.record, header, replay_view)?;
+    let mut progress = Progress::new(!args.quiet);
     let started = Instant::now();
-    let mut progress = Progress::new(started);
-    let result = chain.run(Some(&mut |n| progress.update(n)));
-    progress.clear();
+    let result = run_watched(&mut chain, &mut progress, &mut recorder, |stats| {
+        let sent = client_stage(stats).and_then(|c| c.counters.get(keys::SENT).copied());
+        input_position(stats, sent.unwrap_or(0), "queries sent")
+    });
+    progress.finish();
     let elapsed = started.elapsed().as_secs_f64();
     let stats = chain.stats();
     for warning in stats.iter().flat_map(|s| &s.warnings) {
         eprintln!("dnsluice: warning: {warning}");
     }
     let summary = replay_stats(&stats, elapsed);
-    let cli = &plan.client.cli;
-    let transport = if args.no_responses {
+    let shown_transport = if args.no_responses {
         "udp (fire and forget)".to_string()
     } else {
-        cli.client.transport.to_string()
+        transport.clone()
     };
     if !args.quiet {
-        print_replay(&summary, &transport, &cli.server, cli.clients);
+        print_replay(&summary, &shown_transport, &cli.server, cli.clients);
         print_summary(&stats, elapsed);
     }
+    let mut object = summary.clone();
+    let stages: Value = serde_json::from_str(&stats_json(&stats, elapsed))?;
+    object["stages"] = stages["stages"].clone();
+    object["server"] = json!(cli.server);
+    object["transport"] = json!(transport);
+    object["clients"] = json!(cli.clients);
+    object["inflight"] = json!(cli.inflight);
     if let Some(path) = &args.stats_json {
-        let mut object = summary.clone();
-        let stages: Value = serde_json::from_str(&stats_json(&stats, elapsed))?;
-        object["stages"] = stages["stages"].clone();
-        object["server"] = json!(cli.server);
-        object["transport"] = json!(if args.no_responses {
-            "udp".to_string()
-        } else {
-            cli.client.transport.to_string()
-        });
-        object["clients"] = json!(cli.clients);
-        object["inflight"] = json!(cli.inflight);
         std::fs::write(path, format!("{object}\n"))
             .with_context(|| format!("cannot write stats to {}", path.display()))?;
     }
+    let record_result = match recorder {
+        Some(recorder) => recorder.finish(stats, object),
+        None => Ok(()),
+    };
     result?;
+    record_result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The client stage (output.dnscli or output.udpcli) among `stats`.
+fn client_stage(stats: &[StageStats]) -> Option<&StageStats> {
+    stats
+        .iter()
+        .find(|s| s.module == "output.dnscli" || s.module == "output.udpcli")
+}
+
+/// The keys of a replay's interval line: what [`replay_stats`] gives of the
+/// interval (sent, answered, timeouts, errors, rcodes, latency_ms...), the
+/// connections open at its end and its latency histogram (`latency_us`:
+/// `[[highest µs of the bucket, answers], ...]`).
+fn replay_view(interval: &Interval<'_>) -> Map<String, Value> {
+    let all = replay_stats(interval.diff, interval.seconds);
+    let mut out = Map::new();
+    for key in [
+        "sent",
+        "answered",
+        "timeouts",
+        "errors",
+        "rcodes",
+        "latency_ms",
+        "connections_opened",
+        "tls_handshakes",
+        "connect_failures",
+        "unmatched_responses",
+        "tcp_retries",
+        "errors_by_kind",
+    ] {
+        out.insert(key.into(), all[key].clone());
+    }
+    let now = client_stage(interval.now);
+    let count = |key: &str| now.and_then(|c| c.counters.get(key).copied()).unwrap_or(0);
+    out.insert(
+        "connections_active".into(),
+        json!(count(keys::CONNECTIONS_OPENED).saturating_sub(count(keys::CONNECTIONS_CLOSED))),
+    );
+    if let Some(h) = client_stage(interval.diff).and_then(|c| c.histograms.get(keys::LATENCY)) {
+        out.insert("latency_us".into(), histogram_value(h));
+    }
+    out
 }
 
 /// The client stage's statistics as the replay's JSON object (the contract keys
 /// and a few more).
 pub fn replay_stats(stats: &[StageStats], elapsed: f64) -> Value {
-    let client = stats
-        .iter()
-        .find(|s| s.module == "output.dnscli" || s.module == "output.udpcli");
+    let client = client_stage(stats);
     let empty = StageStats::default();
     let client = client.unwrap_or(&empty);
     let c = |key: &str| client.counters.get(key).copied().unwrap_or(0);

@@ -1,10 +1,13 @@
-//! End-of-run reporting: the per-stage summary on stderr, `--stats-json`, and
-//! the progress line shown while a long run goes on.
+//! End-of-run reporting: the per-stage summary on stderr, `--stats-json`,
+//! and a stage's statistics as JSON (also what interval lines hold).
 
-use dnsluice_core::StageStats;
+use dnsluice_core::{Histogram, StageStats, TopList};
 use serde_json::{json, Map, Value};
-use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// Significant bits of the histogram buckets written to files (under 1 % wide).
+pub const HISTOGRAM_BITS: u32 = 8;
 
 /// Prints one line per stage (objects in/out, rate), then its errors and
 /// counters on indented lines of at most about 100 characters.
@@ -27,6 +30,15 @@ pub fn print_summary(stats: &[StageStats], elapsed: f64) {
                 let _ = writeln!(err, "    {label:<7} {line}");
             }
         }
+        for (name, list) in &s.top {
+            let entries: Vec<String> = list
+                .entries
+                .iter()
+                .take(5)
+                .map(|e| format!("{} {}", e.key, e.count))
+                .collect();
+            let _ = writeln!(err, "    top {name}: {}", entries.join(", "));
+        }
     }
 }
 
@@ -47,80 +59,95 @@ fn wrap(map: &std::collections::BTreeMap<String, u64>, width: usize) -> Vec<Stri
 }
 
 /// The summary as one JSON object:
-/// `{"stages":[{"module","in","out","errors","counters","warnings"}...],"elapsed_s"}`.
+/// `{"stages":[{"module","in","out","errors","counters","warnings"[,"top"]}...],"elapsed_s"}`
+/// (`top`: a stage's bounded top lists, when it keeps any).
 pub fn stats_json(stats: &[StageStats], elapsed: f64) -> String {
-    let stages: Vec<Value> = stats
-        .iter()
-        .map(|s| {
-            let map = |m: &std::collections::BTreeMap<String, u64>| {
-                Value::Object(
-                    m.iter()
-                        .map(|(k, v)| (k.clone(), json!(v)))
-                        .collect::<Map<_, _>>(),
-                )
-            };
-            json!({
-                "module": s.module,
-                "in": s.input,
-                "out": s.output,
-                "errors": map(&s.errors),
-                "counters": map(&s.counters),
-                "warnings": s.warnings,
-            })
-        })
-        .collect();
+    let stages: Vec<Value> = stats.iter().map(|s| stage_value(s, false)).collect();
     let mut text = json!({ "stages": stages, "elapsed_s": elapsed }).to_string();
     text.push('\n');
     text
 }
 
-/// A progress line on stderr, redrawn at most twice a second, only when stderr is a terminal.
-pub struct Progress {
-    started: Instant,
-    last: Instant,
-    enabled: bool,
-    shown: bool,
-    unit: &'static str,
+fn counts(m: &BTreeMap<String, u64>) -> Value {
+    Value::Object(
+        m.iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect::<Map<_, _>>(),
+    )
 }
 
-impl Progress {
-    /// A progress line for a run that started at `started`.
-    pub fn new(started: Instant) -> Self {
-        Self::counting(started, "objects")
-    }
+/// A histogram as `[[highest value of the bucket, count], ...]`, coarsened
+/// to [`HISTOGRAM_BITS`].
+pub fn histogram_value(h: &Histogram) -> Value {
+    let coarse = h.coarsened(HISTOGRAM_BITS);
+    Value::Array(coarse.buckets().map(|(b, n)| json!([b, n])).collect())
+}
 
-    /// A progress line counting `unit` ("names", "queries").
-    pub fn counting(started: Instant, unit: &'static str) -> Self {
-        Progress {
-            started,
-            last: started,
-            enabled: std::io::stderr().is_terminal(),
-            shown: false,
-            unit,
+/// The histogram [`histogram_value`] wrote.
+pub fn histogram_from(value: &Value) -> Histogram {
+    let mut h = Histogram::default();
+    for pair in value.as_array().into_iter().flatten() {
+        if let (Some(b), Some(n)) = (pair[0].as_u64(), pair[1].as_u64()) {
+            h.add(b, n);
         }
     }
+    h
+}
 
-    /// Called with the number of objects moved so far.
-    pub fn update(&mut self, objects: u64) {
-        if !self.enabled || self.last.elapsed() < Duration::from_millis(500) {
-            return;
-        }
-        self.last = Instant::now();
-        let secs = self.started.elapsed().as_secs_f64();
-        eprint!(
-            "\r\x1b[K{objects} {}, {:.1} s, {:.0}/s",
-            self.unit,
-            secs,
-            objects as f64 / secs
-        );
-        self.shown = true;
-    }
+fn top_value(list: &TopList) -> Value {
+    json!({
+        "entries": list.entries.iter().map(|e| json!({"key": e.key, "count": e.count, "error": e.error})).collect::<Vec<_>>(),
+        "counted": list.counted,
+        "capacity": list.capacity,
+        "unlisted_max": list.unlisted_max,
+    })
+}
 
-    /// Erases the line, if one was drawn.
-    pub fn clear(&mut self) {
-        if self.shown {
-            eprint!("\r\x1b[K");
-            self.shown = false;
+/// One stage as JSON: module, in, out, errors, counters, warnings, and its
+/// top lists when it has any; with `detail` also its breakdowns,
+/// histograms and reading (what interval lines and reports use).
+pub fn stage_value(s: &StageStats, detail: bool) -> Value {
+    let mut v = json!({
+        "module": s.module,
+        "in": s.input,
+        "out": s.output,
+        "errors": counts(&s.errors),
+        "counters": counts(&s.counters),
+        "warnings": s.warnings,
+    });
+    if !s.top.is_empty() {
+        let top: Map<String, Value> = s
+            .top
+            .iter()
+            .map(|(k, l)| (k.clone(), top_value(l)))
+            .collect();
+        v["top"] = Value::Object(top);
+    }
+    if detail {
+        if !s.breakdowns.is_empty() {
+            let b: Map<String, Value> = s
+                .breakdowns
+                .iter()
+                .map(|(k, m)| (k.clone(), counts(m)))
+                .collect();
+            v["breakdowns"] = Value::Object(b);
+        }
+        if !s.histograms.is_empty() {
+            let h: Map<String, Value> = s
+                .histograms
+                .iter()
+                .map(|(k, h)| (k.clone(), histogram_value(h)))
+                .collect();
+            v["histograms"] = Value::Object(h);
+        }
+        if let Some(r) = &s.reading {
+            v["reading"] = json!({
+                "offset": r.offset,
+                "total": r.total,
+                "first_ts_ns": r.first_ts_ns,
+                "last_ts_ns": r.last_ts_ns,
+            });
         }
     }
+    v
 }

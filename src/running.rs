@@ -1,31 +1,46 @@
-//! Running one pipeline: build it, run it with a progress line, then the
-//! summary on stderr and `--stats-json` (`dnsluice run`, and the workers of
-//! `crate::queue::worker`, which run a pipeline per work item).
+//! Running one pipeline: build it, run it with a progress bar and, when
+//! asked, interval statistics and a report, then the summary on stderr and
+//! `--stats-json` (`dnsluice run`, and the workers of `crate::queue::worker`,
+//! which run a pipeline per work item).
 
-use crate::report::{print_summary, stats_json, Progress};
+use crate::intervals::{Interval, RecordFlags, Recorder};
+use crate::progress::Progress;
+use crate::report::{print_summary, stage_value, stats_json};
+use crate::watch::{input_position, run_watched};
 use anyhow::{Context, Result};
 use dnsluice_core::pipeline::Pipeline;
 use dnsluice_core::registry::Registry;
+use dnsluice_core::StageStats;
+use serde_json::{json, Map, Value};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
 /// What one run of a pipeline gave.
 pub struct Ran {
     /// Every stage's counters.
-    pub stats: Vec<dnsluice_core::StageStats>,
+    pub stats: Vec<StageStats>,
     /// Seconds from start to end.
     pub elapsed: f64,
     /// How the run ended.
     pub result: Result<u64, dnsluice_core::StageError>,
 }
 
-/// Builds `pipeline` and runs it, with a progress line; its counters.
-pub fn run_collecting(registry: &Registry, pipeline: &Pipeline) -> Result<Ran> {
+/// Builds `pipeline` and runs it with a progress bar (unless `quiet`),
+/// handing `recorder` the intervals; its counters.
+fn run_recorded(
+    registry: &Registry,
+    pipeline: &Pipeline,
+    quiet: bool,
+    recorder: &mut Option<Recorder>,
+) -> Result<Ran> {
     let mut chain = pipeline.build(registry)?;
+    let mut progress = Progress::new(!quiet);
     let started = Instant::now();
-    let mut progress = Progress::new(started);
-    let result = chain.run(Some(&mut |n| progress.update(n)));
-    progress.clear();
+    let result = run_watched(&mut chain, &mut progress, recorder, |stats| {
+        input_position(stats, stats.first().map_or(0, |s| s.output), "records")
+    });
+    progress.finish();
     Ok(Ran {
         elapsed: started.elapsed().as_secs_f64(),
         stats: chain.stats(),
@@ -33,18 +48,35 @@ pub fn run_collecting(registry: &Registry, pipeline: &Pipeline) -> Result<Ran> {
     })
 }
 
-/// Runs a pipeline that is read already: summary, `--stats-json`, exit code.
+/// Builds `pipeline` and runs it with a progress bar (unless `quiet`); its counters.
+pub fn run_collecting(registry: &Registry, pipeline: &Pipeline, quiet: bool) -> Result<Ran> {
+    run_recorded(registry, pipeline, quiet, &mut None)
+}
+
+/// Runs a pipeline that is read already (from `file`): interval records and
+/// report when `record` asks, summary, `--stats-json`, exit code.
 pub fn run_pipeline(
     registry: &Registry,
     pipeline: &Pipeline,
-    stats_path: Option<&std::path::Path>,
+    file: &Path,
+    stats_path: Option<&Path>,
     quiet: bool,
+    record: &RecordFlags,
 ) -> Result<ExitCode> {
+    let mut header = Map::new();
+    header.insert("command".into(), json!("run"));
+    header.insert("pipeline".into(), json!(file.display().to_string()));
+    let mut recorder = Recorder::new(record, header, run_view)?;
     let Ran {
         stats,
         elapsed,
         result,
-    } = run_collecting(registry, pipeline)?;
+    } = run_recorded(registry, pipeline, quiet, &mut recorder)?;
+    let text = stats_json(&stats, elapsed);
+    let record_result = match recorder {
+        Some(recorder) => recorder.finish(stats.clone(), serde_json::from_str(&text)?),
+        None => Ok(()),
+    };
     if matches!(&result, Err(e) if e.is_broken_pipe()) {
         // The reader of our output went away (`| head`): stop quietly, as other tools do.
         return Ok(ExitCode::SUCCESS);
@@ -56,9 +88,34 @@ pub fn run_pipeline(
         print_summary(&stats, elapsed);
     }
     if let Some(path) = stats_path {
-        std::fs::write(path, stats_json(&stats, elapsed))
+        std::fs::write(path, &text)
             .with_context(|| format!("cannot write stats to {}", path.display()))?;
     }
     result?;
+    record_result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A `run` interval: every stage's counts in it, and the capture times it spans.
+fn run_view(interval: &Interval<'_>) -> Map<String, Value> {
+    let mut out = Map::new();
+    if let Some(reading) = interval.diff.iter().find_map(|s: &StageStats| s.reading) {
+        out.insert(
+            "capture".into(),
+            json!({"first_ns": reading.first_ts_ns, "last_ns": reading.last_ts_ns}),
+        );
+    }
+    let stages: Vec<Value> = interval
+        .diff
+        .iter()
+        .map(|s| {
+            let mut v = stage_value(s, true);
+            if let Some(o) = v.as_object_mut() {
+                o.remove("reading");
+            }
+            v
+        })
+        .collect();
+    out.insert("stages".into(), Value::Array(stages));
+    out
 }

@@ -20,6 +20,7 @@ fn target_of(file: &str) -> (&'static str, fn(&[u8])) {
         "layers" => ("layers", fuzzing::layers),
         "dns_message" => ("dns_message", fuzzing::dns_message),
         "reassembly" => ("reassembly", fuzzing::reassembly),
+        "resolver_reply" => ("resolver_reply", fuzzing::resolver_reply),
         other => panic!("{file}: no fuzz target `{other}` (see fuzz/README.md)"),
     }
 }
@@ -42,7 +43,13 @@ fn fuzzer_findings_stay_fixed() {
     // Every target has inputs of its own kind here.
     assert_eq!(
         replayed.keys().copied().collect::<Vec<_>>(),
-        ["capture_reader", "dns_message", "layers", "reassembly"],
+        [
+            "capture_reader",
+            "dns_message",
+            "layers",
+            "reassembly",
+            "resolver_reply"
+        ],
         "{replayed:?}"
     );
 }

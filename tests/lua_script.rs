@@ -170,6 +170,19 @@ fn an_error_inside_filter_lua_stops_the_run_with_its_message() {
     );
 }
 
+/// A TOML pipeline: the test capture, layers, DNS, `filter.lua` calling
+/// `function` of `script`, JSON lines to `json`.
+fn filter_lua_pipeline(script: &std::path::Path, function: &str, json: &std::path::Path) -> String {
+    format!(
+        "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n\
+         [[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"filter.lua\"\nscript = \"{}\"\nfunction = \"{function}\"\n\
+         [[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
+        capture().display(),
+        script.display(),
+        json.display()
+    )
+}
+
 #[test]
 fn filter_lua_in_a_toml_pipeline() {
     let dir = temp_path("toml-lua");
@@ -182,16 +195,7 @@ fn filter_lua_in_a_toml_pipeline() {
     )
     .unwrap();
     let json = dir.join("out.jsonl");
-    let pipeline = |function: &str| {
-        format!(
-            "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n\
-             [[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"filter.lua\"\nscript = \"{}\"\nfunction = \"{function}\"\n\
-             [[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
-            capture().display(),
-            script.display(),
-            json.display()
-        )
-    };
+    let pipeline = |function: &str| filter_lua_pipeline(&script, function, &json);
     for drive in ["", "drive = \"pull\"\n"] {
         let out = run_pipeline(&format!("{drive}{}", pipeline("nxdomain")), &["-q"]);
         assert!(
@@ -656,4 +660,64 @@ fn string_lower_maps_ascii_letters_only() {
         bytes.join("\t")
     );
     assert_eq!(out, want);
+}
+
+/// A view `filter.lua` was handed is stale once its call returns: read in
+/// the next call (the stage's function keeps it), it raises the stale-object
+/// error, in a Lua chain and in a TOML pipeline (where the function is
+/// called straight through the C API), pushed and pulled.
+#[test]
+fn a_view_kept_by_filter_lua_is_stale_in_the_next_call() {
+    let messages = truth_messages().len();
+    let out = run_on(
+        "filter-stale.lua",
+        CAPTURE,
+        &format!(
+            "{CHAIN}local kept, n, stale = nil, 0, 0\n\
+             local function is_stale(ok, e) return not ok and string.find(e, 'stale object', 1, true) ~= nil end\n\
+             local f = d.stage('filter.lua', function(o)\n\
+               n = n + 1\n\
+               if kept ~= nil and is_stale(pcall(function() return kept.frame end)) then stale = stale + 1 end\n\
+               kept = o\n\
+               return true\n\
+             end)\n\
+             input:receiver(layer):receiver(dns):receiver(f):receiver(d.stage('output.null'))\n\
+             input:run()\n\
+             print(n, stale, is_stale(pcall(function() return kept.dns end)))\n"
+        ),
+    );
+    assert_eq!(out, format!("{messages}\t{}\ttrue\n", messages - 1));
+
+    let dir = temp_path("toml-lua-stale");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("keep.lua");
+    // Passes an object only when the one before it is stale by now.
+    std::fs::write(
+        &script,
+        "local kept\nfunction fresh(obj)\n\
+         local pass = true\n\
+         if kept ~= nil then\n\
+           local ok, e = pcall(function() return kept.dns.qr end)\n\
+           pass = not ok and string.find(e, 'stale object', 1, true) ~= nil\n\
+         end\n\
+         kept = obj\n\
+         return pass\n\
+         end\n",
+    )
+    .unwrap();
+    let json = dir.join("out.jsonl");
+    for drive in ["", "drive = \"pull\"\n"] {
+        let pipeline = format!("{drive}{}", filter_lua_pipeline(&script, "fresh", &json));
+        let out = run_pipeline(&pipeline, &["-q"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = std::fs::read_to_string(&json).unwrap().lines().count();
+        // The first object (nothing kept yet) and every later one (whose
+        // predecessor was stale).
+        assert_eq!(lines, messages, "{drive}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -17,6 +17,9 @@ use mlua::{Lua, Table, Value};
 /// which a young collection frees without walking what the script keeps
 /// (measured: about 6% less CPU for `benches/lua/qname-qtype.lua`).
 /// `collectgarbage("incremental")` switches back.
+///
+/// The state allocates through `alloc.rs`'s allocator (on Linux), which reuses
+/// small blocks.
 pub fn new_state(registry: &Registry, args: &[String]) -> mlua::Result<Lua> {
     #[cfg(feature = "luajit")]
     // SAFETY: the FFI is for `view/jit.lua` only: it is taken out of
@@ -29,6 +32,8 @@ pub fn new_state(registry: &Registry, args: &[String]) -> mlua::Result<Lua> {
     };
     #[cfg(not(feature = "luajit"))]
     let lua = Lua::new();
+    #[cfg(target_os = "linux")]
+    crate::alloc::install(&lua)?;
     #[cfg(feature = "lua54")]
     {
         lua.load("collectgarbage('generational')").exec()?;

@@ -6,7 +6,8 @@
 //!   zero-copy views over captured bytes;
 //! - [`wire`]: bounds-checked views and the layer parser (link → IP → UDP/TCP);
 //! - [`stage`]: the two traits, [`Receiver`] (push) and [`Producer`] (pull);
-//! - [`stats`]: per-stage counters reported at the end of a run;
+//! - [`stats`]: per-stage counters reported at the end of a run, and their
+//!   differences over intervals;
 //! - [`registry`]: dotted module names → constructors taking typed options;
 //! - [`pipeline`]: TOML pipelines with file/line/key errors, and chain building.
 //!
@@ -36,6 +37,6 @@ pub use object::{
 };
 pub use owned::OwnedObject;
 pub use registry::{ModuleEntry, Registry, Role};
-pub use stage::{drive, FlatMap, FlatMapStage, Map, MapStage, Producer, Receiver};
-pub use stats::StageStats;
+pub use stage::{drive, FlatMap, FlatMapStage, Map, MapStage, Producer, Receiver, Watch};
+pub use stats::{Histogram, Reading, StageStats, TopEntry, TopList};
 pub use wire::LinkType;

@@ -112,6 +112,16 @@ pub enum Origin {
         /// Fragments.
         fragments: u32,
     },
+    /// A dnstap frame (the packet carrying it is made up from the frame's
+    /// addresses, ports and time).
+    Dnstap {
+        /// The dnstap message type (`Message.Type`: AUTH_QUERY = 1, ...,
+        /// CLIENT_QUERY = 5, CLIENT_RESPONSE = 6, ...).
+        message_type: u8,
+        /// The dnstap socket protocol (`SocketProtocol`: UDP = 1, TCP = 2,
+        /// DOT = 3, DOH = 4, ...; 0 when the frame had none).
+        protocol: u8,
+    },
 }
 
 /// A packet that an object refers to: borrowed from the stage that found it

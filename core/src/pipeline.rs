@@ -25,7 +25,7 @@
 //! pull pipelines cannot split.
 
 use crate::registry::{DownstreamBuilder, Factory, ModuleEntry, Role, StageOptions};
-use crate::stage::drive;
+use crate::stage::{drive, Watch};
 use crate::{Producer, Receiver, Registry, StageError, StageStats};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -540,12 +540,12 @@ pub struct Chain {
 }
 
 impl Chain {
-    /// Runs the chain to its end; `progress` is called now and then with the
-    /// number of objects moved so far.
-    pub fn run(&mut self, progress: Option<&mut dyn FnMut(u64)>) -> Result<u64, StageError> {
+    /// Runs the chain to its end, calling `watch` between objects whenever
+    /// it is due (see [`Watch`]).
+    pub fn run(&mut self, watch: Option<Watch<'_>>) -> Result<u64, StageError> {
         // The boxes opened once here: each call in the loop then goes
         // through one vtable, not the box's and then the stage's.
-        drive(&mut *self.producer, &mut *self.receiver, progress)
+        drive(&mut *self.producer, &mut *self.receiver, watch)
     }
 
     /// Every stage's counters, in pipeline order.

@@ -10,6 +10,7 @@
 //! driven from the end (`output ← filter ← input`). [`drive`] connects the two.
 
 use crate::{Object, StageError, StageStats};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Push side: an upstream hands this stage one object.
 pub trait Receiver {
@@ -61,12 +62,23 @@ impl<P: Producer + ?Sized> Producer for Box<P> {
     }
 }
 
-/// How often (in objects) [`drive`] calls its progress callback.
-pub const PROGRESS_EVERY: u64 = 1 << 16;
+/// Takes every stage's statistics of a running chain (see [`Watch`]).
+pub type Snapshot<'a> = &'a dyn Fn() -> Vec<StageStats>;
+
+/// A look at a running chain: when `due` is set (by a timer), the driver
+/// clears it after the current object and calls `call` with the number of
+/// objects moved so far and a way to take every stage's statistics. The
+/// per-object cost is one relaxed load of `due`.
+pub struct Watch<'a> {
+    /// Set when `call` is due.
+    pub due: &'a AtomicBool,
+    /// Called between two objects: `(objects moved, snapshot of the stages' statistics)`.
+    pub call: &'a mut dyn FnMut(u64, Snapshot<'_>),
+}
 
 /// Pulls every object from `producer` and pushes it into `receiver`, then
-/// finishes the receiver. Calls `progress` with the object count every
-/// [`PROGRESS_EVERY`] objects. Returns the number of objects moved.
+/// finishes the receiver. With a `watch`, calls it between objects whenever
+/// it is due. Returns the number of objects moved.
 ///
 /// When either side fails (a corrupt input, a failing stage), the receiver
 /// is still finished before the error is returned, so that every output
@@ -75,14 +87,14 @@ pub const PROGRESS_EVERY: u64 = 1 << 16;
 pub fn drive<P, R>(
     producer: &mut P,
     receiver: &mut R,
-    progress: Option<&mut dyn FnMut(u64)>,
+    watch: Option<Watch<'_>>,
 ) -> Result<u64, StageError>
 where
     P: Producer + ?Sized,
     R: Receiver + ?Sized,
 {
     let mut moved = 0u64;
-    match pump(producer, receiver, progress, &mut moved) {
+    match pump(producer, receiver, watch, &mut moved) {
         Ok(()) => {
             receiver.finish()?;
             Ok(moved)
@@ -102,7 +114,7 @@ where
 fn pump<P, R>(
     producer: &mut P,
     receiver: &mut R,
-    mut progress: Option<&mut dyn FnMut(u64)>,
+    mut watch: Option<Watch<'_>>,
     moved: &mut u64,
 ) -> Result<(), StageError>
 where
@@ -120,9 +132,17 @@ where
         };
         receiver.receive(obj)?;
         *moved += 1;
-        if moved.is_multiple_of(PROGRESS_EVERY) {
-            if let Some(report) = progress.as_mut() {
-                report(*moved);
+        drop(next);
+        if let Some(watch) = &mut watch {
+            if watch.due.load(Ordering::Relaxed) {
+                watch.due.store(false, Ordering::Relaxed);
+                let snapshot = || {
+                    let mut out = Vec::new();
+                    producer.stats(&mut out);
+                    receiver.stats(&mut out);
+                    out
+                };
+                (watch.call)(*moved, &snapshot);
             }
         }
     }

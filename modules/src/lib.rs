@@ -9,6 +9,7 @@
 //! | `input.pcap` | input (reads with the feature `libpcap`) | [`input::pcap`] |
 //! | `input.lines` | input | [`input::lines`] |
 //! | `input.nats` | input | [`input::nats`] |
+//! | `input.dnstap` | input | [`input::dnstap`] |
 //! | `filter.layer` | filter | [`filter::layer`] |
 //! | `filter.dns` | filter | [`filter::dns`] |
 //! | `filter.select` | filter | [`filter::select`] |
@@ -18,6 +19,8 @@
 //! | `output.null` | output | [`output::null`] |
 //! | `output.json` | output | [`output::json`] |
 //! | `output.pcap` | output | [`output::pcap`] |
+//! | `output.dnstap` | output | [`output::dnstap`] |
+//! | `output.diff` | output | [`output::diff`] |
 //! | `output.dnscli` | output | [`output::dnscli`] |
 //! | `filter.dnscli` | filter | [`output::dnscli::chain`] |
 //! | `output.udpcli` | output | [`output::udpcli`] |
@@ -46,14 +49,18 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(input::mmpcap::entry())
         .add(input::fpcap::entry())
         .add(input::lines::entry())
+        .add(input::dnstap::entry())
         .add(filter::layer::entry())
         .add(filter::dns::entry())
         .add(filter::select::entry())
         .add(lookup::dns::entry())
         .add(filter::timing::entry())
+        .add(filter::top::entry())
         .add(output::null::entry())
         .add(output::json::entry())
         .add(output::pcap::entry())
+        .add(output::dnstap::entry())
+        .add(output::diff::entry())
         .add(output::dnscli::entry())
         .add(output::dnscli::chain::entry())
         .add(filter::split::entry())

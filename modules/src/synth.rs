@@ -1,6 +1,7 @@
 //! Packets made up for objects that never were packets: a client's query and
 //! the answer it got, as raw IP/UDP datagrams, so `output.pcap` can write a
-//! replay's responses for tshark and Wireshark.
+//! replay's responses for tshark and Wireshark; and a dnstap frame's message
+//! as the UDP datagram or TCP segment the frame describes (`input.dnstap`).
 //!
 //! The client's address is made up too: `198.18.0.0/15` (IPv4) or
 //! `2001:2::/48` (IPv6), the ranges reserved for benchmarking (RFC 2544,
@@ -32,55 +33,119 @@ pub fn client_address(client: u32, server: &SocketAddr) -> SocketAddr {
 /// Writes a raw IP (LINKTYPE_RAW) packet carrying `payload` in UDP from `src`
 /// to `dst` into `out` (cleared first). Both addresses must be of one family.
 pub fn udp_packet(src: SocketAddr, dst: SocketAddr, payload: &[u8], out: &mut Vec<u8>) {
+    ip_packet(src, dst, Carrier::Udp, payload, out);
+}
+
+/// Writes a raw IP (LINKTYPE_RAW) packet carrying the DNS message `message`
+/// over TCP from `src` to `dst` into `out` (cleared first): one segment
+/// (PSH, ACK; sequence and acknowledgement numbers 1) holding the
+/// message with its two-byte length (RFC 1035 §4.2.2).
+pub fn tcp_packet(src: SocketAddr, dst: SocketAddr, message: &[u8], out: &mut Vec<u8>) {
+    ip_packet(src, dst, Carrier::Tcp, message, out);
+}
+
+/// What carries a made-up packet's payload.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Carrier {
+    Udp,
+    Tcp,
+}
+
+impl Carrier {
+    fn protocol(self) -> u8 {
+        match self {
+            Carrier::Udp => 17,
+            Carrier::Tcp => 6,
+        }
+    }
+
+    /// The transport header and what it carries: its length.
+    fn len(self, payload: &[u8]) -> usize {
+        match self {
+            Carrier::Udp => 8 + payload.len(),
+            Carrier::Tcp => 20 + 2 + payload.len(),
+        }
+    }
+}
+
+fn ip_packet(
+    src: SocketAddr,
+    dst: SocketAddr,
+    carrier: Carrier,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) {
     out.clear();
-    let udp_len = (8 + payload.len()) as u16;
+    let len = carrier.len(payload) as u16;
+    let protocol = carrier.protocol();
     match (src.ip(), dst.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let total = 20 + udp_len;
+            let total = 20 + len;
             out.extend_from_slice(&[0x45, 0]);
             out.extend_from_slice(&total.to_be_bytes());
-            out.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]); // id, DF, TTL, UDP
+            out.extend_from_slice(&[0, 0, 0x40, 0, 64, protocol, 0, 0]); // id, DF, TTL
             out.extend_from_slice(&s.octets());
             out.extend_from_slice(&d.octets());
             let header_sum = checksum(&[&out[..20]]);
             out[10..12].copy_from_slice(&header_sum.to_be_bytes());
-            let pseudo: [&[u8]; 4] = [&s.octets(), &d.octets(), &[0, 17], &udp_len.to_be_bytes()];
-            push_udp(&pseudo, src.port(), dst.port(), payload, out);
+            let pseudo: [&[u8]; 4] = [&s.octets(), &d.octets(), &[0, protocol], &len.to_be_bytes()];
+            push_transport(&pseudo, carrier, src.port(), dst.port(), payload, out);
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
             out.extend_from_slice(&[0x60, 0, 0, 0]);
-            out.extend_from_slice(&udp_len.to_be_bytes());
-            out.extend_from_slice(&[17, 64]); // next header UDP, hop limit
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(&[protocol, 64]); // next header, hop limit
             out.extend_from_slice(&s.octets());
             out.extend_from_slice(&d.octets());
             let pseudo: [&[u8]; 4] = [
                 &s.octets(),
                 &d.octets(),
-                &u32::from(udp_len).to_be_bytes(),
-                &[0, 0, 0, 17],
+                &u32::from(len).to_be_bytes(),
+                &[0, 0, 0, protocol],
             ];
-            push_udp(&pseudo, src.port(), dst.port(), payload, out);
+            push_transport(&pseudo, carrier, src.port(), dst.port(), payload, out);
         }
-        // Mixed families cannot happen: the client's family follows the server's.
+        // Mixed families cannot happen: callers make both of one family.
         _ => {}
     }
 }
 
-/// Appends the UDP header and payload, its checksum over the pseudo-header
-/// `pseudo` (given in parts, so nothing is allocated) and the datagram.
-fn push_udp(pseudo: &[&[u8]; 4], sport: u16, dport: u16, payload: &[u8], out: &mut Vec<u8>) {
+/// Appends the UDP or TCP header and payload, its checksum over the
+/// pseudo-header `pseudo` (given in parts, so nothing is allocated) and the
+/// segment.
+fn push_transport(
+    pseudo: &[&[u8]; 4],
+    carrier: Carrier,
+    sport: u16,
+    dport: u16,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) {
     let start = out.len();
     out.extend_from_slice(&sport.to_be_bytes());
     out.extend_from_slice(&dport.to_be_bytes());
-    out.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    out.extend_from_slice(&[0, 0]);
+    let sum_at = match carrier {
+        Carrier::Udp => {
+            out.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+            out.extend_from_slice(&[0, 0]);
+            6
+        }
+        Carrier::Tcp => {
+            out.extend_from_slice(&1u32.to_be_bytes()); // sequence number
+            out.extend_from_slice(&1u32.to_be_bytes()); // acknowledgement number
+            out.extend_from_slice(&[5 << 4, 0x18]); // 20-byte header; PSH, ACK
+            out.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]); // window, checksum, urgent
+            out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+            16
+        }
+    };
     out.extend_from_slice(payload);
     let parts = [pseudo[0], pseudo[1], pseudo[2], pseudo[3], &out[start..]];
     let sum = match checksum(&parts) {
-        0 => 0xffff, // zero means "no checksum" in UDP
+        0 if carrier == Carrier::Udp => 0xffff, // zero means "no checksum" in UDP
         s => s,
     };
-    out[start + 6..start + 8].copy_from_slice(&sum.to_be_bytes());
+    out[start + sum_at..start + sum_at + 2].copy_from_slice(&sum.to_be_bytes());
 }
 
 /// The Internet checksum (RFC 1071) of the parts, taken as one byte string.
@@ -173,5 +238,12 @@ mod tests {
         udp_packet(src, dst, b"abcd", &mut out);
         assert_eq!(out.len(), 40 + 8 + 4);
         assert_eq!(&out[4..6], &[0, 12]);
+        let src: SocketAddr = "10.0.0.1:40000".parse().unwrap();
+        let dst: SocketAddr = "10.0.0.2:53".parse().unwrap();
+        tcp_packet(src, dst, b"abcde", &mut out);
+        assert_eq!(out.len(), 20 + 20 + 2 + 5);
+        assert_eq!(&out[40..], b"\0\x05abcde");
+        let pseudo = [&[10, 0, 0, 1][..], &[10, 0, 0, 2], &[0, 6, 0, 27]].concat();
+        assert_eq!(checksum(&[&pseudo, &out[20..]]), 0);
     }
 }

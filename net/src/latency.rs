@@ -44,6 +44,14 @@ impl Latency {
         let _ = self.histogram.record(micros);
     }
 
+    /// The recorded latencies by bucket, lowest first: `(highest
+    /// microsecond value of the bucket, count)`.
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.histogram
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+    }
+
     /// How many latencies were recorded.
     pub fn count(&self) -> u64 {
         self.histogram.len()
@@ -101,6 +109,17 @@ mod tests {
         // Two minutes is clamped to the one-minute ceiling.
         let max = latency.percentiles().max;
         assert!((max - 60_000.0).abs() <= 60.0, "{max}");
+    }
+
+    #[test]
+    fn buckets_hold_every_value_once() {
+        let mut latency = Latency::default();
+        for us in [5u64, 5, 1500, 1501, 90_000] {
+            latency.record(Duration::from_micros(us));
+        }
+        let buckets: Vec<(u64, u64)> = latency.buckets().collect();
+        // Below 2048 µs a bucket is one microsecond wide; 90 ms is in a 64 µs one.
+        assert_eq!(buckets, vec![(5, 2), (1500, 1), (1501, 1), (90_047, 1)]);
     }
 
     #[test]

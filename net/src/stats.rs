@@ -17,6 +17,9 @@ pub struct NetCounters {
     pub unmatched_responses: AtomicU64,
     /// Queries sent.
     pub queries_sent: AtomicU64,
+    /// Connections that were open and closed before the end (the server
+    /// closed them, or an error did); opened minus closed is open now.
+    pub connections_closed: AtomicU64,
 }
 
 impl NetCounters {

@@ -37,6 +37,8 @@ pub struct LookupWork<'a> {
     pub stats_json: Option<&'a Path>,
     /// `--quiet`.
     pub quiet: bool,
+    /// `--stats-interval`, `--stats-jsonl`, `--report`.
+    pub record: &'a crate::intervals::RecordFlags,
 }
 
 /// `dnsluice lookup` with a nats:// input or output: runs it as a chain and
@@ -81,9 +83,17 @@ pub fn lookup(args: LookupWork<'_>) -> Result<Option<ExitCode>> {
     ];
     let pipeline = pipeline_of("the lookup worker", stages)?;
     let registry = dnsluice_modules::registry();
-    run_pipeline(&registry, &pipeline, args.stats_json, args.quiet)
-        .map(Some)
-        .map_err(without_generated_lines)
+    let name = Path::new("the lookup worker");
+    run_pipeline(
+        &registry,
+        &pipeline,
+        name,
+        args.stats_json,
+        args.quiet,
+        args.record,
+    )
+    .map(Some)
+    .map_err(without_generated_lines)
 }
 
 /// An error of a pipeline made of flags, without the made-up file and line.
@@ -171,7 +181,7 @@ pub fn pipeline(
                 let prefix = tickets::result_id(ticket).unwrap_or_default();
                 run.set(&format!("{last}.id_prefix={prefix}/"))?;
             }
-            let record = summary_record(&item, run_collecting(registry, &run));
+            let record = summary_record(&item, run_collecting(registry, &run, true));
             if record["status"] == "OK" {
                 done += 1;
             } else {
@@ -251,7 +261,7 @@ pub fn files(
         }
         let mut run = base.clone();
         run.set(&format!("0.path={}", path.display()))?;
-        let ran = run_collecting(registry, &run)?;
+        let ran = run_collecting(registry, &run, quiet)?;
         if let Err(e) = ran.result {
             return Err(anyhow::Error::new(e).context(format!("{}", path.display())));
         }

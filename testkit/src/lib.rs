@@ -11,10 +11,13 @@
 //!   thousands of zones, edge cases, unbound as the truth) and its
 //!   generator's record of the truth ([`World::expected`]).
 //! - [`kdig`]: runs kdig for many questions at once and reads its answers.
+//! - [`chromium`]: headless Chromium over the DevTools protocol: open a page,
+//!   see its requests and console errors, evaluate in it, take a screenshot.
 
 #![warn(missing_docs)]
 
 mod cert;
+pub mod chromium;
 mod env_file;
 mod fault;
 pub mod kdig;

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: run the real binary, read truth files.
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod readers;
 
 use serde_json::Value;

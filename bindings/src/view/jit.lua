@@ -17,7 +17,7 @@
 -- makes: one FFI call per object (next), which pulls the object through
 -- the chain in Rust.
 
-local ffi, records_p, fill_p, text_p, next_p, light, copy, raise, names_text, stale_msg,
+local ffi, records_p, fill_p, text_p, next_p, lower_p, light, copy, raise, names_text, stale_msg,
       record_size = ...
 local bit = require("bit")
 local band, rshift = bit.band, bit.rshift
@@ -42,6 +42,7 @@ local records = ffi.cast("struct dnsluice_record *", records_p)
 local fill = ffi.cast("int32_t (*)(uint32_t, uint32_t)", fill_p)
 local text_c = ffi.cast("const uint8_t *(*)(uint32_t, uint32_t, uint32_t, uint32_t, size_t *)", text_p)
 local next_c = ffi.cast("uint32_t (*)(void *)", next_p)
+local lower_c = ffi.cast("const uint8_t *(*)(const uint8_t *, size_t)", lower_p)
 local lenbuf = ffi.new("size_t[1]")
 local View = ffi.typeof("struct dnsluice_view")
 local Dns = ffi.typeof("struct dnsluice_dns")
@@ -214,6 +215,22 @@ local function to_light(v)
     if ffi.istype(Dns, v) then return light(v.slot, v.gen, DNS) end
     if ffi.istype(Edns, v) then return light(v.slot, v.gen, EDNS) end
     return v
+end
+
+-- string.lower as LuaJIT's own (ASCII), through one FFI call that the JIT
+-- compiles: a string with no upper-case letter is returned as it is (no new
+-- string), which is what lower-casing DNS names meets most.
+local lower, string_type = string.lower, type
+string.lower = function(s)
+    if string_type(s) ~= "string" then
+        if string_type(s) == "number" then return lower(s) end
+        -- LuaJIT's own message, located at the caller as its own is.
+        error("bad argument #1 to 'lower' (string expected, got " .. string_type(s) .. ")", 2)
+    end
+    local n = #s
+    local p = lower_c(s, n)
+    if p == nil then return s end
+    return ffi.string(p, n)
 end
 
 return iterator, to_light

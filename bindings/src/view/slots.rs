@@ -34,12 +34,42 @@ const EDNS_BIT: usize = DNS_BIT << 1;
 pub const STALE: &str =
     "stale object: a view is valid until the next object (use obj:copy() to keep one)";
 
-#[derive(Default)]
 struct Slot {
     gen: u32,
     used: bool,
     pins: u32,
+    /// The object a pull chain put here (a copy: its `Result` is gone).
     obj: Option<Object<'static>>,
+    /// The object lent for one call ([`Cursor::lend`]), not copied; null
+    /// when none is.
+    lent: *const Object<'static>,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            gen: 0,
+            used: false,
+            pins: 0,
+            obj: None,
+            lent: std::ptr::null(),
+        }
+    }
+}
+
+impl Slot {
+    /// The object the slot holds or is lent, if any.
+    fn object(&self) -> Option<&Object<'static>> {
+        // SAFETY: `lent` is only non-null during `Cursor::lend`'s call,
+        // while the object it points to is borrowed by that call.
+        unsafe { self.lent.as_ref() }.or(self.obj.as_ref())
+    }
+
+    /// Empties the slot.
+    fn empty(&mut self) {
+        self.obj = None;
+        self.lent = std::ptr::null();
+    }
 }
 
 thread_local! {
@@ -126,7 +156,7 @@ impl Cursor {
             if s.pins > 0 {
                 return Err(ViewError::Pinned);
             }
-            s.obj = None;
+            s.empty();
             forget(self.slot);
             Ok(())
         })
@@ -147,14 +177,18 @@ impl Cursor {
             if s.pins > 0 {
                 return Err(ViewError::Pinned);
             }
-            s.gen = s.gen.wrapping_add(1).max(1);
             // The one copy of the object on the way to Lua.
             s.obj = Some(*obj);
-            forget(self.slot);
-            Ok(LightUserData(
-                encode(self.slot, s.gen, Part::Packet) as *mut c_void
-            ))
+            s.lent = std::ptr::null();
+            Ok(self.next_gen(s))
         })
+    }
+
+    /// Moves the slot `s` (this cursor's) to a new generation: its view.
+    fn next_gen(&self, s: &mut Slot) -> LightUserData {
+        s.gen = s.gen.wrapping_add(1).max(1);
+        forget(self.slot);
+        LightUserData(encode(self.slot, s.gen, Part::Packet) as *mut c_void)
     }
 
     /// Lends `obj` to `f` as a view; the view is stale when `f` returns.
@@ -166,12 +200,22 @@ impl Cursor {
         struct Clear<'c>(&'c Cursor);
         impl Drop for Clear<'_> {
             fn drop(&mut self) {
-                SLOTS.with_borrow_mut(|slots| slots[self.0.slot].obj = None);
+                SLOTS.with_borrow_mut(|slots| slots[self.0.slot].empty());
                 forget(self.0.slot);
             }
         }
-        // SAFETY: `Clear` empties the slot before `obj`'s borrow ends (also on unwind).
-        let view = unsafe { self.hold(obj)? };
+        // Not copied: the slot points to `obj`, and `Clear` empties it
+        // before `obj`'s borrow ends (also on unwind).
+        let obj: *const Object<'static> = (obj as *const Object<'_>).cast();
+        let view = SLOTS.with_borrow_mut(|slots| {
+            let s = &mut slots[self.slot];
+            if s.pins > 0 {
+                return Err(ViewError::Pinned);
+            }
+            s.obj = None;
+            s.lent = obj;
+            Ok(self.next_gen(s))
+        })?;
         let _clear = Clear(self);
         Ok(f(view))
     }
@@ -181,7 +225,7 @@ impl Drop for Cursor {
     fn drop(&mut self) {
         SLOTS.with_borrow_mut(|slots| {
             let s = &mut slots[self.slot];
-            s.obj = None;
+            s.empty();
             s.used = false;
             s.pins = 0;
         });
@@ -228,7 +272,7 @@ pub fn with_live<R>(
 ) -> Option<R> {
     SLOTS.with_borrow(|slots| {
         let s = slots.get(slot).filter(|s| s.used && s.gen == gen)?;
-        let obj = s.obj.as_ref()?;
+        let obj = s.object()?;
         let rec = record(slot);
         // SAFETY: this thread's record array; no other reference into it is
         // alive (every user goes through here or `forget`, neither re-entered).
@@ -246,7 +290,7 @@ pub fn current(value: usize) -> Option<(Object<'static>, Part)> {
     let (slot, gen, part) = decode(value);
     SLOTS.with_borrow(|slots| {
         let s = slots.get(slot).filter(|s| s.used && s.gen == gen)?;
-        s.obj.map(|o| (o, part))
+        s.object().map(|&o| (o, part))
     })
 }
 

@@ -5,3 +5,4 @@ pub mod layer;
 pub mod select;
 pub mod split;
 pub mod timing;
+pub mod top;

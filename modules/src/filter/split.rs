@@ -265,33 +265,7 @@ fn merge(into: &mut Vec<StageStats>, from: Vec<StageStats>) {
         return;
     }
     for (sum, stage) in into.iter_mut().zip(from) {
-        sum.input += stage.input;
-        sum.output += stage.output;
-        for (kind, n) in stage.errors {
-            *sum.errors.entry(kind).or_default() += n;
-        }
-        for (name, n) in stage.counters {
-            let slot = sum.counters.entry(name.clone()).or_default();
-            if name.starts_with("latency_us.") {
-                *slot = (*slot).max(n);
-            } else {
-                *slot += n;
-            }
-        }
-        for (name, values) in stage.series {
-            let series = sum.series.entry(name).or_default();
-            if series.len() < values.len() {
-                series.resize(values.len(), 0);
-            }
-            for (s, v) in series.iter_mut().zip(values) {
-                *s += v;
-            }
-        }
-        for warning in stage.warnings {
-            if !sum.warnings.contains(&warning) {
-                sum.warnings.push(warning);
-            }
-        }
+        sum.absorb(stage);
     }
 }
 

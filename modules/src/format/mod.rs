@@ -9,6 +9,9 @@
 //! same code serves the memory-mapped and the buffered-read inputs
 //! (`input::reader`). Writing: [`write`], used by `output.pcap`.
 
+pub mod compression;
+pub mod dnstap;
+pub mod framestream;
 pub mod pcap;
 pub mod pcapng;
 pub mod write;

@@ -77,6 +77,9 @@ fn drain(mut reader: impl Producer) -> Run {
     for s in &mut stats {
         assert_eq!(s.input, records.len() as u64);
         s.module.clear(); // input.fpcap vs input.mmpcap
+        if let Some(reading) = &mut s.reading {
+            reading.total = None; // known for a mapped file, not for a reader
+        }
     }
     Run {
         records,

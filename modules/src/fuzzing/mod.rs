@@ -9,13 +9,16 @@
 //! | `layers` | [`layers`] | link selector, wire length, packet |
 //! | `dns_message` | [`dns_message`] | a DNS message |
 //! | `reassembly` | [`reassembly`] | segment and fragment headers with payloads |
+//! | `resolver_reply` | [`resolver_reply`] | a selector byte, then an authoritative server's response |
 
 mod capture;
 mod dns;
 mod layers;
 mod reassembly;
+mod resolver;
 
 pub use capture::capture_reader;
 pub use dns::dns_message;
 pub use layers::{check_layers, layers};
 pub use reassembly::reassembly;
+pub use resolver::resolver_reply;

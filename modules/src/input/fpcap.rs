@@ -1,7 +1,11 @@
 //! `input.fpcap`: reads a pcap/pcapng file or standard input (`path = "-"`)
 //! with large buffered reads, so `tcpdump -w - | dnsluice run ...` works.
+//! A file or stream compressed with zstd, lz4, gzip or xz is decompressed
+//! on the way (told from its first bytes: [`super::decompress`]).
 
+use super::decompress::{decompressed, CutOff};
 use super::{CaptureReader, RecordSource};
+use crate::format::compression::Compression;
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::StageError;
 use dnsluice_options::Options;
@@ -12,11 +16,16 @@ use std::path::PathBuf;
 /// Options of `input.fpcap`.
 #[derive(Debug, Options)]
 pub struct FpcapOptions {
-    /// The capture file (pcap or pcapng), or `-` for standard input.
+    /// The capture file (pcap or pcapng, plain or compressed with zstd,
+    /// lz4, gzip or xz), or `-` for standard input.
     pub path: PathBuf,
     /// The size of each read, in KiB (at most 1 GiB).
     #[option(default = DEFAULT_BUFFER_KIB, range = 1..=(1 << 20))]
     pub buffer_kib: usize,
+    /// Decompress a compressed capture on a thread of its own (false: on
+    /// the reading thread).
+    #[option(default = true)]
+    pub decompress_thread: bool,
 }
 
 /// The default size of each read, in KiB.
@@ -27,7 +36,13 @@ pub fn entry() -> ModuleEntry {
     ModuleEntry::input(
         "input.fpcap",
         "read a pcap/pcapng file or stdin with buffered reads",
-        |o: FpcapOptions| Ok(Box::new(open(o.path, o.buffer_kib * 1024)?)),
+        |o: FpcapOptions| {
+            Ok(Box::new(open_with(
+                o.path,
+                o.buffer_kib * 1024,
+                o.decompress_thread,
+            )?))
+        },
     )
 }
 
@@ -40,6 +55,11 @@ pub struct BufferedStream {
     chunk: usize,
     consumed_before: u64,
     eof: bool,
+    /// The decompressor's compression and its note of a stream cut off
+    /// inside a frame.
+    decoder: Option<(Compression, CutOff)>,
+    /// The size of the whole (plain) stream, when known: a regular file's.
+    total: Option<u64>,
 }
 
 impl BufferedStream {
@@ -53,7 +73,22 @@ impl BufferedStream {
             chunk,
             consumed_before: 0,
             eof: false,
+            decoder: None,
+            total: None,
         }
+    }
+
+    /// Says how long the stream is (a regular file's size), for progress.
+    pub fn with_total(mut self, total: Option<u64>) -> Self {
+        self.total = total;
+        self
+    }
+
+    /// Says, in errors, that the bytes come from a `compression` decoder,
+    /// and reports the note it leaves in `cut_off` at the end.
+    pub fn decompressed_from(mut self, compression: Compression, cut_off: Option<CutOff>) -> Self {
+        self.decoder = cut_off.map(|c| (compression, c));
+        self
     }
 }
 
@@ -94,32 +129,66 @@ impl RecordSource for BufferedStream {
     fn offset(&self) -> u64 {
         self.consumed_before
     }
+
+    fn end_note(&self) -> Option<String> {
+        let (_, cut_off) = self.decoder.as_ref()?;
+        cut_off.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn compression(&self) -> Option<&'static str> {
+        self.decoder.as_ref().map(|(c, _)| c.name())
+    }
+
+    fn total(&self) -> Option<u64> {
+        self.total
+    }
 }
 
-/// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk` bytes.
+/// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk`
+/// bytes, decompressing on a thread of its own.
 pub fn open(path: PathBuf, chunk: usize) -> Result<CaptureReader<BufferedStream>, StageError> {
-    open_as("input.fpcap", path, chunk)
+    open_with(path, chunk, true)
 }
 
-/// [`open`] for the module named `module` (`input.mmpcap` reads stdin this way).
+/// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk`
+/// bytes; a compressed capture is decompressed, on its own thread with
+/// `decompress_thread`.
+pub fn open_with(
+    path: PathBuf,
+    chunk: usize,
+    decompress_thread: bool,
+) -> Result<CaptureReader<BufferedStream>, StageError> {
+    open_as("input.fpcap", path, chunk, decompress_thread)
+}
+
+/// [`open_with`] for the module named `module` (`input.mmpcap` reads stdin this way).
 pub fn open_as(
     module: &'static str,
     path: PathBuf,
     chunk: usize,
+    decompress_thread: bool,
 ) -> Result<CaptureReader<BufferedStream>, StageError> {
-    let reader: Box<dyn Read> = if path.as_os_str() == "-" {
-        Box::new(io::stdin())
+    let (reader, total): (Box<dyn Read + Send>, Option<u64>) = if path.as_os_str() == "-" {
+        (Box::new(io::stdin()), None)
     } else {
         let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
-        if file.metadata().is_ok_and(|m| m.is_dir()) {
+        let metadata = file.metadata().ok();
+        if metadata.as_ref().is_some_and(|m| m.is_dir()) {
             return Err(StageError::format(
                 &path,
                 "is a directory, not a capture file",
             ));
         }
-        Box::new(file)
+        let size = metadata.filter(|m| m.is_file()).map(|m| m.len());
+        (Box::new(file), size)
     };
-    CaptureReader::new(module, path, BufferedStream::new(reader, chunk))
+    let opened = decompressed(reader, decompress_thread).map_err(|e| StageError::io(&path, e))?;
+    // A compressed file's size says nothing of how long its plain stream is.
+    let total = total.filter(|_| opened.compression == Compression::None);
+    let stream = BufferedStream::new(opened.reader, chunk)
+        .decompressed_from(opened.compression, opened.cut_off)
+        .with_total(total);
+    CaptureReader::new(module, path, stream)
 }
 
 #[cfg(test)]

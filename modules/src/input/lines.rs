@@ -6,7 +6,7 @@
 
 use super::shard::Shard;
 use dnsluice_core::registry::ModuleEntry;
-use dnsluice_core::{Object, Producer, StageError, StageStats, Text, TextKind};
+use dnsluice_core::{Object, Producer, Reading, StageError, StageStats, Text, TextKind};
 use dnsluice_options::Options;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
@@ -47,18 +47,29 @@ pub struct LineReader {
     not_utf8: u64,
     shard: Option<Shard>,
     other_shards: u64,
+    /// Bytes read, and the file's size when it is a regular file (for progress).
+    offset: u64,
+    total: Option<u64>,
 }
 
 impl LineReader {
     /// Opens `path` (`-` for standard input).
     pub fn open(path: PathBuf) -> Result<LineReader, StageError> {
+        let mut total = None;
         let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
             Box::new(BufReader::with_capacity(1 << 16, io::stdin()))
         } else {
             let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
+            total = file
+                .metadata()
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.len());
             Box::new(BufReader::with_capacity(1 << 16, file))
         };
-        Ok(LineReader::from_reader(path, reader))
+        let mut lines = LineReader::from_reader(path, reader);
+        lines.total = total;
+        Ok(lines)
     }
 
     /// Reads from any buffered reader; `path` names it in errors.
@@ -74,6 +85,8 @@ impl LineReader {
             not_utf8: 0,
             shard: None,
             other_shards: 0,
+            offset: 0,
+            total: None,
         }
     }
 
@@ -95,6 +108,7 @@ impl Producer for LineReader {
             if read == 0 {
                 return Ok(None);
             }
+            self.offset += read as u64;
             self.number += 1;
             if self.shard.is_some_and(|s| !s.takes(self.number - 1)) {
                 self.other_shards += 1;
@@ -136,6 +150,11 @@ impl Producer for LineReader {
             s.add_counter("other_shards_lines", self.other_shards);
         }
         s.add_error("not_utf8", self.not_utf8);
+        s.reading = Some(Reading {
+            offset: self.offset,
+            total: self.total,
+            ..Reading::default()
+        });
         out.push(s);
     }
 }

@@ -1,9 +1,14 @@
 //! `input.mmpcap`: reads a pcap/pcapng file through a memory map. Packets are
-//! views into the map: no copy, no syscall per packet.
+//! views into the map: no copy, no syscall per packet. A compressed capture
+//! (zstd, lz4, gzip, xz) is decompressed from the map on a thread of its
+//! own, and its packets are views into the decompressed buffer.
 
+use super::decompress::Decompressed;
+use super::fpcap::BufferedStream;
 use super::{CaptureReader, RecordSource};
+use crate::format::compression::Compression;
 use dnsluice_core::registry::ModuleEntry;
-use dnsluice_core::StageError;
+use dnsluice_core::{Producer, StageError};
 use dnsluice_options::Options;
 use memmap2::{Advice, Mmap};
 use std::fs::File;
@@ -17,8 +22,9 @@ use helper::Helper;
 /// Options of `input.mmpcap`.
 #[derive(Debug, Options)]
 pub struct MmpcapOptions {
-    /// The capture file (pcap or pcapng) to map into memory; `-` (standard
-    /// input, which cannot be mapped) is read with buffered reads instead, with a note.
+    /// The capture file (pcap or pcapng, plain or compressed with zstd, lz4,
+    /// gzip or xz) to map into memory; `-` (standard input, which cannot be
+    /// mapped) is read with buffered reads instead, with a note.
     pub path: PathBuf,
     /// Run a helper thread that sets up page tables, reads ahead into the CPU
     /// cache and releases what the walk is done with (false: one thread).
@@ -34,14 +40,14 @@ pub fn entry() -> ModuleEntry {
         |o: MmpcapOptions| {
             if o.path.as_os_str() == "-" {
                 let chunk = super::fpcap::DEFAULT_BUFFER_KIB * 1024;
-                let mut reader = super::fpcap::open_as("input.mmpcap", o.path, chunk)?;
+                let mut reader = super::fpcap::open_as("input.mmpcap", o.path, chunk, true)?;
                 reader.note(
                     "input.mmpcap: standard input cannot be memory-mapped: read with buffered reads (as input.fpcap does)"
                         .into(),
                 );
                 return Ok(Box::new(reader));
             }
-            Ok(Box::new(open_with(o.path, o.helper)?))
+            open_any(o.path, o.helper)
         },
     )
 }
@@ -120,6 +126,9 @@ impl RecordSource for MappedFile {
     fn offset(&self) -> u64 {
         self.position as u64
     }
+    fn total(&self) -> Option<u64> {
+        Some(self.map.len() as u64)
+    }
 }
 
 /// Asks the CPU to bring the cache line at the start of `bytes` in (a hint;
@@ -140,6 +149,49 @@ pub fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
+/// Opens `path` through a memory map: a plain capture as [`open_with`]
+/// does, a compressed one decompressed from the map on a thread of its own.
+pub fn open_any(path: PathBuf, helper: bool) -> Result<Box<dyn Producer>, StageError> {
+    let map = map_file(&path)?;
+    let compression = Compression::detect(&map);
+    if compression == Compression::None {
+        return Ok(Box::new(walk_map(path, map, helper)?));
+    }
+    let bytes = MapBytes { map, at: 0 };
+    let decoder =
+        Decompressed::new(compression, bytes, true).map_err(|e| StageError::io(&path, e))?;
+    let cut_off = Some(decoder.cut_off());
+    let stream =
+        BufferedStream::new(Box::new(decoder), 1 << 20).decompressed_from(compression, cut_off);
+    Ok(Box::new(CaptureReader::new("input.mmpcap", path, stream)?))
+}
+
+/// A map read as a stream, for a decoder: [`BufRead::fill_buf`] hands out
+/// the rest of the map, so the compressed bytes are not copied.
+struct MapBytes {
+    map: Arc<Mmap>,
+    at: usize,
+}
+
+impl io::Read for MapBytes {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let rest = &self.map[self.at..];
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+impl io::BufRead for MapBytes {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        Ok(&self.map[self.at..])
+    }
+    fn consume(&mut self, n: usize) {
+        self.at = (self.at + n).min(self.map.len());
+    }
+}
+
 /// Opens `path` for reading through a memory map, with the helper thread.
 pub fn open(path: PathBuf) -> Result<CaptureReader<MappedFile>, StageError> {
     open_with(path, true)
@@ -150,18 +202,24 @@ pub fn open(path: PathBuf) -> Result<CaptureReader<MappedFile>, StageError> {
 /// lines read) and drops the page tables behind it; without, the walk sets
 /// up page tables itself, a chunk at a time.
 pub fn open_with(path: PathBuf, helper: bool) -> Result<CaptureReader<MappedFile>, StageError> {
-    let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
-    let metadata = file.metadata().map_err(|e| StageError::io(&path, e))?;
+    let map = map_file(&path)?;
+    walk_map(path, map, helper)
+}
+
+/// Maps `path` (read-only, sequential advice).
+fn map_file(path: &std::path::Path) -> Result<Arc<Mmap>, StageError> {
+    let file = File::open(path).map_err(|e| StageError::io(path, e))?;
+    let metadata = file.metadata().map_err(|e| StageError::io(path, e))?;
     if metadata.is_dir() {
         return Err(StageError::format(
-            &path,
+            path,
             "is a directory, not a capture file",
         ));
     }
     let size = metadata.len();
     if size == 0 {
         return Err(StageError::format(
-            &path,
+            path,
             "empty file: not a pcap or pcapng capture",
         ));
     }
@@ -170,10 +228,18 @@ pub fn open_with(path: PathBuf, helper: bool) -> Result<CaptureReader<MappedFile
     // another process truncating it while we read, is the same as for any
     // mmap-based reader (dnsjit's included) and is documented in the README.
     #[allow(unsafe_code)]
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| StageError::io(&path, e))?;
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| StageError::io(path, e))?;
     // Advice is a hint; a kernel that refuses it changes nothing.
     let _ = map.advise(Advice::Sequential);
-    let map = Arc::new(map);
+    Ok(Arc::new(map))
+}
+
+/// Walks the records of a mapped plain capture.
+fn walk_map(
+    path: PathBuf,
+    map: Arc<Mmap>,
+    helper: bool,
+) -> Result<CaptureReader<MappedFile>, StageError> {
     let helper = if helper {
         Helper::start(map.clone())
     } else {

@@ -1,7 +1,11 @@
 //! Inputs: capture files through mmap (`input.mmpcap`), buffered read
 //! (`input.fpcap`, also stdin), and libpcap (`input.pcap`, feature `libpcap`);
-//! lines of text (`input.lines`) and work items from NATS JetStream (`input.nats`).
+//! the two native ones read compressed captures too ([`decompress`]); dnstap
+//! (`input.dnstap`); lines of text (`input.lines`) and work items from NATS
+//! JetStream (`input.nats`).
 
+pub mod decompress;
+pub mod dnstap;
 pub mod fpcap;
 pub mod lines;
 pub mod mmpcap;

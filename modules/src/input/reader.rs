@@ -2,7 +2,7 @@
 //! [`RecordSource`] (an mmap or a read buffer), producing zero-copy packets.
 
 use crate::format::{CaptureFormat, FormatError, RecordInfo, Step};
-use dnsluice_core::{CaptureMeta, Object, Packet, Producer, StageError, StageStats};
+use dnsluice_core::{CaptureMeta, Object, Packet, Producer, Reading, StageError, StageStats};
 use std::io;
 use std::path::PathBuf;
 
@@ -17,6 +17,19 @@ pub trait RecordSource {
     fn fill(&mut self, needed: usize) -> io::Result<bool>;
     /// Absolute offset of the current position in the file.
     fn offset(&self) -> u64;
+    /// At the end of the data: why it ended early, if it did (a compressed
+    /// stream cut off inside a frame).
+    fn end_note(&self) -> Option<String> {
+        None
+    }
+    /// The compression the bytes were decompressed from (`zstd`, ...), if any.
+    fn compression(&self) -> Option<&'static str> {
+        None
+    }
+    /// The size of the whole source, when known (a regular file).
+    fn total(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A capture reader: walks records of a pcap or pcapng file and produces packets.
@@ -31,6 +44,9 @@ pub struct CaptureReader<S> {
     frames: u64,
     bytes: u64,
     skipped_blocks: u64,
+    /// Capture times of the first and the latest record that had one.
+    first_ts_ns: Option<i64>,
+    last_ts_ns: Option<i64>,
     warnings: Vec<String>,
     /// Remarks on how the input was read (not problems), shown with the warnings.
     notes: Vec<String>,
@@ -72,6 +88,8 @@ impl<S: RecordSource> CaptureReader<S> {
             frames: 0,
             bytes: 0,
             skipped_blocks: 0,
+            first_ts_ns: None,
+            last_ts_ns: None,
             warnings: Vec::new(),
             notes: Vec::new(),
             done: false,
@@ -87,7 +105,18 @@ impl<S: RecordSource> CaptureReader<S> {
     fn end(&mut self) {
         self.done = true;
         let left = self.source.window().len();
-        if left > 0 {
+        if let Some(note) = self.source.end_note() {
+            self.warnings.push(format!(
+                "{}: file cut off: {note}; the {} complete packet records before the cut were read{}",
+                self.path.display(),
+                self.frames,
+                if left > 0 {
+                    format!(" (the {left} bytes of an incomplete record after them were ignored)")
+                } else {
+                    String::new()
+                }
+            ));
+        } else if left > 0 {
             self.warnings.push(format!(
                 "{}: file cut off: the {left} bytes from byte offset {} are an incomplete record or block and were ignored; the {} complete packet records before them were read",
                 self.path.display(),
@@ -106,6 +135,12 @@ impl<S: RecordSource> CaptureReader<S> {
         self.frames += 1;
         self.bytes += record.caplen as u64;
         self.pending = record.consumed;
+        // Kept for the capture-time span of interval statistics: a store
+        // per record (the first one's on the cold path below).
+        self.last_ts_ns = record.ts_ns.or(self.last_ts_ns);
+        if self.first_ts_ns.is_none() {
+            self.note_first(record.ts_ns);
+        }
         let meta = CaptureMeta {
             frame: self.frames,
             ts_ns: record.ts_ns,
@@ -114,6 +149,11 @@ impl<S: RecordSource> CaptureReader<S> {
         };
         let data = &self.source.window()[record.data_at..record.data_at + record.caplen];
         Object::Packet(Packet::new(data, meta))
+    }
+
+    #[cold]
+    fn note_first(&mut self, ts_ns: Option<i64>) {
+        self.first_ts_ns = ts_ns;
     }
 
     /// The general path: any format, incomplete records, refills, the end.
@@ -127,7 +167,12 @@ impl<S: RecordSource> CaptureReader<S> {
             let step = match self.format.next(self.source.window()) {
                 Ok(step) => step,
                 Err(message) => {
-                    let message = format!("at byte offset {}: {message}", self.source.offset());
+                    let of = match self.source.compression() {
+                        Some(name) => format!(" of the decompressed {name} data"),
+                        None => String::new(),
+                    };
+                    let at = self.source.offset();
+                    let message = format!("at byte offset {at}{of}: {message}");
                     self.done = true;
                     return Err(StageError::format(&self.path, message));
                 }
@@ -172,6 +217,12 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
         stats.output = self.frames;
         stats.add_counter("bytes", self.bytes);
         stats.add_counter("skipped_blocks", self.skipped_blocks);
+        stats.reading = Some(Reading {
+            offset: self.source.offset() + self.pending as u64,
+            total: self.source.total(),
+            first_ts_ns: self.first_ts_ns,
+            last_ts_ns: self.last_ts_ns,
+        });
         if !self.warnings.is_empty() {
             stats.add_error("truncated_file", 1);
         }

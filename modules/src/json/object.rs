@@ -117,6 +117,23 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) 
                 f.key(out, "reassembled");
                 let _ = write!(out, "{{\"from\":\"ip\",\"fragments\":{fragments}}}");
             }
+            Origin::Dnstap {
+                message_type,
+                protocol,
+            } => {
+                use crate::format::dnstap::{message_type_name, protocol_name};
+                f.key(out, "dnstap");
+                let mut d = Fields::new();
+                out.push(b'{');
+                match message_type_name(i32::from(message_type)) {
+                    Some(name) => d.string(out, "type", name),
+                    None => d.num(out, "type", u64::from(message_type)),
+                }
+                if let Some(name) = protocol_name(i32::from(protocol)) {
+                    d.string(out, "protocol", name);
+                }
+                out.push(b'}');
+            }
             _ => {}
         }
         dns::write_dns(m, out, scratch);

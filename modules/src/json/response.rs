@@ -45,8 +45,8 @@ pub fn write_response(r: &Response<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>
     out.push(b'}');
 }
 
-/// `{"len":N,"dns":{...}}` for the message `bytes`.
-fn message(bytes: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+/// Appends `{"len":N,"dns":{...}}` for the message `bytes`.
+pub fn message(bytes: &[u8], out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     let _ = write!(out, "{{\"len\":{}", bytes.len());
     let packet = Packet {
         data: &[],

@@ -58,6 +58,7 @@ impl Nameserver {
             self.consecutive_failures.store(0, Ordering::Relaxed);
             return;
         }
+        self.stats.failures.fetch_add(1, Ordering::Relaxed);
         let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
         if failures >= FAILURES_TO_COOL {
             *self.cooling_until.lock().unwrap_or_else(|p| p.into_inner()) =

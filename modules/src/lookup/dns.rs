@@ -205,16 +205,7 @@ impl StageCore {
         s.input = self.lines + self.passed_through;
         s.output = self.records + self.passed_through;
         if let Some(engine) = &self.engine {
-            let summary = engine.summary();
-            for (key, value) in summary.counters() {
-                s.add_counter(key, value);
-            }
-            for (key, value) in summary.iterative.iter().flat_map(|i| &i.counters) {
-                s.add_counter(&format!("iterative_{key}"), *value);
-            }
-            for (status, n) in &summary.statuses {
-                s.add_counter(&format!("status_{status}"), *n);
-            }
+            engine.summary().fill(&mut s);
         }
         s
     }

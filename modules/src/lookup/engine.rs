@@ -186,6 +186,44 @@ impl LookupEngine {
 
     /// The counters so far.
     pub fn summary(&self) -> LookupSummary {
+        self.probe().summary()
+    }
+
+    /// A handle that reads the counters from another thread (for interval
+    /// statistics and progress while this thread feeds and drains).
+    pub fn probe(&self) -> LookupProbe {
+        LookupProbe {
+            shared: self.shared.clone(),
+            started: self.started,
+        }
+    }
+
+    /// Names resolved so far (records handed out or queued).
+    pub fn finished_count(&self) -> u64 {
+        self.shared
+            .run
+            .names
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Tells the workers to stop and waits briefly for them.
+    pub fn shutdown(mut self) {
+        self.close_input();
+        let LookupEngine { runtime, .. } = self;
+        runtime.shutdown_timeout(Duration::from_millis(100));
+    }
+}
+
+/// Reads a running lookup's counters from any thread.
+#[derive(Clone)]
+pub struct LookupProbe {
+    shared: Arc<Shared>,
+    started: Instant,
+}
+
+impl LookupProbe {
+    /// The counters so far.
+    pub fn summary(&self) -> LookupSummary {
         let nameservers = self.shared.board.nameservers();
         // Iterative runs have no nameservers of their own (only the board's route).
         let listed = if self.shared.iterative.is_some() {
@@ -209,21 +247,6 @@ impl LookupEngine {
             summary.iterative = Some(IterativeSummary::gather(resolver));
         }
         summary
-    }
-
-    /// Names resolved so far (records handed out or queued).
-    pub fn finished_count(&self) -> u64 {
-        self.shared
-            .run
-            .names
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Tells the workers to stop and waits briefly for them.
-    pub fn shutdown(mut self) {
-        self.close_input();
-        let LookupEngine { runtime, .. } = self;
-        runtime.shutdown_timeout(Duration::from_millis(100));
     }
 }
 

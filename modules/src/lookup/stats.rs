@@ -3,6 +3,7 @@
 
 use super::iterative::summary::IterativeSummary;
 use crate::json::push_json_str;
+use dnsluice_core::{Histogram, StageStats};
 use dnsluice_net::{Latency, NetCounters};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,6 +18,8 @@ pub struct NameserverStats {
     pub queries: AtomicU64,
     /// Connections (or UDP sockets) opened to it.
     pub connections_opened: AtomicU64,
+    /// Exchanges with it that failed (timeouts, refused or lost connections).
+    pub failures: AtomicU64,
     /// Latency of its answers.
     pub latency: Mutex<Latency>,
 }
@@ -61,6 +64,10 @@ pub struct NameserverSummary {
     pub queries: u64,
     /// Connections opened.
     pub connections_opened: u64,
+    /// Exchanges that failed.
+    pub failures: u64,
+    /// Its answers' latencies (microseconds).
+    pub latency: Histogram,
     /// Median latency, ms.
     pub p50_ms: f64,
     /// 99th percentile latency, ms.
@@ -138,6 +145,13 @@ impl LookupSummary {
                         nameserver: name,
                         queries: get(&s.queries),
                         connections_opened: get(&s.connections_opened),
+                        failures: get(&s.failures),
+                        latency: latency
+                            .buckets()
+                            .fold(Histogram::default(), |mut h, (us, n)| {
+                                h.add(us, n);
+                                h
+                            }),
                         p50_ms: latency.percentile_ms(50.0),
                         p99_ms: latency.percentile_ms(99.0),
                     }
@@ -185,8 +199,8 @@ impl LookupSummary {
             push_json_str(ns.nameserver.as_bytes(), &mut key);
             let _ = write!(
                 s,
-                "{comma}{}:{{\"queries\":{},\"connections_opened\":{},\"p50_ms\":{:.3},\"p99_ms\":{:.3}}}",
-                String::from_utf8_lossy(&key), ns.queries, ns.connections_opened, ns.p50_ms, ns.p99_ms
+                "{comma}{}:{{\"queries\":{},\"connections_opened\":{},\"failures\":{},\"p50_ms\":{:.3},\"p99_ms\":{:.3}}}",
+                String::from_utf8_lossy(&key), ns.queries, ns.connections_opened, ns.failures, ns.p50_ms, ns.p99_ms
             );
         }
         s.push('}');
@@ -195,6 +209,29 @@ impl LookupSummary {
         }
         let _ = write!(s, ",\"elapsed_s\":{:.3}}}", self.elapsed.as_secs_f64());
         s
+    }
+
+    /// The counters as a stage's statistics: every counter, `status_X` per
+    /// status, and for interval statistics the breakdowns `status`,
+    /// `nameserver_queries`, `nameserver_failures` and one latency
+    /// histogram per nameserver (`latency_us NAMESERVER`).
+    pub fn fill(&self, s: &mut StageStats) {
+        for (key, value) in self.counters() {
+            s.add_counter(key, value);
+        }
+        for (key, value) in self.iterative.iter().flat_map(|i| &i.counters) {
+            s.add_counter(&format!("iterative_{key}"), *value);
+        }
+        for (status, n) in &self.statuses {
+            s.add_counter(&format!("status_{status}"), *n);
+            s.add_breakdown("status", status, *n);
+        }
+        for ns in &self.per_nameserver {
+            s.add_breakdown("nameserver_queries", &ns.nameserver, ns.queries);
+            s.add_breakdown("nameserver_failures", &ns.nameserver, ns.failures);
+            s.histograms
+                .insert(format!("latency_us {}", ns.nameserver), ns.latency.clone());
+        }
     }
 
     /// The summary for people, several lines.

@@ -1,6 +1,8 @@
 //! Outputs: the last stage of a chain.
 
+pub mod diff;
 pub mod dnscli;
+pub mod dnstap;
 pub mod json;
 pub mod nats;
 pub mod null;

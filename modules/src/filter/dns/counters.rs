@@ -9,6 +9,11 @@ use dnsluice_core::{Flow, Origin, StageStats};
 /// How many qtypes and rcodes the summary lists.
 const TOP: usize = 10;
 
+/// The breakdown of messages by qtype (its `qtype X` counters list the [`TOP`]).
+pub const QTYPE: &str = "qtype";
+/// The breakdown of responses by rcode (its `rcode X` counters list the [`TOP`]).
+pub const RCODE: &str = "rcode";
+
 /// Counts per message, cheap enough for the hot path: a message costs one
 /// increment for where it came from, one for its QR bit and opcode, one for
 /// its qtype (and one for its rcode, if a response); the totals the summary
@@ -104,17 +109,25 @@ impl DnsCounters {
             .enumerate()
             .map(|(t, n)| (t as u16, *n))
             .collect();
-        for (t, n) in top(qtypes) {
-            stats.add_counter(&format!("qtype {}", mnemonic::rtype(t)), n);
-        }
-        let rcodes = self
+        let rcodes: Vec<(u16, u64)> = self
             .rcodes
             .iter()
             .enumerate()
             .map(|(r, n)| (r as u16, *n))
             .collect();
+        // Every qtype and rcode seen, as breakdowns (for intervals and
+        // reports); the summary's counters list the TOP most frequent.
+        for (t, n) in qtypes.iter().filter(|(_, n)| *n > 0) {
+            stats.add_breakdown(QTYPE, &mnemonic::rtype(*t), *n);
+        }
+        for (r, n) in rcodes.iter().filter(|(_, n)| *n > 0) {
+            stats.add_breakdown(RCODE, &mnemonic::rcode(*r), *n);
+        }
+        for (t, n) in top(qtypes) {
+            stats.add_counter(&format!("{QTYPE} {}", mnemonic::rtype(t)), n);
+        }
         for (r, n) in top(rcodes) {
-            stats.add_counter(&format!("rcode {}", mnemonic::rcode(r)), n);
+            stats.add_counter(&format!("{RCODE} {}", mnemonic::rcode(r)), n);
         }
         for (op, (q, r)) in queries.iter().zip(responses).enumerate() {
             if q + r > 0 && op != 0 {
@@ -221,5 +234,8 @@ mod tests {
         assert_eq!(count("qtype TYPE65534"), Some(1));
         assert_eq!(count("qtype ANY"), None, "255 was never asked for");
         assert_eq!(count("qtype TYPE65535"), Some(4));
+        let qtypes = &stats.breakdowns["qtype"];
+        assert_eq!(qtypes.len(), 4, "{qtypes:?}");
+        assert_eq!(qtypes["CAA"], 2);
     }
 }

@@ -64,6 +64,7 @@ async fn connection(
             return Ok(conn.clone());
         }
         slot.connection = None;
+        NetCounters::bump(&setup.counters.connections_closed);
     }
     slot.redial.check(Instant::now())?;
     match connect(endpoint, setup).await {

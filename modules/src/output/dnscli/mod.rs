@@ -29,7 +29,7 @@
 pub mod chain;
 mod direct;
 mod doh;
-mod outcome;
+pub(crate) mod outcome;
 pub mod tally;
 
 use crate::clients::{query_bytes, ClientMap};
@@ -345,6 +345,21 @@ impl Receiver for DnsCli {
             return Ok(());
         };
         let client = self.map.client_for_object(obj);
+        self.submit(client, query)
+    }
+
+    fn finish(&mut self) -> Result<(), StageError> {
+        self.finish_client()
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        self.client_stats(out)
+    }
+}
+
+impl DnsCli {
+    /// Sends `query` (a DNS message) from simulated client `client`.
+    pub(crate) fn submit(&mut self, client: u32, query: &[u8]) -> Result<(), StageError> {
         self.drain()?;
         if let Some(direct) = &mut self.direct {
             direct.submit(client, query);
@@ -361,7 +376,8 @@ impl Receiver for DnsCli {
             .map_err(|_| StageError::other(MODULE, "the client runtime stopped"))
     }
 
-    fn finish(&mut self) -> Result<(), StageError> {
+    /// Waits for every answer (or its timeout), hands the rest on, stops.
+    pub(crate) fn finish_client(&mut self) -> Result<(), StageError> {
         if let Some(direct) = &mut self.direct {
             direct.finish();
         }
@@ -377,7 +393,7 @@ impl Receiver for DnsCli {
         Ok(())
     }
 
-    fn stats(&self, out: &mut Vec<StageStats>) {
+    fn client_stats(&self, out: &mut Vec<StageStats>) {
         let tally = match &self.direct {
             Some(direct) => direct.tally(),
             None => self.shared.tally().clone(),

@@ -34,6 +34,11 @@ pub mod keys {
     pub const RCODE_PREFIX: &str = "rcode.";
     /// Prefix of the latency percentiles in microseconds (`latency_us.p50`).
     pub const LATENCY_PREFIX: &str = "latency_us.";
+    /// The answers' latency histogram (microseconds), whose percentiles
+    /// the `latency_us.*` counters are.
+    pub const LATENCY: &str = "latency_us";
+    /// Connections closed (by the server, or after an error) before the end.
+    pub const CONNECTIONS_CLOSED: &str = "connections_closed";
     /// The series of answers per second of the run.
     pub const ANSWERED_PER_S: &str = "answered_per_s";
 }
@@ -144,6 +149,10 @@ impl Tally {
             NetCounters::get(&counters.unmatched_responses),
         );
         stats.add_counter(keys::TCP_RETRIES, self.tcp_retries);
+        stats.add_counter(
+            keys::CONNECTIONS_CLOSED,
+            NetCounters::get(&counters.connections_closed),
+        );
         for (kind, n) in &self.errors {
             stats.add_error(kind, *n);
         }
@@ -179,6 +188,13 @@ impl Tally {
                     .counters
                     .insert(format!("{}{name}", keys::LATENCY_PREFIX), us(value));
             }
+        }
+        let histogram = stats
+            .histograms
+            .entry(keys::LATENCY.to_string())
+            .or_default();
+        for (us, n) in self.latency.buckets() {
+            histogram.add(us, n);
         }
         stats
             .series
@@ -233,5 +249,8 @@ mod tests {
             .iter()
             .any(|w| w.contains("1 queries failed (closed)")));
         assert_eq!(stats.series["answered_per_s"].iter().sum::<u64>(), 2);
+        let histogram = &stats.histograms["latency_us"];
+        assert_eq!(histogram.count(), 2);
+        assert_eq!(histogram.percentile(50.0), 2000);
     }
 }

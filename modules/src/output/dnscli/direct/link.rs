@@ -5,7 +5,7 @@ use dnsluice_net::health::{Failure, Redial};
 use dnsluice_net::poll_driver::Conn;
 use dnsluice_net::wire::inflight::{Asked, InFlight};
 use dnsluice_net::wire::question::first_question;
-use dnsluice_net::{NetError, Transport};
+use dnsluice_net::{NetCounters, NetError, Transport};
 use std::io;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -73,9 +73,17 @@ impl LinkState {
         }
     }
 
-    /// Marks the connection gone and fails every query on it.
-    pub fn close(&mut self, transport: Transport, reason: &str) -> Vec<Done> {
-        self.conn = None;
+    /// Marks the connection gone (counting it closed, if there was one) and
+    /// fails every query on it.
+    pub fn close(
+        &mut self,
+        transport: Transport,
+        reason: &str,
+        counters: &NetCounters,
+    ) -> Vec<Done> {
+        if self.conn.take().is_some() {
+            NetCounters::bump(&counters.connections_closed);
+        }
         self.held = 0;
         let message = NetError::Closed(reason.to_string()).to_string();
         self.inflight

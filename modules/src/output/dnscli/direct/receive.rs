@@ -56,7 +56,8 @@ pub(super) fn receive_loop(core: &Core, mut poll: Poll) {
                 // Nothing can be received any more: fail what is in flight.
                 for link in &core.links {
                     let mut state = lock(&link.state);
-                    let failed = state.close(link.transport, &format!("epoll: {e}"));
+                    let failed =
+                        state.close(link.transport, &format!("epoll: {e}"), &core.counters);
                     gathered.done.extend(failed);
                 }
             }
@@ -136,8 +137,11 @@ fn handle_event(
     if let Err(reason) = closed {
         if let Some(conn) = state.conn.take() {
             conn.deregister(&core.registry);
+            NetCounters::bump(&core.counters.connections_closed);
         }
-        gathered.done.extend(state.close(transport, &reason));
+        gathered
+            .done
+            .extend(state.close(transport, &reason, &core.counters));
     }
 }
 

@@ -122,7 +122,7 @@ impl Core {
         pending: Option<Pending>,
     ) {
         let reason = format!("write failed: {e}");
-        let mut failed = state.close(link.transport, &reason);
+        let mut failed = state.close(link.transport, &reason, &self.counters);
         drop(state);
         if let Some(pending) = pending {
             let failure = ("send", NetError::Send(e).to_string());

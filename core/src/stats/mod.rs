@@ -1,0 +1,361 @@
+//! Per-stage counters, reported at the end of a run, and the arithmetic on
+//! them that interval statistics and split threads need: [`StageStats::since`]
+//! (what happened between two snapshots) and [`StageStats::absorb`] (two
+//! parts of one stream added up).
+
+mod histogram;
+mod top;
+
+pub use histogram::{coarse_bucket, Histogram, PERCENTILES};
+pub use top::{TopEntry, TopList};
+
+use std::collections::BTreeMap;
+
+/// What one stage counted during a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageStats {
+    /// The module's dotted name (`input.mmpcap`, ...).
+    pub module: String,
+    /// Objects received (filters, outputs) or records read (inputs).
+    pub input: u64,
+    /// Objects passed on.
+    pub output: u64,
+    /// Problems by kind (`bad_udp_length`, `truncated_record`, ...).
+    pub errors: BTreeMap<String, u64>,
+    /// Other named counters a stage wants to report (bytes, non-IP frames, ...).
+    /// They only grow during a run; a counter named `H.p50`, `H.max`... for
+    /// a histogram `H` is that histogram's percentile, and one named
+    /// `B KEY` for a breakdown `B` is that breakdown's count of `KEY`.
+    pub counters: BTreeMap<String, u64>,
+    /// Human-readable warnings (a truncated file, ...), printed at the end.
+    pub warnings: Vec<String>,
+    /// Named series of values over time (a client's answers per second, ...),
+    /// for `--stats-json`; not shown in the summary.
+    pub series: BTreeMap<String, Vec<u64>>,
+    /// Complete counts along one dimension (`qtype` → `A` → n): where the
+    /// summary's counters list only the most frequent (`qtype A`), a
+    /// breakdown has every key, so intervals of it add up. Not in the summary.
+    pub breakdowns: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Distributions (`latency_us`: answer latencies in microseconds). Not in the summary.
+    pub histograms: BTreeMap<String, Histogram>,
+    /// Bounded most-frequent lists (`qnames`, `clients`), with their error bounds.
+    pub top: BTreeMap<String, TopList>,
+    /// Where an input is in what it reads (for progress and capture times).
+    pub reading: Option<Reading>,
+}
+
+/// Where an input is: bytes read of how many, and the capture times seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Bytes of the source consumed so far.
+    pub offset: u64,
+    /// The source's size, when known (a regular file).
+    pub total: Option<u64>,
+    /// Capture time of the first record with one, ns since the Unix epoch.
+    pub first_ts_ns: Option<i64>,
+    /// Capture time of the last record read so far.
+    pub last_ts_ns: Option<i64>,
+}
+
+impl StageStats {
+    /// Empty counters for `module`.
+    pub fn new(module: &str) -> Self {
+        StageStats {
+            module: module.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// Adds `n` to the error kind `kind` (kinds with 0 are left out).
+    pub fn add_error(&mut self, kind: &str, n: u64) {
+        if n > 0 {
+            *self.errors.entry(kind.to_string()).or_default() += n;
+        }
+    }
+
+    /// Adds `n` to the counter `name` (counters with 0 are left out).
+    pub fn add_counter(&mut self, name: &str, n: u64) {
+        if n > 0 {
+            *self.counters.entry(name.to_string()).or_default() += n;
+        }
+    }
+
+    /// Adds `n` to `key` of breakdown `name` (zero counts are left out).
+    pub fn add_breakdown(&mut self, name: &str, key: &str, n: u64) {
+        if n > 0 {
+            let breakdown = self.breakdowns.entry(name.to_string()).or_default();
+            *breakdown.entry(key.to_string()).or_default() += n;
+        }
+    }
+
+    /// Sets every derived counter present (`H.p50`... from histogram `H`,
+    /// `B KEY` from breakdown `B`) from what it is derived from.
+    fn derive(&mut self) {
+        let keys: Vec<String> = self.counters.keys().cloned().collect();
+        for key in keys {
+            if let Some(value) = self.derived_value(&key) {
+                self.counters.insert(key, value);
+            }
+        }
+    }
+
+    /// The value of derived counter `key`, or `None` when it is not one.
+    fn derived_value(&self, key: &str) -> Option<u64> {
+        for (name, histogram) in &self.histograms {
+            if let Some(suffix) = key
+                .strip_prefix(name.as_str())
+                .and_then(|r| r.strip_prefix('.'))
+            {
+                if suffix == "max" {
+                    return Some(histogram.max());
+                }
+                if let Some((_, q)) = PERCENTILES.iter().find(|(s, _)| *s == suffix) {
+                    return Some(histogram.percentile(*q));
+                }
+            }
+        }
+        for (name, breakdown) in &self.breakdowns {
+            if let Some(k) = key
+                .strip_prefix(name.as_str())
+                .and_then(|r| r.strip_prefix(' '))
+            {
+                return Some(breakdown.get(k).copied().unwrap_or(0));
+            }
+        }
+        None
+    }
+
+    /// What this stage counted since `earlier` (a snapshot of the same stage
+    /// taken before): counts, errors, breakdowns and histograms subtracted
+    /// (a count that shrank gives 0), percentiles computed from the
+    /// interval's histograms, the `B KEY` counters of breakdowns left out
+    /// (the breakdowns have them all), warnings that are new, no series and
+    /// no top lists (they do not subtract). The reading spans the capture
+    /// times from `earlier`'s last record (or this one's first) to this one's
+    /// last.
+    pub fn since(&self, earlier: &StageStats) -> StageStats {
+        let minus = |now: &BTreeMap<String, u64>, then: &BTreeMap<String, u64>| {
+            now.iter()
+                .filter_map(|(k, v)| {
+                    let d = v.saturating_sub(then.get(k).copied().unwrap_or(0));
+                    (d > 0).then(|| (k.clone(), d))
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        let mut out = StageStats::new(&self.module);
+        out.input = self.input.saturating_sub(earlier.input);
+        out.output = self.output.saturating_sub(earlier.output);
+        out.errors = minus(&self.errors, &earlier.errors);
+        for (name, breakdown) in &self.breakdowns {
+            let empty = BTreeMap::new();
+            let then = earlier.breakdowns.get(name).unwrap_or(&empty);
+            let d = minus(breakdown, then);
+            if !d.is_empty() {
+                out.breakdowns.insert(name.clone(), d);
+            }
+        }
+        for (name, histogram) in &self.histograms {
+            let d = match earlier.histograms.get(name) {
+                Some(then) => histogram.since(then),
+                None => histogram.clone(),
+            };
+            out.histograms.insert(name.clone(), d);
+        }
+        // Every counter present now, with its difference (zero included);
+        // percentiles from the interval's histograms; breakdown views left out.
+        for (key, value) in &self.counters {
+            if self.derived_value(key).is_none() {
+                let before = earlier.counters.get(key).copied().unwrap_or(0);
+                out.counters
+                    .insert(key.clone(), value.saturating_sub(before));
+            } else if self
+                .histograms
+                .keys()
+                .any(|h| key.starts_with(&format!("{h}.")))
+            {
+                out.counters.insert(key.clone(), 0);
+            }
+        }
+        out.derive();
+        out.warnings = self
+            .warnings
+            .iter()
+            .filter(|w| !earlier.warnings.contains(w))
+            .cloned()
+            .collect();
+        out.reading = self.reading.map(|now| Reading {
+            first_ts_ns: earlier
+                .reading
+                .and_then(|r| r.last_ts_ns)
+                .or(now.first_ts_ns),
+            ..now
+        });
+        out
+    }
+
+    /// Adds `other`, the same stage's statistics over another part of the
+    /// stream (another thread's copy of it): counts, errors, breakdowns,
+    /// histograms and series add up, top lists merge (keeping as many
+    /// entries as the longer had), warnings are kept once, percentile
+    /// counters are recomputed from the summed histograms.
+    pub fn absorb(&mut self, other: StageStats) {
+        self.input += other.input;
+        self.output += other.output;
+        for (kind, n) in other.errors {
+            *self.errors.entry(kind).or_default() += n;
+        }
+        for (name, breakdown) in other.breakdowns {
+            let sum = self.breakdowns.entry(name).or_default();
+            for (key, n) in breakdown {
+                *sum.entry(key).or_default() += n;
+            }
+        }
+        for (name, histogram) in &other.histograms {
+            self.histograms
+                .entry(name.clone())
+                .or_default()
+                .absorb(histogram);
+        }
+        for (name, n) in &other.counters {
+            *self.counters.entry(name.clone()).or_default() += n;
+        }
+        self.derive();
+        for (name, list) in other.top {
+            match self.top.get_mut(&name) {
+                Some(mine) => {
+                    let keep = mine.entries.len().max(list.entries.len());
+                    mine.absorb(&list, keep);
+                }
+                None => {
+                    self.top.insert(name, list);
+                }
+            }
+        }
+        for (name, values) in other.series {
+            let series = self.series.entry(name).or_default();
+            if series.len() < values.len() {
+                series.resize(values.len(), 0);
+            }
+            for (s, v) in series.iter_mut().zip(values) {
+                *s += v;
+            }
+        }
+        for warning in other.warnings {
+            if !self.warnings.contains(&warning) {
+                self.warnings.push(warning);
+            }
+        }
+    }
+}
+
+/// What every stage of a chain counted since `earlier` (see
+/// [`StageStats::since`]), stage by stage in order; a stage with no
+/// counterpart in `earlier` (the stages after a split appear at its end)
+/// is compared with nothing.
+pub fn since(now: &[StageStats], earlier: &[StageStats]) -> Vec<StageStats> {
+    now.iter()
+        .enumerate()
+        .map(
+            |(i, stage)| match earlier.get(i).filter(|e| e.module == stage.module) {
+                Some(then) => stage.since(then),
+                None => stage.since(&StageStats::new(&stage.module)),
+            },
+        )
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(answered: u64, latencies: &[u64]) -> StageStats {
+        let mut s = StageStats::new("output.dnscli");
+        s.counters.insert("answered".into(), answered);
+        s.counters.insert("timeouts".into(), 0);
+        let mut h = Histogram::default();
+        for l in latencies {
+            h.add(*l, 1);
+        }
+        s.counters
+            .insert("latency_us.p50".into(), h.percentile(50.0));
+        s.counters.insert("latency_us.max".into(), h.max());
+        s.histograms.insert("latency_us".into(), h);
+        s
+    }
+
+    #[test]
+    fn an_interval_has_its_own_percentiles_and_keeps_zero_contract_counters() {
+        let early = client(3, &[100, 100, 100]);
+        let late = client(6, &[100, 100, 100, 900, 900, 900]);
+        let d = late.since(&early);
+        assert_eq!(d.counters["answered"], 3);
+        assert_eq!(
+            d.counters["timeouts"], 0,
+            "present at zero: {:?}",
+            d.counters
+        );
+        assert_eq!(d.counters["latency_us.p50"], 900);
+        assert_eq!(d.counters["latency_us.max"], 900);
+        assert_eq!(d.histograms["latency_us"].count(), 3);
+    }
+
+    #[test]
+    fn breakdown_views_are_left_out_of_intervals() {
+        let mut early = StageStats::new("filter.dns");
+        early.add_counter("messages", 5);
+        early.add_counter("qtype A", 5);
+        early.add_breakdown("qtype", "A", 5);
+        let mut late = early.clone();
+        late.counters.insert("messages".into(), 9);
+        late.counters.remove("qtype A");
+        late.add_counter("qtype MX", 99);
+        late.add_breakdown("qtype", "NS", 4);
+        let d = late.since(&early);
+        assert_eq!(d.counters.get("messages"), Some(&4));
+        assert!(!d.counters.keys().any(|k| k.starts_with("qtype ")), "{d:?}");
+        assert_eq!(d.breakdowns["qtype"].get("NS"), Some(&4));
+        assert_eq!(d.breakdowns["qtype"].get("A"), None);
+    }
+
+    #[test]
+    fn reading_spans_from_the_last_snapshot() {
+        let mut early = StageStats::new("input.mmpcap");
+        early.reading = Some(Reading {
+            offset: 100,
+            total: Some(1000),
+            first_ts_ns: Some(10),
+            last_ts_ns: Some(20),
+        });
+        let mut late = early.clone();
+        late.reading.as_mut().unwrap().last_ts_ns = Some(50);
+        let span = late.since(&early).reading.unwrap();
+        assert_eq!((span.first_ts_ns, span.last_ts_ns), (Some(20), Some(50)));
+        let first = early
+            .since(&StageStats::new("input.mmpcap"))
+            .reading
+            .unwrap();
+        assert_eq!((first.first_ts_ns, first.last_ts_ns), (Some(10), Some(20)));
+    }
+
+    #[test]
+    fn absorbed_halves_have_the_percentiles_of_the_whole() {
+        let mut a = client(2, &[100, 200]);
+        let b = client(2, &[300, 400]);
+        a.absorb(b);
+        assert_eq!(a.counters["answered"], 4);
+        assert_eq!(a.counters["latency_us.p50"], 200);
+        assert_eq!(a.counters["latency_us.max"], 400);
+    }
+
+    #[test]
+    fn stages_appearing_later_are_compared_with_nothing() {
+        let early = vec![StageStats::new("filter.split")];
+        let mut late = early.clone();
+        let mut appended = StageStats::new("output.null");
+        appended.input = 7;
+        late.push(appended);
+        let d = since(&late, &early);
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[1].input, 7);
+    }
+}

@@ -1,0 +1,395 @@
+//! Compressed captures for every input: the compression is told from the
+//! stream's first bytes ([`Compression::detect`]), and [`decompressed`]
+//! wraps the stream in its decoder, on a thread of its own by default, so
+//! the record walk ([`super::CaptureReader`]) sees plain pcap or pcapng.
+//!
+//! The decoders (docs/operators.md says why these, docs/benchmarks.md
+//! measures the zstd and lz4 ones):
+//! `zstd` (libzstd, C), `lz4_flex` (pure Rust, LZ4 frame format),
+//! `flate2` on the `zlib-rs` backend (pure Rust; gzip, several members
+//! read as one stream as `gzip -d` does) and `liblzma` (C; xz, several
+//! streams too).
+//!
+//! A stream that ends inside a frame is a truncated file: the data ends
+//! there, with a note ([`Decompressed::cut_off`]) that the walk turns into a
+//! warning naming the file and how far it got. Any other decoder error
+//! (bad checksum, bad block) is an error that says the stream is corrupt.
+
+use crate::format::compression::{Compression, MAGIC_LEN};
+use std::io::{self, BufRead, BufReader, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// Decompressed bytes handed from the decoding thread at a time.
+const CHUNK: usize = 1 << 20;
+/// Chunks in flight between the threads (the decoder runs this far ahead).
+const CHUNKS_AHEAD: usize = 4;
+
+/// A compressed stream as plain bytes: [`Read`] gives the decompressed
+/// data; at its end, [`Decompressed::cut_off`] says whether the stream was
+/// cut off inside a frame.
+pub struct Decompressed {
+    compression: Compression,
+    inner: Inner,
+    /// Compressed bytes the decoder has read.
+    compressed_read: Arc<AtomicU64>,
+    /// Decompressed bytes handed out.
+    decompressed: u64,
+    /// Set when the stream ended inside a frame.
+    cut_off: CutOff,
+}
+
+enum Inner {
+    /// Decoding on the reading thread.
+    Here(Box<dyn Read + Send>),
+    /// Decoding on a thread of its own.
+    Thread(ThreadReader),
+}
+
+/// Where a decoder leaves its note when the stream ends inside a frame.
+pub type CutOff = Arc<Mutex<Option<String>>>;
+
+/// A stream opened by [`decompressed`].
+pub struct Opened {
+    /// The plain bytes.
+    pub reader: Box<dyn Read + Send>,
+    /// What the stream was compressed with.
+    pub compression: Compression,
+    /// The decoder's note of a truncated stream (`None` when not compressed).
+    pub cut_off: Option<CutOff>,
+}
+
+/// Peeks at the start of `source` and, when it is compressed, returns the
+/// decoder over it (on its own thread with `thread`); a stream that is not
+/// compressed comes back as it was (with the peeked bytes in front).
+pub fn decompressed(mut source: Box<dyn Read + Send>, thread: bool) -> io::Result<Opened> {
+    let mut head = Vec::with_capacity(MAGIC_LEN);
+    while head.len() < MAGIC_LEN {
+        let mut byte = [0u8; MAGIC_LEN];
+        let want = MAGIC_LEN - head.len();
+        match source.read(&mut byte[..want]) {
+            Ok(0) => break,
+            Ok(n) => head.extend_from_slice(&byte[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let compression = Compression::detect(&head);
+    let whole: Box<dyn Read + Send> = Box::new(io::Cursor::new(head).chain(source));
+    if compression == Compression::None {
+        return Ok(Opened {
+            reader: whole,
+            compression,
+            cut_off: None,
+        });
+    }
+    let buffered = BufReader::with_capacity(CHUNK, whole);
+    let decoder = Decompressed::new(compression, buffered, thread)?;
+    Ok(Opened {
+        cut_off: Some(decoder.cut_off()),
+        reader: Box::new(decoder),
+        compression,
+    })
+}
+
+/// Counts the compressed bytes read through it.
+struct Counting<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: BufRead> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counting<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, n: usize) {
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        self.inner.consume(n);
+    }
+}
+
+/// The decoder for `compression` reading from `source`.
+fn decoder<R: BufRead + Send + 'static>(
+    compression: Compression,
+    source: R,
+) -> io::Result<Box<dyn Read + Send>> {
+    Ok(match compression {
+        Compression::Zstd => {
+            let mut d = zstd::stream::read::Decoder::with_buffer(source)?;
+            // Frames of any window the format allows (the CLI's --long up to 2 GiB).
+            d.window_log_max(31)?;
+            Box::new(d)
+        }
+        Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(source)),
+        Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(source)),
+        Compression::Xz => Box::new(liblzma::bufread::XzDecoder::new_multi_decoder(source)),
+        Compression::None => Box::new(source),
+    })
+}
+
+impl Decompressed {
+    /// Decodes `source` (compressed with `compression`), on a thread of its
+    /// own with `thread`.
+    pub fn new<R: BufRead + Send + 'static>(
+        compression: Compression,
+        source: R,
+        thread: bool,
+    ) -> io::Result<Self> {
+        let compressed_read = Arc::new(AtomicU64::new(0));
+        let counted = Counting {
+            inner: source,
+            read: compressed_read.clone(),
+        };
+        let decoder = decoder(compression, counted)?;
+        let inner = if thread {
+            Inner::Thread(ThreadReader::start(decoder)?)
+        } else {
+            Inner::Here(decoder)
+        };
+        Ok(Decompressed {
+            compression,
+            inner,
+            compressed_read,
+            decompressed: 0,
+            cut_off: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// A handle on the note left when the stream ends inside a frame (it
+    /// stays readable after the reader is moved away).
+    pub fn cut_off(&self) -> CutOff {
+        self.cut_off.clone()
+    }
+
+    /// What a decoder error means: the end of a truncated stream (noted;
+    /// the data ends) or corruption (an error saying so).
+    fn failed(&mut self, e: io::Error) -> io::Result<usize> {
+        let name = self.compression.name();
+        let compressed = self.compressed_read.load(Ordering::Relaxed);
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            let note = format!(
+                "the {name} stream is cut off after {compressed} compressed bytes ({} bytes decompressed: {e})",
+                self.decompressed
+            );
+            *self.cut_off.lock().unwrap_or_else(|p| p.into_inner()) = Some(note);
+            return Ok(0);
+        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "corrupt {name} stream (after {compressed} compressed bytes, {} decompressed): {e}",
+                self.decompressed
+            ),
+        ))
+    }
+}
+
+impl Read for Decompressed {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let got = match &mut self.inner {
+            Inner::Here(decoder) => decoder.read(buf),
+            Inner::Thread(thread) => thread.read(buf),
+        };
+        match got {
+            Ok(n) => {
+                self.decompressed += n as u64;
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(e),
+            Err(e) => self.failed(e),
+        }
+    }
+}
+
+/// A chunk of decoded bytes, or how the decoding ended.
+type Chunk = io::Result<Vec<u8>>;
+
+/// Reads from a decoder running on its own thread: the thread fills chunks
+/// of [`CHUNK`] bytes, at most [`CHUNKS_AHEAD`] ahead, and the chunks go
+/// back to it for reuse, so nothing is allocated after the start.
+struct ThreadReader {
+    full: Receiver<Chunk>,
+    empty: SyncSender<Vec<u8>>,
+    current: Vec<u8>,
+    at: usize,
+    /// The decoder's error, handed out once the data before it is read.
+    ended: Option<io::Error>,
+    done: bool,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ThreadReader {
+    fn start(mut decoder: Box<dyn Read + Send>) -> io::Result<Self> {
+        let (full_tx, full) = sync_channel::<Chunk>(CHUNKS_AHEAD);
+        let (empty, empty_rx) = sync_channel::<Vec<u8>>(CHUNKS_AHEAD + 2);
+        for _ in 0..CHUNKS_AHEAD + 1 {
+            let _ = empty.try_send(vec![0; CHUNK]);
+        }
+        let thread = std::thread::Builder::new()
+            .name("decompress".into())
+            .spawn(move || {
+                while let Ok(mut chunk) = empty_rx.recv() {
+                    chunk.resize(CHUNK, 0);
+                    let (filled, end) = fill(decoder.as_mut(), &mut chunk);
+                    chunk.truncate(filled);
+                    if filled > 0 && full_tx.send(Ok(chunk)).is_err() {
+                        return;
+                    }
+                    match end {
+                        None => {}
+                        Some(Ok(())) => {
+                            let _ = full_tx.send(Ok(Vec::new()));
+                            return;
+                        }
+                        Some(Err(e)) => {
+                            let _ = full_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+            })?;
+        Ok(ThreadReader {
+            full,
+            empty,
+            current: Vec::new(),
+            at: 0,
+            ended: None,
+            done: false,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// Fills `chunk` from `decoder`: the bytes filled, and how the decoder
+/// ended if it did (`Some(Ok)`: its end; `Some(Err)`: an error).
+fn fill(decoder: &mut dyn Read, chunk: &mut [u8]) -> (usize, Option<io::Result<()>>) {
+    let mut filled = 0;
+    while filled < chunk.len() {
+        match decoder.read(&mut chunk[filled..]) {
+            Ok(0) => return (filled, Some(Ok(()))),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (filled, Some(Err(e))),
+        }
+    }
+    (filled, None)
+}
+
+impl Read for ThreadReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.current.len() {
+            if let Some(e) = self.ended.take() {
+                self.done = true;
+                return Err(e);
+            }
+            if self.done {
+                return Ok(0);
+            }
+            let used = std::mem::take(&mut self.current);
+            if used.capacity() > 0 {
+                let _ = self.empty.try_send(used);
+            }
+            self.at = 0;
+            match self.full.recv() {
+                Ok(Ok(chunk)) if chunk.is_empty() => self.done = true,
+                Ok(Ok(chunk)) => self.current = chunk,
+                Ok(Err(e)) => self.ended = Some(e),
+                Err(_) => {
+                    return Err(io::Error::other("the decompressing thread stopped"));
+                }
+            }
+        }
+        let n = buf.len().min(self.current.len() - self.at);
+        buf[..n].copy_from_slice(&self.current[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+impl Drop for ThreadReader {
+    fn drop(&mut self) {
+        // Closing both channels stops the thread at its next chunk. It is not
+        // waited for: it may be blocked reading a pipe that never ends.
+        drop(std::mem::replace(&mut self.full, sync_channel(0).1));
+        drop(std::mem::replace(&mut self.empty, sync_channel(0).0));
+        drop(self.thread.take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(data).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    fn read_all(bytes: Vec<u8>, thread: bool) -> (io::Result<Vec<u8>>, Option<String>) {
+        let opened = decompressed(Box::new(io::Cursor::new(bytes)), thread).unwrap();
+        assert_eq!(opened.compression, Compression::Gzip);
+        let mut reader = opened.reader;
+        let mut out = Vec::new();
+        let result = reader.read_to_end(&mut out).map(|_| out);
+        let note = opened.cut_off.unwrap().lock().unwrap().clone();
+        (result, note)
+    }
+
+    #[test]
+    fn both_modes_give_the_data_across_chunks() {
+        // Three chunks and a bit, and two gzip members read as one stream.
+        let data: Vec<u8> = (0..CHUNK * 3 + 777).map(|i| (i * 7 % 251) as u8).collect();
+        let mut packed = gzip(&data[..1000]);
+        packed.extend(gzip(&data[1000..]));
+        for thread in [false, true] {
+            let (got, note) = read_all(packed.clone(), thread);
+            assert!(got.unwrap() == data, "thread {thread}");
+            assert_eq!(note, None);
+        }
+    }
+
+    #[test]
+    fn a_cut_stream_ends_with_a_note_and_a_corrupt_one_with_an_error() {
+        let data: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let packed = gzip(&data);
+        for thread in [false, true] {
+            let (got, note) = read_all(packed[..packed.len() / 2].to_vec(), thread);
+            let got = got.unwrap();
+            assert!(!got.is_empty() && data.starts_with(&got));
+            let note = note.unwrap();
+            assert!(
+                note.starts_with("the gzip stream is cut off after"),
+                "{note}"
+            );
+            let mut corrupt = packed.clone();
+            let n = corrupt.len();
+            corrupt[n - 8] ^= 1; // the CRC-32 of the member
+            let (got, _) = read_all(corrupt, thread);
+            let e = got.unwrap_err();
+            assert!(e.to_string().starts_with("corrupt gzip stream"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_plain_stream_comes_back_whole() {
+        for data in [&b""[..], b"ab", b"\xd4\xc3\xb2\xa1 a pcap header and more"] {
+            let opened = decompressed(Box::new(io::Cursor::new(data.to_vec())), true).unwrap();
+            assert_eq!(opened.compression, Compression::None);
+            let mut out = Vec::new();
+            opened.reader.take(1000).read_to_end(&mut out).unwrap();
+            assert_eq!(out, data);
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `dnsluice diff`: compare servers' answers to a capture's queries or a
+//! names file, a shortcut for the pipeline (`--print-pipeline` shows it)
+//! input.mmpcap → filter.layer → filter.dns → output.diff, or input.lines
+//! → output.diff for a names file (told apart by the file's first bytes: a
+//! capture, plain or compressed, or text).
+//!
+//! `dnsluice diff INPUT --server A --server B [--transport T] [--output
+//! DIFFS.jsonl] [--summary SUMMARY.json]` is a contract: DIFFS has one line
+//! per differing query (`qname`, `qtype`, `fields`, `answers`), SUMMARY has
+//! `queries`, `differing` and `by_field` (see `output.diff`).
+
+use crate::flags::ModuleFlags;
+use crate::report::print_summary;
+use anyhow::{Context, Result};
+use clap::Args;
+use dnsluice_core::pipeline::Pipeline;
+use dnsluice_core::registry::Registry;
+use dnsluice_modules::format::compression::Compression;
+use dnsluice_modules::format::CaptureFormat;
+use dnsluice_modules::output::diff::DiffOptions;
+use std::fmt::Write as _;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// The flags of `dnsluice diff`: the input and every option of
+/// `output.diff` (`--server` for each server, `--transport`, `--output`,
+/// `--summary`, `--reask`, `--recorded`, ...).
+#[derive(Args, Debug)]
+#[command(after_long_help = "Examples:\n  \
+    dnsluice diff queries.pcap --server 127.0.0.1:53 --server 127.0.0.2:53 --output diffs.jsonl --summary summary.json\n  \
+    dnsluice diff names.txt --server 127.0.0.1:53 --server 127.0.0.2:853 --transport tls --ca-file ca.pem\n  \
+    dnsluice diff traffic.pcap.zst --recorded --server 127.0.0.1:53 --reask 2")]
+pub struct DiffArgs {
+    /// A capture (pcap or pcapng, plain or compressed) whose queries are
+    /// asked, or a names file: `name` or `name TYPE` per line.
+    pub input: PathBuf,
+    /// The options of `output.diff`.
+    #[command(flatten)]
+    pub diff: ModuleFlags<DiffOptions>,
+    /// Print the equivalent pipeline (TOML) and exit.
+    #[arg(long)]
+    pub print_pipeline: bool,
+    /// No summary on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Whether `path` starts like a capture file (or a compressed one).
+fn is_capture(path: &Path) -> Result<bool> {
+    let mut head = [0u8; 32];
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let n = file
+        .read(&mut head)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let head = &head[..n];
+    Ok(Compression::detect(head) != Compression::None || CaptureFormat::detect(head).is_ok())
+}
+
+/// The pipeline `args` stand for.
+fn pipeline_text(args: &DiffArgs) -> Result<String> {
+    let _: DiffOptions = args.diff.parse()?;
+    let mut input = toml::Table::new();
+    input.insert("path".into(), args.input.display().to_string().into());
+    let mut stages = if is_capture(&args.input)? {
+        vec![
+            ("input.mmpcap", input),
+            ("filter.layer", toml::Table::new()),
+            ("filter.dns", toml::Table::new()),
+        ]
+    } else {
+        vec![("input.lines", input)]
+    };
+    let mut diff = args.diff.table.clone();
+    if !diff.contains_key("path") {
+        diff.insert("path".into(), "-".into());
+    }
+    stages.push(("output.diff", diff));
+    let mut text = String::new();
+    for (module, options) in stages {
+        let _ = writeln!(text, "[[stage]]\nmodule = \"{module}\"");
+        text.push_str(&toml::to_string(&options)?);
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// Runs `dnsluice diff`.
+pub fn diff(registry: &Registry, args: &DiffArgs) -> Result<ExitCode> {
+    let text = pipeline_text(args)?;
+    if args.print_pipeline {
+        print!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut chain = Pipeline::parse("dnsluice diff", &text)?.build(registry)?;
+    let started = Instant::now();
+    let result = chain.run(None);
+    let elapsed = started.elapsed().as_secs_f64();
+    let stats = chain.stats();
+    for warning in stats.iter().flat_map(|s| &s.warnings) {
+        eprintln!("dnsluice: warning: {warning}");
+    }
+    if !args.quiet {
+        if let Some(d) = stats.iter().find(|s| s.module == "output.diff") {
+            let c = |k: &str| d.counters.get(k).copied().unwrap_or(0);
+            let fields: Vec<String> = d
+                .counters
+                .iter()
+                .filter_map(|(k, v)| Some(format!("{}={v}", k.strip_prefix("field.")?)))
+                .collect();
+            eprintln!(
+                "diff: {} queries, {} differing ({}), {} unstable",
+                c("queries"),
+                c("differing"),
+                fields.join(" "),
+                c("unstable")
+            );
+        }
+        print_summary(&stats, elapsed);
+    }
+    result?;
+    Ok(ExitCode::SUCCESS)
+}

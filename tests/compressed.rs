@@ -1,0 +1,282 @@
+//! Compressed captures: every capture of the corpus compressed with the
+//! `zstd`, `lz4`, `gzip` and `xz` command-line tools reads exactly as the
+//! uncompressed file (every record, every DNS message: the same JSON lines,
+//! and as many messages as tshark counts), through both native inputs and
+//! standard input; a truncated file keeps every complete record before the
+//! cut (as many as tshark reads from what the tool itself decompresses) and
+//! says so; a corrupt one is an error that says so.
+
+mod common;
+
+use common::{corpus, dnsluice, run_pipeline, temp_path};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// (tool, its arguments to compress to stdout, to decompress to stdout).
+const TOOLS: [(&str, &[&str], &[&str]); 4] = [
+    ("zstd", &["-q", "-c"], &["-q", "-d", "-c"]),
+    ("lz4", &["-q", "-c"], &["-q", "-d", "-c"]),
+    ("gzip", &["-c"], &["-d", "-c"]),
+    ("xz", &["-c"], &["-d", "-c"]),
+];
+
+/// `program args... < input > output`; the exit status's success.
+fn pipe(program: &str, args: &[&str], input: &Path, output: &Path) -> bool {
+    // spawns: zstd lz4 gzip xz
+    Command::new(program)
+        .args(args)
+        .stdin(std::fs::File::open(input).unwrap())
+        .stdout(std::fs::File::create(output).unwrap())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("{program}: {e}"))
+        .success()
+}
+
+/// `capture` compressed by `tool`.
+fn compress(tool: usize, capture: &Path) -> PathBuf {
+    let (program, args, _) = TOOLS[tool];
+    let name = capture.file_name().unwrap().to_string_lossy();
+    let out = temp_path(&format!("{name}.{program}"));
+    assert!(pipe(program, args, capture, &out), "{program} {name}");
+    out
+}
+
+/// input → filter.layer → filter.dns (keeping non-DNS packets) →
+/// output.json: every record and every DNS message, as JSON lines.
+fn dump(input: &str, capture: &Path) -> (Vec<Value>, std::process::Output) {
+    let json = temp_path("dump.jsonl");
+    let text = format!(
+        "[[stage]]\nmodule = \"{input}\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\nkeep_non_dns = true\n[[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
+        capture.display(),
+        json.display()
+    );
+    let out = run_pipeline(&text, &["-q"]);
+    let rows = std::fs::read_to_string(&json)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let _ = std::fs::remove_file(&json);
+    (rows, out)
+}
+
+/// input → output.null: how many records the input read, and the process output.
+fn count(input: &str, capture: &Path) -> (u64, std::process::Output) {
+    let stats = temp_path("count.json");
+    let text = format!(
+        "[[stage]]\nmodule = \"{input}\"\npath = \"{}\"\n[[stage]]\nmodule = \"output.null\"\n",
+        capture.display()
+    );
+    let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
+    let records = std::fs::read_to_string(&stats)
+        .ok()
+        .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+        .and_then(|v| v["stages"][0]["out"].as_u64())
+        .unwrap_or(0);
+    (records, out)
+}
+
+fn messages(rows: &[Value]) -> usize {
+    rows.iter().filter(|r| r.get("dns").is_some()).count()
+}
+
+#[test]
+fn every_corpus_capture_reads_the_same_compressed() {
+    let mut checked = 0;
+    for (capture, truth) in corpus() {
+        let (plain, out) = dump("input.fpcap", &capture);
+        let name = capture.file_name().unwrap().to_string_lossy().to_string();
+        if !out.status.success() {
+            continue; // a capture that is an error to read (none today) is not a reference
+        }
+        for tool in 0..TOOLS.len() {
+            let packed = compress(tool, &capture);
+            // Alternate the inputs, so both see every compression.
+            let input = ["input.mmpcap", "input.fpcap"][(checked + tool) % 2];
+            let (rows, out) = dump(input, &packed);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success(),
+                "{input} {name} {}: {stderr}",
+                TOOLS[tool].0
+            );
+            assert!(
+                rows == plain,
+                "{input} {name} {}: records differ",
+                TOOLS[tool].0
+            );
+            if let Some(count) = truth["dns_messages"]["count"].as_u64() {
+                if name != "malformed.pcap" && name != "live_mini_snaplen96.pcap" {
+                    assert_eq!(messages(&rows) as u64, count, "{name}: tshark's count");
+                }
+            }
+            std::fs::remove_file(&packed).unwrap();
+        }
+        checked += 1;
+    }
+    assert!(checked >= 26, "{checked} captures");
+}
+
+#[test]
+fn a_compressed_stream_on_stdin_reads_the_same() {
+    let capture = common::corpus_dir().join("live_lo_en10mb.pcap");
+    let (plain, _) = dump("input.fpcap", &capture);
+    for (tool, &(program, _, _)) in TOOLS.iter().enumerate() {
+        let packed = compress(tool, &capture);
+        let json = temp_path("stdin.jsonl");
+        let pipeline = temp_path("stdin.toml");
+        std::fs::write(
+            &pipeline,
+            format!("[[stage]]\nmodule = \"input.fpcap\"\npath = \"-\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\nkeep_non_dns = true\n[[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n", json.display()),
+        )
+        .unwrap();
+        let status = dnsluice()
+            .args(["run", "-q"])
+            .arg(&pipeline)
+            .stdin(std::fs::File::open(&packed).unwrap())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let rows: Vec<Value> = std::fs::read_to_string(&json)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(rows == plain, "stdin {}", program);
+        let mut frames: Vec<u64> = rows.iter().map(|r| r["frame"].as_u64().unwrap()).collect();
+        frames.dedup();
+        assert_eq!(
+            frames.len(),
+            6435,
+            "tshark's frame count of live_lo_en10mb.pcap"
+        );
+    }
+}
+
+/// The packets tshark reads from `path`, a capture that may be cut short
+/// (tshark then says so and exits with an error, after printing every
+/// complete packet).
+fn tshark_count(path: &Path) -> usize {
+    let out = Command::new("tshark")
+        .args(["-n", "-T", "fields", "-e", "frame.number", "-r"])
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+/// A capture big enough that a cut at nine tenths falls after a complete
+/// compressed block of every tool (lz4 writes 4 MiB blocks).
+fn big_capture() -> PathBuf {
+    let capture = common::corpus_dir().join("live_lo_en10mb.pcap");
+    let bytes = std::fs::read(&capture).unwrap();
+    // The file header once, then the records five times over.
+    let mut big = bytes.clone();
+    for _ in 0..4 {
+        big.extend_from_slice(&bytes[24..]);
+    }
+    let out = temp_path("big.pcap");
+    std::fs::write(&out, big).unwrap();
+    out
+}
+
+#[test]
+fn a_truncated_compressed_file_keeps_every_complete_record_and_warns() {
+    let capture = big_capture();
+    for (tool, &(program, _, decompress)) in TOOLS.iter().enumerate() {
+        let packed = compress(tool, &capture);
+        let bytes = std::fs::read(&packed).unwrap();
+        let cut = temp_path(&format!("cut.pcap.{program}"));
+        std::fs::write(&cut, &bytes[..bytes.len() * 9 / 10]).unwrap();
+        // The truth: what the tool itself gets out of the cut file, read by tshark.
+        let partial = temp_path("partial.pcap");
+        assert!(
+            !pipe(program, decompress, &cut, &partial),
+            "{program} must fail on a cut file"
+        );
+        let want = tshark_count(&partial);
+        assert!(want > 1000, "{program}: {want} frames before the cut");
+        for input in ["input.mmpcap", "input.fpcap"] {
+            let (records, out) = count(input, &cut);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{input} {program}: {stderr}");
+            assert_eq!(records, want as u64, "{input} {program}");
+            assert!(
+                stderr.contains(&format!(
+                    "{}: file cut off: the {program} stream is cut off after",
+                    cut.display()
+                )) && stderr.contains(&format!(
+                    "the {want} complete packet records before the cut were read"
+                )),
+                "{input} {program}: {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_corrupt_compressed_file_is_an_error_that_says_so() {
+    let capture = big_capture();
+    for (tool, &(program, _, _)) in TOOLS.iter().enumerate() {
+        let packed = compress(tool, &capture);
+        let mut bytes = std::fs::read(&packed).unwrap();
+        let middle = bytes.len() / 2;
+        for b in &mut bytes[middle..middle + 16] {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&packed, &bytes).unwrap();
+        for input in ["input.mmpcap", "input.fpcap"] {
+            let (_, out) = count(input, &packed);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{input} {program}: {stderr}");
+            // The decoder's checksum, or (lz4 has no block checksums by
+            // default) the record walk of the garbage it made, says so.
+            let said = stderr.contains(&format!("corrupt {program} stream"))
+                || stderr.contains(&format!("of the decompressed {program} data"));
+            assert!(
+                said && stderr.contains(&packed.display().to_string()),
+                "{input} {program}: {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn replay_reads_a_compressed_capture_by_default() {
+    // --print-pipeline shows the input the replay would read with; the
+    // default input.mmpcap reads compressed files (above), so the
+    // pipeline needs nothing else: run it on a dead port with a short
+    // timeout and count what was sent.
+    let capture = common::corpus_dir().join("live_lo_en10mb.pcap");
+    let packed = compress(0, &capture);
+    let stats = temp_path("replay.json");
+    let out = dnsluice()
+        .arg("replay")
+        .arg(&packed)
+        .args([
+            "--server",
+            "127.0.0.1:9",
+            "--timeout",
+            "50ms",
+            "-q",
+            "--stats-json",
+        ])
+        .arg(&stats)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let (plain, _) = dump("input.fpcap", &capture);
+    let queries = plain
+        .iter()
+        .filter(|r| r["dns"]["qr"] == Value::Bool(false))
+        .count();
+    assert!(queries > 1000);
+    assert_eq!(stats["sent"].as_u64().unwrap() as usize, queries);
+}

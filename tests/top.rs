@@ -1,0 +1,134 @@
+//! `filter.top` against tshark's view of corpus captures: with room for
+//! every key the lists are exact (error 0) and equal the counts made here
+//! from the truth file's message rows; with few counters every listed count
+//! stays within its stated error of the truth, the errors within N / m, and
+//! no key seen more than N / m times is missing.
+
+mod common;
+
+use common::{corpus_dir, run_pipeline, temp_path, truth, truth_rows};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// `filter.top` on `file` with `options`: its stage in --stats-json.
+fn top_of(file: &str, options: &str) -> Value {
+    let stats = temp_path("top-stats.json");
+    let pipeline = format!(
+        "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n\
+         [[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"filter.top\"\n{options}\n\
+         [[stage]]\nmodule = \"output.null\"\n",
+        corpus_dir().join(file).display()
+    );
+    let out = run_pipeline(&pipeline, &["-q", "--stats-json", stats.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    stats["stages"][3].clone()
+}
+
+/// tshark's queries of `file`, counted by lowercased qname (with the root
+/// dot our names end in), by source and by destination.
+fn truth_counts(file: &str) -> [HashMap<String, u64>; 3] {
+    let truth = truth(file);
+    let mut counts: [HashMap<String, u64>; 3] = Default::default();
+    for row in truth_rows(&truth["dns_messages"]) {
+        if row["qr"] != 0 {
+            continue;
+        }
+        if let Some(name) = row["qname"].as_str() {
+            let name = name.to_ascii_lowercase();
+            let name = if name == "." {
+                name
+            } else {
+                format!("{name}.")
+            };
+            *counts[0].entry(name).or_default() += 1;
+        }
+        for (i, column) in [(1, "src"), (2, "dst")] {
+            *counts[i]
+                .entry(row[column].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+    }
+    counts
+}
+
+#[test]
+fn with_room_for_every_key_the_lists_are_tsharks_counts() {
+    let file = "live_mini_en10mb.pcap";
+    let stage = top_of(file, "entries = 1000\ncapacity = 100000");
+    assert_eq!(stage["module"], "filter.top");
+    let truth = truth_counts(file);
+    for (i, list) in ["qnames", "clients", "servers"].iter().enumerate() {
+        let top = &stage["top"][list];
+        let entries = top["entries"].as_array().unwrap();
+        assert_eq!(entries.len(), truth[i].len(), "{list}: every key is listed");
+        let counted: u64 = truth[i].values().sum();
+        assert_eq!(
+            top["counted"].as_u64(),
+            Some(580),
+            "{list}: tshark's 580 queries"
+        );
+        assert_eq!(top["unlisted_max"], 0);
+        let mut last = u64::MAX;
+        for e in entries {
+            let key = e["key"].as_str().unwrap();
+            let count = e["count"].as_u64().unwrap();
+            assert_eq!(Some(&count), truth[i].get(key), "{list} {key}");
+            assert_eq!(e["error"], 0, "{list} {key}: exact");
+            assert!(count <= last, "{list}: most frequent first");
+            last = count;
+        }
+        if *list != "qnames" {
+            assert_eq!(counted, 580);
+        }
+    }
+}
+
+#[test]
+fn with_few_counters_the_stated_bounds_hold() {
+    let file = "live_mini_en10mb.pcap";
+    let stage = top_of(file, "entries = 16\ncapacity = 16");
+    let truth = truth_counts(file);
+    let top = &stage["top"]["qnames"];
+    let n = top["counted"].as_u64().unwrap();
+    let m = top["capacity"].as_u64().unwrap();
+    assert_eq!((n, m), (580, 16));
+    let listed: Vec<(String, u64, u64)> = top["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["key"].as_str().unwrap().to_string(),
+                e["count"].as_u64().unwrap(),
+                e["error"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(listed.len(), 16);
+    for (key, count, error) in &listed {
+        let t = truth[0].get(key).copied().unwrap_or(0);
+        assert!(
+            t <= *count && *count <= t + error,
+            "{key}: true {t}, listed {count} ± {error}"
+        );
+        assert!(*error <= n / m, "{key}: error {error} over N/m = {}", n / m);
+    }
+    let unlisted_max = top["unlisted_max"].as_u64().unwrap();
+    assert!(unlisted_max <= n / m);
+    for (key, t) in &truth[0] {
+        if !listed.iter().any(|(k, _, _)| k == key) {
+            assert!(*t <= unlisted_max, "{key} seen {t} times is missing");
+        }
+    }
+    // N/m = 36: the two keys seen more often (corpus.test. 66 times,
+    // _sip._udp.corpus.test. 37) must be listed.
+    for heavy in ["corpus.test.", "_sip._udp.corpus.test."] {
+        assert!(truth[0][heavy] > n / m);
+        assert!(listed.iter().any(|(k, _, _)| k == heavy), "{heavy} missing");
+    }
+}
