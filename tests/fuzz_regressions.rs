@@ -19,6 +19,7 @@ fn target_of(file: &str) -> (&'static str, fn(&[u8])) {
         "capture_reader" | "hand" => ("capture_reader", fuzzing::capture_reader),
         "layers" => ("layers", fuzzing::layers),
         "dns_message" => ("dns_message", fuzzing::dns_message),
+        "dnstap_file" => ("dnstap_file", fuzzing::dnstap_file),
         "reassembly" => ("reassembly", fuzzing::reassembly),
         "resolver_reply" => ("resolver_reply", fuzzing::resolver_reply),
         other => panic!("{file}: no fuzz target `{other}` (see fuzz/README.md)"),
@@ -46,6 +47,7 @@ fn fuzzer_findings_stay_fixed() {
         [
             "capture_reader",
             "dns_message",
+            "dnstap_file",
             "layers",
             "reassembly",
             "resolver_reply"

@@ -119,7 +119,7 @@ impl Read for Trickle {
 
 /// A file of its own for each call (tests call this from several threads):
 /// in `/dev/shm` where there is one, so the fuzzer does not wear a disk.
-fn temp_path() -> PathBuf {
+pub(super) fn temp_path() -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let shm = Path::new("/dev/shm");
     let dir = if shm.is_dir() {

@@ -9,16 +9,19 @@
 //! | `layers` | [`layers`] | link selector, wire length, packet |
 //! | `dns_message` | [`dns_message`] | a DNS message |
 //! | `reassembly` | [`reassembly`] | segment and fragment headers with payloads |
+//! | `dnstap_file` | [`dnstap_file`] | a dnstap Frame Streams file |
 //! | `resolver_reply` | [`resolver_reply`] | a selector byte, then an authoritative server's response |
 
 mod capture;
 mod dns;
+mod dnstap;
 mod layers;
 mod reassembly;
 mod resolver;
 
 pub use capture::capture_reader;
 pub use dns::dns_message;
+pub use dnstap::dnstap_file;
 pub use layers::{check_layers, layers};
 pub use reassembly::reassembly;
 pub use resolver::resolver_reply;
