@@ -581,6 +581,18 @@ fn capture_set_with(dir: &Path, doublings: u32) -> Vec<PathBuf> {
         std::fs::copy(corpus.join(n), &copy).unwrap();
         files.push(copy);
     }
+    // The last one as archives keep captures: compressed by the zstd tool
+    // (its plain copy stays beside it for the one run over everything).
+    let plain = files.pop().unwrap();
+    ok(
+        Command::new("zstd")
+            .args(["-q", "-k", "-f"])
+            .arg(&plain)
+            .output()
+            .unwrap(),
+        "zstd",
+    );
+    files.push(zstd_of(&plain));
     if doublings > 0 {
         let long = files.remove(8);
         let twice = dir.join("twice.pcap");
@@ -601,14 +613,29 @@ fn capture_set_with(dir: &Path, doublings: u32) -> Vec<PathBuf> {
     files
 }
 
-/// The summary of one `dnsluice run` over every file, concatenated by mergecap.
+/// `FILE.zst`, where the zstd tool writes FILE compressed.
+fn zstd_of(plain: &Path) -> PathBuf {
+    let mut name = plain.as_os_str().to_owned();
+    name.push(".zst");
+    PathBuf::from(name)
+}
+
+/// The summary of one `dnsluice run` over every file (a `.zst` one's plain
+/// copy), concatenated by mergecap.
 fn one_run_over(dir: &Path, files: &[PathBuf]) -> Value {
+    let files: Vec<PathBuf> = files
+        .iter()
+        .map(|f| match f.extension() {
+            Some(e) if e == "zst" => f.with_extension(""),
+            _ => f.clone(),
+        })
+        .collect();
     let all = dir.join("all.pcapng");
     ok(
         Command::new("mergecap")
             .args(["-a", "-F", "pcapng", "-w"])
             .arg(&all)
-            .args(files)
+            .args(&files)
             .output()
             .unwrap(),
         "mergecap",

@@ -26,7 +26,7 @@ pub struct PutArgs {
     #[arg(required_unless_present = "files", conflicts_with = "files")]
     pub file: Option<PathBuf>,
     /// Put these files' paths (made absolute) as the items instead, for
-    /// `dnsluice run PIPELINE --work URL`.
+    /// `dnsluice run PIPELINE --work URL` (compressed captures too).
     #[arg(long, num_args = 1.., value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// How long the broker remembers item ids, when this put makes the
