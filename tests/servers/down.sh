@@ -9,24 +9,5 @@ STATE=${DNSLUICE_SERVERS_DIR:-$ROOT/target/test-servers}
 rm -f "$STATE/servers.env"
 bash "$ROOT/tests/world/down.sh"  # the simulated internet
 
-pids=()
-for f in "$STATE"/*.pid; do
-    [[ -f $f ]] || continue
-    pid=$(<"$f")
-    if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" && pids+=("$pid")
-    fi
-    rm -f "$f"
-done
-# Give them 5 s to exit cleanly, then insist.
-for _ in $(seq 50); do
-    left=()
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && left+=("$pid"); done
-    ((${#left[@]})) || break
-    sleep 0.1
-done
-for pid in "${left[@]}"; do
-    echo "down.sh: $pid did not stop on TERM, killing it" >&2
-    kill -KILL "$pid" 2>/dev/null
-done
+bash "$ROOT/tests/servers/stop-pids.sh" tests/servers/down.sh "$STATE"/*.pid
 echo "test DNS servers stopped"

@@ -8,24 +8,5 @@ STATE=${DNSLUICE_SERVERS_DIR:-$ROOT/target/test-servers}/world
 [[ -d $STATE ]] || exit 0
 rm -f "$STATE/world.env"
 
-pids=() left=()
-for f in "$STATE"/pids/*.pid; do
-    [[ -f $f ]] || continue
-    pid=$(<"$f")
-    if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" && pids+=("$pid")
-    fi
-    rm -f "$f"
-done
-# Give them 5 s to exit cleanly, then insist.
-for _ in $(seq 50); do
-    left=()
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && left+=("$pid"); done
-    ((${#left[@]})) || break
-    sleep 0.1
-done
-for pid in "${left[@]}"; do
-    echo "tests/world/down.sh: $pid did not stop on TERM, killing it" >&2
-    kill -KILL "$pid" 2>/dev/null
-done
+bash "$ROOT/tests/servers/stop-pids.sh" tests/world/down.sh "$STATE"/pids/*.pid
 echo "test world stopped"
