@@ -260,21 +260,27 @@ fn two_workers_one_killed_mid_run_lose_and_double_nothing() {
         url(s.nats, &stream("kill_r")),
     );
     let names = names_file(&dir, NAMES);
-    put(&work, &names, &[]);
+    // Items of 100 lines (the default): 200 of them.
+    let first_put = put(&work, &names, &[]);
+    assert!(
+        first_put.contains("put 20000 lines in 200 items"),
+        "{first_put}"
+    );
     // A second put (as after a crash) adds nothing: ids are line and text.
     let again = put(&work, &names, &[]);
     assert!(
-        again.contains("put 0 items") && again.contains("20000 more"),
+        again.contains("put 0 items") && again.contains("200 more"),
         "{again}"
     );
-    assert_eq!(status(&work, &[])["messages"], NAMES);
+    assert_eq!(status(&work, &[])["messages"], NAMES / 100);
 
-    let flags = ["--ack-wait", "2s", "--idle-exit", "2"];
+    // Each worker holds at most 2,000 lines (20 items), so both get work.
+    let flags = ["--ack-wait", "2s", "--idle-exit", "2", "--max-held", "2000"];
     let mut first = lookup_worker(&dir, "first", &work, &results, &flags);
     let mut second = lookup_worker(&dir, "second", &work, &results, &flags);
     // Kill the first worker while it holds items, once some results are stored.
     wait_for(&work, &[], Duration::from_secs(60), |st| {
-        st["acked"].as_u64().unwrap_or(0) >= 2_000
+        st["acked"].as_u64().unwrap_or(0) >= 20
     });
     freeze_and_kill(&mut first);
     wait_ok(&mut second, &dir, "second");
@@ -288,8 +294,9 @@ fn two_workers_one_killed_mid_run_lose_and_double_nothing() {
         taken["counters"]["redelivered"].as_u64().unwrap_or(0) > 0,
         "nothing was redelivered (the kill held no items?): {taken}"
     );
-    // The broker stored each result once (its de-duplication by item id).
-    assert_eq!(status(&results, &[])["messages"], NAMES);
+    // The broker stored each item's results once (its de-duplication by
+    // item id), as one message of 100 records.
+    assert_eq!(status(&results, &[])["messages"], NAMES / 100);
     let records = get(&results, NAMES as usize, &[]);
     assert_one_right_answer_each(&records, NAMES);
 }
@@ -374,7 +381,8 @@ fn broker_restarted_mid_run_loses_and_doubles_nothing() {
     let mut broker = OwnBroker::start(&dir, free_port());
     let addr: SocketAddr = format!("127.0.0.1:{}", broker.port).parse().unwrap();
     let (work, results) = (url(addr, "W"), url(addr, "R"));
-    put(&work, &names_file(&dir, NAMES), &[]);
+    // One line to an item: the broker's restart lands among many items.
+    put(&work, &names_file(&dir, NAMES), &["--batch", "1"]);
     // Through the slow nameserver, so the restart lands mid-run.
     let mut worker = slow_worker(
         &dir,
@@ -511,8 +519,9 @@ fn replicated_streams_on_a_cluster_survive_a_lost_node() {
         &results,
         &["--replicas", "3", "--ack-wait", "5s", "--idle-exit", "3"],
     );
+    // Items of 100 lines: 50 of them.
     wait_for(&work, &[], Duration::from_secs(60), |st| {
-        st["acked"].as_u64().unwrap_or(0) >= 1_000
+        st["acked"].as_u64().unwrap_or(0) >= 10
     });
     // The server leading the results stream goes for good: the other two
     // hold every item and result, and elect a new leader.
@@ -528,7 +537,7 @@ fn replicated_streams_on_a_cluster_survive_a_lost_node() {
     assert_eq!(left["messages"], 0, "every item acknowledged: {left}");
     let stored = status_after_election(&results);
     assert_eq!(stored["replicas"], 3, "{stored}");
-    assert_eq!(stored["messages"], NAMES, "{stored}");
+    assert_eq!(stored["messages"], NAMES / 100, "{stored}");
     assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
     drop(cluster);
     // On a lone server three replicas are a clear error.
@@ -764,7 +773,8 @@ fn poison_item_gets_an_error_record_after_max_deliver() {
     let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let line = format!("n7.lookup.test,{}", silent.local_addr().unwrap());
     let file = dir.join("poison.txt");
-    std::fs::write(&file, format!("{line}\n")).unwrap();
+    // One item of two lines: the poison and a name knot answers.
+    std::fs::write(&file, format!("{line}\nn8.lookup.test\n")).unwrap();
     put(&work, &file, &[]);
     let flags = [
         "--ack-wait",
@@ -790,20 +800,23 @@ fn poison_item_gets_an_error_record_after_max_deliver() {
     // Second (last) delivery: answered with an ERROR record, not tried again.
     let mut second = lookup_worker(&dir, "second", &work, &results, &flags);
     wait_ok(&mut second, &dir, "second");
-    let records = get(&results, 1, &[]);
-    assert_eq!(records.len(), 1);
-    let r = &records[0];
-    assert_eq!(
-        (r["name"].as_str(), r["status"].as_str()),
-        (Some("n7.lookup.test"), Some("ERROR"))
-    );
-    assert!(
-        r["error"]
-            .as_str()
-            .unwrap()
-            .contains("delivered 2 times (max_deliver)"),
-        "{r}"
-    );
+    // The item is given up as a whole: each of its lines gets the ERROR.
+    let mut records = get(&results, 2, &[]);
+    records.sort_by_key(|r| r["name"].as_str().unwrap_or("").to_string());
+    assert_eq!(records.len(), 2);
+    for (r, name) in records.iter().zip(["n7.lookup.test", "n8.lookup.test"]) {
+        assert_eq!(
+            (r["name"].as_str(), r["status"].as_str()),
+            (Some(name), Some("ERROR"))
+        );
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap()
+                .contains("delivered 2 times (max_deliver)"),
+            "{r}"
+        );
+    }
     assert_eq!(
         status(&work, &[])["messages"],
         0,
@@ -819,10 +832,13 @@ fn malformed_line_gets_an_error_record_and_is_acknowledged() {
     let file = dir.join("names.txt");
     std::fs::write(
         &file,
-        "n1.lookup.test\nbad..name\nn2.lookup.test,not-an-address:x\n",
+        "n1.lookup.test\n\n# a comment\nbad..name\nn2.lookup.test,not-an-address:x\n",
     )
     .unwrap();
-    put(&work, &file, &[]);
+    // Three lines of work, two to an item: two items.
+    let said = put(&work, &file, &["--batch", "2"]);
+    assert!(said.contains("put 3 lines in 2 items"), "{said}");
+    assert_eq!(status(&work, &[])["messages"], 2);
     // `queue get` started before any worker: it waits for the results stream.
     let getter = dnsluice()
         .args(["queue", "get", &results, "--expect", "3"])
@@ -912,7 +928,9 @@ fn tls_broker_with_a_password_and_a_wrong_one_that_consumes_nothing() {
     assert!(err.contains("UnknownIssuer"), "{err}");
     let names = names_file(&dir, NAMES);
     let mut cmd = dnsluice();
-    cmd.args(["queue", "put", &work]).arg(&names).args(auth);
+    cmd.args(["queue", "put", &work, "--batch", "1"])
+        .arg(&names)
+        .args(auth);
     with_password(&mut cmd, password);
     ok(cmd.output().unwrap(), "put over TLS");
 

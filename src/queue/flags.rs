@@ -77,6 +77,10 @@ pub struct WorkerFlags {
     /// answered with an ERROR record (set when the consumer is made; default 5).
     #[arg(long, value_name = "N")]
     pub max_deliver: Option<i64>,
+    /// With a nats:// input: lines this worker holds at most, in the items
+    /// it took (default 16384); smaller shares a short queue more evenly.
+    #[arg(long, value_name = "LINES")]
+    pub max_held: Option<usize>,
     /// With a nats:// output: on how many servers of a JetStream cluster the
     /// results stream is stored, when this worker makes it (default 1).
     #[arg(long, value_name = "N")]
@@ -112,6 +116,9 @@ impl WorkerFlags {
         }
         if let Some(n) = self.max_deliver {
             table.insert("max_deliver".into(), n.into());
+        }
+        if let Some(n) = self.max_held {
+            table.insert("max_held".into(), (n as i64).into());
         }
         table
     }

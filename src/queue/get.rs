@@ -26,7 +26,7 @@ use std::time::Duration;
 pub struct GetArgs {
     /// The results stream: nats://HOST:PORT/STREAM.
     pub url: String,
-    /// Stop once this many distinct results are read; fail if the stream
+    /// Stop once this many distinct results (records) are read; fail if the stream
     /// runs dry (see --idle-exit) with fewer.
     #[arg(long, value_name = "N")]
     pub expect: Option<u64>,
@@ -187,14 +187,21 @@ async fn read_all(
             .as_ref()
             .and_then(|h| h.get(MSG_ID))
             .map(|v| v.as_str().to_string());
+        // A message holds the records of one work item, one per line.
+        let records = message
+            .payload
+            .split(|&b| b == b'\n')
+            .filter(|r| !r.is_empty());
         if let Some(id) = id {
             if !seen.insert(id) {
-                read.duplicates += 1;
+                read.duplicates += records.count() as u64;
                 continue;
             }
         }
-        read.distinct += 1;
-        sink(&message.payload);
+        for record in records {
+            read.distinct += 1;
+            sink(record);
+        }
     }
     Ok(read)
 }

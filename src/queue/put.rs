@@ -1,8 +1,9 @@
-//! `dnsluice queue put`: the lines of a file (or, with `--files`, file
-//! paths) become work items of a work-queue stream, made if missing. Each
-//! item's message id is its position and a digest of its text
-//! (`L12-…`, `F3-…`), so running the same put again after a crash adds
-//! nothing twice (within the stream's de-duplication window).
+//! `dnsluice queue put`: the lines of a file, `--batch` lines to an item
+//! (or, with `--files`, file paths, one to an item), become work items of a
+//! work-queue stream, made if missing. Each item's message id is its
+//! position and a digest of its text (`L12-…`, `F3-…`), so running the
+//! same put again after a crash adds nothing twice (within the stream's
+//! de-duplication window).
 
 use super::NatsFlags;
 use anyhow::{bail, Context, Result};
@@ -33,6 +34,15 @@ pub struct PutArgs {
     /// stream (a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "10m")]
     pub dedup_window: String,
+    /// Lines per work item (one message of the stream). A worker takes,
+    /// and the broker stores, acknowledges and redelivers, an item as a
+    /// whole; its results come back as one message. 1 makes every line an
+    /// item of its own, at a broker cost per line (docs/queue.md). Putting
+    /// a file again after a crash adds nothing twice only with the same
+    /// --batch.
+    #[arg(long, default_value_t = 100, value_name = "LINES",
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub batch: u64,
     /// Publishes awaiting the broker's ack at most.
     #[arg(long, default_value_t = 4096, value_name = "N")]
     pub window: usize,
@@ -51,7 +61,7 @@ pub fn run(args: &PutArgs) -> Result<ExitCode> {
     let items = items(args)?;
     let auth = args.nats.auth()?;
     let window = parse_duration(&args.dedup_window)?;
-    let (stored, duplicates) = runtime::block_on(async {
+    let (stored, lines, duplicates) = runtime::block_on(async {
         let link = connect(&address, &auth).await?;
         let js = link.jetstream();
         js.get_or_create_stream(streams::work_stream(
@@ -62,11 +72,14 @@ pub fn run(args: &PutArgs) -> Result<ExitCode> {
         .await
         .map_err(|e| format!("{address}: cannot make the stream: {e}"))?;
         let mut pending = FuturesUnordered::new();
-        let (mut stored, mut duplicates) = (0u64, 0u64);
-        let mut settle = |done: Result<bool, String>| -> Result<(), String> {
+        let (mut stored, mut lines, mut duplicates) = (0u64, 0u64, 0u64);
+        let mut settle = |done: Result<(bool, u64), String>| -> Result<(), String> {
             match done? {
-                true => duplicates += 1,
-                false => stored += 1,
+                (true, _) => duplicates += 1,
+                (false, n) => {
+                    stored += 1;
+                    lines += n;
+                }
             }
             Ok(())
         };
@@ -77,6 +90,7 @@ pub fn run(args: &PutArgs) -> Result<ExitCode> {
                     settle(done)?;
                 }
             }
+            let line_count = 1 + text.bytes().filter(|&b| b == b'\n').count() as u64;
             let mut headers = async_nats::HeaderMap::new();
             headers.insert(MSG_ID, id.as_str());
             let ack = js
@@ -86,18 +100,23 @@ pub fn run(args: &PutArgs) -> Result<ExitCode> {
             let address = &address;
             pending.push(async move {
                 ack.await
-                    .map(|a| a.duplicate)
+                    .map(|a| (a.duplicate, line_count))
                     .map_err(|e| format!("{address}: an item was not stored: {e}"))
             });
         }
         while let Some(done) = pending.next().await {
             settle(done)?;
         }
-        Ok::<_, String>((stored, duplicates))
+        Ok::<_, String>((stored, lines, duplicates))
     })
     .map_err(anyhow::Error::msg)?;
     eprintln!(
-        "dnsluice: put {stored} items to {address}{}",
+        "dnsluice: put {}{stored} items to {address}{}",
+        if lines != stored {
+            format!("{lines} lines in ")
+        } else {
+            String::new()
+        },
         if duplicates > 0 {
             format!(" ({duplicates} more were there already)")
         } else {
@@ -156,12 +175,42 @@ fn items(args: &PutArgs) -> Result<Items<'_>> {
             if text.is_empty() || text.starts_with('#') {
                 return None;
             }
-            Some(Ok((
-                streams::item_id('L', k as u64 + 1, text),
-                text.to_string(),
-            )))
+            Some(Ok((k as u64 + 1, text.to_string())))
         });
-    Ok(Box::new(lines))
+    Ok(Box::new(Batches {
+        lines: Box::new(lines),
+        size: args.batch,
+    }))
+}
+
+/// Lines (with their 1-based numbers in the file) put together into work
+/// items of `size` lines; an item's id is its first line's number and a
+/// digest of its text.
+struct Batches<'a> {
+    lines: Box<dyn Iterator<Item = Result<(u64, String)>> + 'a>,
+    size: u64,
+}
+
+impl Iterator for Batches<'_> {
+    type Item = Result<(String, String)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (first, mut text) = match self.lines.next()? {
+            Ok(line) => line,
+            Err(e) => return Some(Err(e)),
+        };
+        for _ in 1..self.size {
+            match self.lines.next() {
+                None => break,
+                Some(Err(e)) => return Some(Err(e)),
+                Some(Ok((_, line))) => {
+                    text.push('\n');
+                    text.push_str(&line);
+                }
+            }
+        }
+        Some(Ok((streams::item_id('L', first, &text), text)))
+    }
 }
 
 /// A duration with a unit, or a bare number of seconds.

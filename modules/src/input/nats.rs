@@ -1,9 +1,10 @@
 //! `input.nats`: work items from a JetStream work-queue stream, through a
 //! durable pull consumer that every worker naming the same consumer
-//! shares. Each item (a line: `name` or `name,nameserver`, or a file path)
-//! is handed on as a line whose `number` is a ticket
-//! ([`crate::nats::tickets`]); it is acknowledged only when `output.nats`
-//! has stored the result made of it. Meanwhile the input keeps it alive
+//! shares. Each item holds a line (`name` or `name,nameserver`, or a file
+//! path) or a batch of lines (`queue put --batch`); each line is handed on
+//! with a ticket as its `number` ([`crate::nats::tickets`]), and the item is
+//! acknowledged only when `output.nats` has stored the results made of all
+//! its lines. Meanwhile the input keeps it alive
 //! with in-progress acks, so only a dead worker's items are redelivered
 //! (after `ack_wait`).
 //!
@@ -14,7 +15,7 @@
 //! holds none, and the consumer has nothing pending or unacknowledged (so
 //! the last worker waits for a dead worker's items to come back after
 //! `ack_wait`), unless `follow` is set. An item delivered `max_deliver`
-//! times is not tried again: it becomes an `ERROR` record.
+//! times is not tried again: each of its lines becomes an `ERROR` record.
 
 use crate::nats::connect::Link;
 use crate::nats::streams::{self, WorkConsumer};
@@ -33,6 +34,15 @@ const MODULE: &str = "input.nats";
 /// (when it holds items).
 const TURN_EVERY: Duration = Duration::from_millis(20);
 
+/// How long the input waits for an item, or for room, while the stages
+/// after it have records to pass on (it holds items): short, so that
+/// finished records reach the output, and their items are acknowledged,
+/// without delay.
+const BUSY_TURN_EVERY: Duration = Duration::from_millis(1);
+
+/// Items asked for in one pull request at most.
+const MAX_ITEMS_PER_PULL: usize = 256;
+
 /// Options of `input.nats`.
 #[derive(Debug, Clone, Options)]
 pub struct NatsInputOptions {
@@ -42,8 +52,10 @@ pub struct NatsInputOptions {
     /// The durable consumer; every worker naming it shares the work.
     #[option(default = "workers".to_string())]
     pub consumer: String,
-    /// Items asked for in one pull request.
-    #[option(default = 256, range = 1..=10_000)]
+    /// Lines asked for in one pull request: that many items of one line,
+    /// or fewer items of several (`queue put --batch`; the lines per item
+    /// are read from the stream's first item when the input starts).
+    #[option(default = 4096, range = 1..=100_000)]
     pub batch: usize,
     /// How long an item may go unacknowledged (the worker dead) before the
     /// broker hands it to another worker. Set when the consumer is made.
@@ -57,8 +69,9 @@ pub struct NatsInputOptions {
     /// Set when the consumer is made.
     #[option(default = 20_000, range = 1..=1_000_000)]
     pub max_ack_pending: i64,
-    /// Items this worker holds at most (it pulls no more until some are stored).
-    #[option(default = 4096, range = 1..=1_000_000)]
+    /// Lines this worker holds at most, in the items it took (it pulls no
+    /// more until some are stored).
+    #[option(default = 16_384, range = 1..=1_000_000)]
     pub max_held: usize,
     /// End when no item came for this long, none is held, and the
     /// consumer has nothing pending or unacknowledged (by any worker).
@@ -93,6 +106,8 @@ pub struct NatsInput {
     options: NatsInputOptions,
     link: Link,
     consumer: async_nats::jetstream::consumer::PullConsumer,
+    /// Items asked for in one pull request (`batch` lines' worth).
+    items_per_pull: usize,
     messages: Option<pull::Stream>,
     owner: u64,
     ready: VecDeque<Taken>,
@@ -106,6 +121,7 @@ pub struct NatsInput {
 #[derive(Default)]
 struct Counts {
     items: u64,
+    lines: u64,
     produced: u64,
     redelivered: u64,
     given_up: u64,
@@ -119,7 +135,7 @@ impl NatsInput {
     pub fn open(options: &NatsInputOptions) -> Result<NatsInput, StageError> {
         let fail = |e: String| StageError::config(MODULE, e);
         let address = NatsAddress::parse_stream(&options.url).map_err(fail)?;
-        let (link, consumer) = runtime::block_on(async {
+        let (link, consumer, lines_per_item) = runtime::block_on(async {
             let link = crate::nats::connect(&address, &options.auth).await?;
             let js = link.jetstream();
             let stream = if options.follow {
@@ -148,7 +164,8 @@ impl NatsInput {
                         options.consumer
                     )
                 })?;
-            Ok::<_, String>((link, consumer))
+            let lines_per_item = lines_per_item(&stream).await;
+            Ok::<_, String>((link, consumer, lines_per_item))
         })
         .map_err(fail)?;
         let now = Instant::now();
@@ -156,6 +173,7 @@ impl NatsInput {
             options: options.clone(),
             link,
             consumer,
+            items_per_pull: (options.batch / lines_per_item).clamp(1, MAX_ITEMS_PER_PULL),
             messages: None,
             owner: tickets::new_owner(),
             ready: VecDeque::new(),
@@ -167,20 +185,26 @@ impl NatsInput {
         })
     }
 
-    /// Waits up to [`TURN_EVERY`] for items and files what came under tickets.
+    /// Waits a while for items (up to [`TURN_EVERY`], or
+    /// [`BUSY_TURN_EVERY`] while it holds some) and files what came under
+    /// tickets.
     fn take_some(&mut self) -> Result<(), StageError> {
-        let room = self
-            .options
-            .max_held
-            .saturating_sub(tickets::held_by(self.owner));
+        let held = tickets::held_by(self.owner);
+        let room = self.options.max_held.saturating_sub(held);
         if room == 0 {
-            std::thread::sleep(TURN_EVERY);
+            std::thread::sleep(BUSY_TURN_EVERY);
             return Ok(());
         }
-        let batch = self.options.batch;
+        let turn = if held > 0 {
+            BUSY_TURN_EVERY
+        } else {
+            TURN_EVERY
+        };
+        let batch = self.items_per_pull;
         let consumer = &self.consumer;
         let messages = &mut self.messages;
         let mut got = Vec::new();
+        let mut lines = 0;
         let mut errors = 0;
         runtime::block_on(async {
             if messages.is_none() {
@@ -204,9 +228,9 @@ impl NatsInput {
                 return;
             };
             let mut wait = true;
-            while got.len() < room {
+            while lines < room {
                 let next = if wait {
-                    match tokio::time::timeout(TURN_EVERY, stream.next()).await {
+                    match tokio::time::timeout(turn, stream.next()).await {
                         Ok(next) => next,
                         Err(_) => break,
                     }
@@ -218,7 +242,10 @@ impl NatsInput {
                 };
                 wait = false;
                 match next {
-                    Some(Ok(message)) => got.push(message),
+                    Some(Ok(message)) => {
+                        lines += 1 + message.payload.iter().filter(|&&b| b == b'\n').count();
+                        got.push(message);
+                    }
                     Some(Err(_)) | None => {
                         // A missed heartbeat, a lost connection, a deleted
                         // consumer: start a new pull next time.
@@ -236,7 +263,8 @@ impl NatsInput {
         Ok(())
     }
 
-    /// Files one delivered item under a ticket and queues what to hand on.
+    /// Files one delivered item under tickets (one per line of it) and
+    /// queues its lines to hand on.
     fn file(&mut self, message: async_nats::jetstream::Message) {
         self.counts.items += 1;
         self.last_item = Instant::now();
@@ -249,7 +277,6 @@ impl NatsInput {
             .as_ref()
             .and_then(|h| h.get(streams::MSG_ID))
             .map(|v| v.as_str().to_string());
-        let text = String::from_utf8_lossy(&message.payload).trim().to_string();
         let Some(reply) = message.reply.clone() else {
             return;
         };
@@ -263,7 +290,9 @@ impl NatsInput {
         if delivered > 1 {
             self.counts.redelivered += 1;
         }
-        if text.is_empty() || text.starts_with('#') {
+        let text = String::from_utf8_lossy(&message.payload);
+        let lines: Vec<&str> = item_lines(&text).collect();
+        if lines.is_empty() {
             // No work: done at once.
             self.counts.blank += 1;
             runtime::block_on(async {
@@ -271,19 +300,22 @@ impl NatsInput {
             });
             return;
         }
-        let number = tickets::issue(ticket);
-        if delivered >= self.options.max_deliver {
+        self.counts.lines += lines.len() as u64;
+        let first = tickets::issue(ticket, lines.len() as u64);
+        let given_up = delivered >= self.options.max_deliver;
+        if given_up {
             self.counts.given_up += 1;
+        }
+        for (k, line) in lines.into_iter().enumerate() {
+            let (text, record) = if given_up {
+                (given_up_record(line, delivered), true)
+            } else {
+                (line.to_string(), false)
+            };
             self.ready.push_back(Taken {
-                ticket: number,
-                text: given_up_record(&text, delivered),
-                record: true,
-            });
-        } else {
-            self.ready.push_back(Taken {
-                ticket: number,
+                ticket: first + k as u64,
                 text,
-                record: false,
+                record,
             });
         }
     }
@@ -334,7 +366,26 @@ impl NatsInput {
     }
 }
 
-/// The record of an item that reached `max_deliver` without a stored result.
+/// How many lines the stream's items hold, judging by its first one (1 for
+/// an empty stream, or when it cannot be read).
+async fn lines_per_item(stream: &async_nats::jetstream::stream::Stream) -> usize {
+    let first = stream.cached_info().state.first_sequence;
+    match stream.get_raw_message(first).await {
+        Ok(message) => item_lines(&String::from_utf8_lossy(&message.payload))
+            .count()
+            .max(1),
+        Err(_) => 1,
+    }
+}
+
+/// The lines of an item's text that are work: not blank, not `#` comments.
+fn item_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
+/// The record of a line of an item that reached `max_deliver` without a stored result.
 fn given_up_record(line: &str, delivered: i64) -> String {
     let name = line.split(',').next().unwrap_or(line).trim();
     let mut out = Vec::new();
@@ -405,6 +456,7 @@ impl Producer for NatsInput {
         let mut s = StageStats::new(MODULE);
         s.input = self.counts.items;
         s.output = self.counts.produced;
+        s.add_counter("lines", self.counts.lines);
         s.add_counter("redelivered", self.counts.redelivered);
         s.add_counter("blank_items", self.counts.blank);
         s.add_counter("keep_alives", self.counts.keep_alives);

@@ -95,11 +95,7 @@ pub async fn connect(address: &NatsAddress, auth: &NatsAuthOptions) -> Result<Li
     let mut options = async_nats::ConnectOptions::new()
         .name("dnsluice")
         .connection_timeout(auth.connect_timeout)
-        .reconnect_delay_callback(|attempts| {
-            // 100 ms, 200 ms, ... at most 2 s between tries.
-            Duration::from_millis(100u64.saturating_mul(1 << attempts.min(5)))
-                .min(Duration::from_secs(2))
-        });
+        .reconnect_delay_callback(reconnect_delay);
     if let Some(path) = &auth.creds {
         options = options.credentials_file(path).await.map_err(|e| {
             named(format!(
@@ -166,6 +162,17 @@ pub async fn connect(address: &NatsAddress, auth: &NatsAuthOptions) -> Result<Li
         down_since,
         reconnect_for: auth.reconnect_for,
     })
+}
+
+/// How long to wait before connection attempt `attempts` (counted from 1,
+/// the first connect): no wait for the first, then 200 ms, 400 ms, ... at
+/// most 2 s between tries. (async-nats asks before the very first attempt
+/// too: a delay there would slow every command's start.)
+fn reconnect_delay(attempts: usize) -> Duration {
+    if attempts <= 1 {
+        return Duration::ZERO;
+    }
+    Duration::from_millis(100u64.saturating_mul(1 << attempts.min(5))).min(Duration::from_secs(2))
 }
 
 fn describe_connect_error(e: &async_nats::ConnectError) -> String {

@@ -109,7 +109,7 @@ pub async fn stream_appearing(
                         "no stream `{name}` on the broker (nothing was put there yet?)"
                     ));
                 }
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
             Err(e) => return Err(format!("cannot read stream `{name}`: {e}")),
         }

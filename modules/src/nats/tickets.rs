@@ -1,12 +1,15 @@
 //! Tickets: how a work item's acknowledgement travels from `input.nats`,
 //! which took the item, to `output.nats`, which stores its result.
 //!
-//! The input files each item it takes under a ticket number and hands the
-//! item's line down the chain with that number as the line's `number`;
-//! `lookup.dns` gives the record it makes of a line the line's number, so
-//! the record reaches `output.nats` carrying the ticket. The output
-//! publishes the record with the ticket's result id and, once the server
-//! has confirmed storing it (the publish ack), settles the ticket: the item
+//! A work item is one message of the work stream holding one line or a
+//! batch of lines (`queue put --batch`). The input files each item it takes
+//! under a run of consecutive ticket numbers, one per line, and hands each
+//! line down the chain with its number as the line's `number`; `lookup.dns`
+//! gives the record it makes of a line the line's number, so the record
+//! reaches `output.nats` carrying its ticket. The output gathers the
+//! records of an item's lines ([`item_of`] says how many there are) and
+//! publishes them as one message with the item's result id; once the server
+//! has confirmed storing it (the publish ack), it settles the item: the item
 //! is acknowledged on the input's own connection. Until then the input
 //! keeps the item alive with in-progress acks, so only a dead worker's
 //! items are redelivered.
@@ -16,7 +19,7 @@
 //! record number; they are unique in the process.
 
 use async_nats::{Client, Subject};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -58,20 +61,46 @@ impl Ticket {
     }
 }
 
+/// A held item: its ticket and how many lines (ticket numbers) it has.
+struct HeldItem {
+    ticket: Ticket,
+    lines: u64,
+}
+
+/// One work item as an output sees it: enough to gather its records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ItemOf {
+    /// The item's first ticket number: what [`settle`] and [`fail`] take.
+    pub first: u64,
+    /// How many lines (records) the item has.
+    pub lines: u64,
+    /// The message id its result is published with.
+    pub result_id: String,
+}
+
 #[derive(Default)]
 struct Held {
-    tickets: HashMap<u64, Ticket>,
+    /// By first ticket number.
+    items: BTreeMap<u64, HeldItem>,
+    /// Lines held, per owner.
     per_owner: HashMap<u64, usize>,
     failures: HashMap<u64, String>,
 }
 
 impl Held {
+    /// The first number of the item that ticket `number` belongs to.
+    fn first_of(&self, number: u64) -> Option<u64> {
+        let (&first, item) = self.items.range(..=number).next_back()?;
+        (number - first < item.lines).then_some(first)
+    }
+
     fn remove(&mut self, number: u64) -> Option<Ticket> {
-        let ticket = self.tickets.remove(&number)?;
-        if let Some(n) = self.per_owner.get_mut(&ticket.owner) {
-            *n -= 1;
+        let first = self.first_of(number)?;
+        let item = self.items.remove(&first)?;
+        if let Some(n) = self.per_owner.get_mut(&item.ticket.owner) {
+            *n = n.saturating_sub(item.lines as usize);
         }
-        Some(ticket)
+        Some(item.ticket)
     }
 }
 
@@ -104,26 +133,41 @@ pub fn is_ticket(number: u64) -> bool {
     number >= TICKET_BASE
 }
 
-/// Files `ticket`; its number.
-pub fn issue(ticket: Ticket) -> u64 {
-    let number = table().next.fetch_add(1, Ordering::Relaxed);
+/// Files `ticket` for an item of `lines` lines (at least one); the first
+/// of its ticket numbers (the others follow it, one per line).
+pub fn issue(ticket: Ticket, lines: u64) -> u64 {
+    let lines = lines.max(1);
+    let first = table().next.fetch_add(lines, Ordering::Relaxed);
     let mut held = held();
-    *held.per_owner.entry(ticket.owner).or_default() += 1;
-    held.tickets.insert(number, ticket);
-    number
+    *held.per_owner.entry(ticket.owner).or_default() += lines as usize;
+    held.items.insert(first, HeldItem { ticket, lines });
+    first
 }
 
-/// The result id of ticket `number`, if it is held.
+/// The result id of the item ticket `number` belongs to, if it is held.
 pub fn result_id(number: u64) -> Option<String> {
-    held().tickets.get(&number).map(|t| t.result_id.clone())
+    item_of(number).map(|item| item.result_id)
 }
 
-/// Takes ticket `number` out of the table (to acknowledge it).
+/// The item ticket `number` belongs to, if it is held.
+pub fn item_of(number: u64) -> Option<ItemOf> {
+    let held = held();
+    let first = held.first_of(number)?;
+    let item = &held.items[&first];
+    Some(ItemOf {
+        first,
+        lines: item.lines,
+        result_id: item.ticket.result_id.clone(),
+    })
+}
+
+/// Takes the item ticket `number` belongs to out of the table (to
+/// acknowledge it).
 pub fn settle(number: u64) -> Option<Ticket> {
     held().remove(number)
 }
 
-/// How many tickets `owner` holds.
+/// How many lines `owner`'s held items have.
 pub fn held_by(owner: u64) -> usize {
     held().per_owner.get(&owner).copied().unwrap_or(0)
 }
@@ -133,8 +177,9 @@ pub fn held_by(owner: u64) -> usize {
 pub fn due_for_keep_alive(owner: u64, older_than: Duration) -> Vec<Ticket> {
     let now = Instant::now();
     held()
-        .tickets
+        .items
         .values_mut()
+        .map(|item| &mut item.ticket)
         .filter(|t| t.owner == owner && now.duration_since(t.touched) >= older_than)
         .map(|t| {
             t.touched = now;
@@ -149,17 +194,17 @@ pub fn due_for_keep_alive(owner: u64, older_than: Duration) -> Vec<Ticket> {
         .collect()
 }
 
-/// Drops every ticket of `owner` without acknowledging (its items will be
-/// redelivered); how many there were.
+/// Drops every item of `owner` without acknowledging (they will be
+/// redelivered); how many lines they had.
 pub fn forget(owner: u64) -> usize {
     let mut held = held();
-    held.tickets.retain(|_, t| t.owner != owner);
+    held.items.retain(|_, item| item.ticket.owner != owner);
     held.per_owner.remove(&owner).unwrap_or(0)
 }
 
-/// Records that ticket `number`'s result could not be stored: its owner
-/// (the input) stops with `why` at its next turn. The ticket is dropped
-/// unacknowledged, so the item is redelivered.
+/// Records that the result of the item ticket `number` belongs to could not
+/// be stored: its owner (the input) stops with `why` at its next turn. The
+/// item is dropped unacknowledged, so it is redelivered.
 pub fn fail(number: u64, why: String) {
     let mut held = held();
     if let Some(ticket) = held.remove(number) {

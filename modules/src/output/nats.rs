@@ -1,10 +1,11 @@
 //! `output.nats`: publishes every record to a JetStream results stream,
-//! waiting for the server's publish acks in a window (async publish). A
-//! record made of a work item from `input.nats` (its number is a ticket,
-//! [`crate::nats::tickets`]) is published with the item's result id as its
-//! `Nats-Msg-Id`, and the item is acknowledged once the server has stored
-//! the record: a redelivered item's second result is dropped by the
-//! server's de-duplication. Other records get an id only when `id_prefix`
+//! waiting for the server's publish acks in a window (async publish). The
+//! records made of a work item from `input.nats` (their numbers are
+//! tickets, [`crate::nats::tickets`]) are gathered until every line of the
+//! item has its record, then published as one message (the records one per
+//! line) with the item's result id as its `Nats-Msg-Id`; the item is
+//! acknowledged once the server has stored it: a redelivered item's second
+//! result is dropped by the server's de-duplication. Other records get an id only when `id_prefix`
 //! is set (`{id_prefix}{number}`). A publish whose ack does not come (the
 //! broker restarting) is sent again with the same id until the connection
 //! has been lost for `reconnect_for`.
@@ -26,6 +27,7 @@ use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_options::Options;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -68,11 +70,19 @@ pub fn entry() -> ModuleEntry {
     )
 }
 
-/// One record on its way.
+/// One message on its way: a record, or the records of a work item's lines.
 struct Outgoing {
     payload: Bytes,
+    records: u64,
     id: Option<String>,
     ticket: Option<u64>,
+}
+
+/// The records of a work item of several lines, gathered until all are in.
+#[derive(Default)]
+struct Gathering {
+    payload: Vec<u8>,
+    records: u64,
 }
 
 /// What the publishing task counts.
@@ -93,6 +103,7 @@ pub struct NatsOutput {
     counts: Arc<Counts>,
     received: u64,
     objects: u64,
+    gathering: HashMap<u64, Gathering>,
     line: Vec<u8>,
     scratch: Vec<u8>,
 }
@@ -134,6 +145,7 @@ impl NatsOutput {
             counts,
             received: 0,
             objects: 0,
+            gathering: HashMap::new(),
             line: Vec::new(),
             scratch: Vec::new(),
         })
@@ -146,14 +158,46 @@ impl NatsOutput {
             .map(|why| StageError::other(MODULE, why.clone()))
     }
 
-    fn id_for(&self, number: u64) -> Option<String> {
-        if tickets::is_ticket(number) {
-            return tickets::result_id(number);
+    /// The message to publish for a record numbered `number`, or `None`
+    /// while the records of its work item are still being gathered.
+    fn outgoing(&mut self, payload: &[u8], number: u64) -> Option<Outgoing> {
+        let one = |id| Outgoing {
+            payload: Bytes::copy_from_slice(payload),
+            records: 1,
+            id,
+            ticket: tickets::is_ticket(number).then_some(number),
+        };
+        if !tickets::is_ticket(number) {
+            let id = self
+                .options
+                .id_prefix
+                .as_ref()
+                .map(|prefix| format!("{prefix}{number}"));
+            return Some(one(id));
         }
-        self.options
-            .id_prefix
-            .as_ref()
-            .map(|prefix| format!("{prefix}{number}"))
+        let Some(item) = tickets::item_of(number) else {
+            // Its item was given up (the input went): published without an id.
+            return Some(one(None));
+        };
+        if item.lines == 1 {
+            return Some(one(Some(item.result_id)));
+        }
+        let gathering = self.gathering.entry(item.first).or_default();
+        if gathering.records > 0 {
+            gathering.payload.push(b'\n');
+        }
+        gathering.payload.extend_from_slice(payload);
+        gathering.records += 1;
+        if gathering.records < item.lines {
+            return None;
+        }
+        let done = self.gathering.remove(&item.first)?;
+        Some(Outgoing {
+            payload: Bytes::from(done.payload),
+            records: done.records,
+            id: Some(item.result_id),
+            ticket: Some(item.first),
+        })
     }
 }
 
@@ -163,23 +207,28 @@ impl Receiver for NatsOutput {
             return Err(e);
         }
         self.received += 1;
-        let (payload, number) = match obj {
+        let mut line = std::mem::take(&mut self.line);
+        let number = match obj {
             Object::Text(t) if t.text.is_empty() => return Ok(()),
-            Object::Text(t) => (Bytes::copy_from_slice(t.text.as_bytes()), t.number),
+            Object::Text(t) => {
+                line.clear();
+                line.extend_from_slice(t.text.as_bytes());
+                t.number
+            }
             other => {
                 self.objects += 1;
-                self.line.clear();
+                line.clear();
                 match other {
-                    Object::Response(r) => write_response(r, &mut self.line, &mut self.scratch),
-                    _ => write_object(other, &mut self.line, &mut self.scratch),
+                    Object::Response(r) => write_response(r, &mut line, &mut self.scratch),
+                    _ => write_object(other, &mut line, &mut self.scratch),
                 }
-                (Bytes::copy_from_slice(&self.line), self.objects)
+                self.objects
             }
         };
-        let outgoing = Outgoing {
-            payload,
-            id: self.id_for(number),
-            ticket: tickets::is_ticket(number).then_some(number),
+        let outgoing = self.outgoing(&line, number);
+        self.line = line;
+        let Some(outgoing) = outgoing else {
+            return Ok(());
         };
         let queue = self.queue.as_ref().expect("the queue lives until finish");
         if queue.blocking_send(outgoing).is_err() {
@@ -211,6 +260,7 @@ impl Receiver for NatsOutput {
             "duplicates_dropped",
             self.counts.duplicates.load(Ordering::Relaxed),
         );
+        s.add_counter("unfinished_items", self.gathering.len() as u64);
         s.add_counter(
             "republished",
             self.counts.republished.load(Ordering::Relaxed),
@@ -268,7 +318,7 @@ impl Publisher {
                     } else {
                         &self.counts.stored
                     };
-                    counter.fetch_add(1, Ordering::Relaxed);
+                    counter.fetch_add(outgoing.records, Ordering::Relaxed);
                     if let Some(ticket) = outgoing.ticket.and_then(tickets::settle) {
                         if let Err(e) = ticket.ack().await {
                             // Unacknowledged: redelivered, and its result dropped as a duplicate.
