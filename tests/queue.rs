@@ -411,6 +411,79 @@ fn broker_restarted_mid_run_loses_and_doubles_nothing() {
     assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
 }
 
+/// A worker that cannot store its results gives up after
+/// `--nats-reconnect-for`, saying so, and leaves its items unacknowledged
+/// for other workers: first the results stream deleted under it (the broker
+/// up), then the broker gone for good.
+#[test]
+fn a_worker_gives_up_when_results_cannot_be_stored_and_leaves_its_items() {
+    const NAMES: u32 = 5_000;
+    let dir = tempdir("giveup");
+    let broker = OwnBroker::start(&dir, free_port());
+    let addr: SocketAddr = format!("127.0.0.1:{}", broker.port).parse().unwrap();
+    let (work, results) = (url(addr, "W"), url(addr, "R"));
+    put(&work, &names_file(&dir, NAMES), &[]);
+    let flags = ["--nats-reconnect-for", "2", "--ack-wait", "3s"];
+    let mut worker = slow_worker(&dir, &work, &results, &flags);
+    wait_for(&work, &[], Duration::from_secs(60), |st| {
+        st["acked"].as_u64().unwrap_or(0) >= 2
+    });
+    dnsluice_modules::nats::runtime::block_on(async {
+        use dnsluice_core::options::Options;
+        let address = dnsluice_modules::nats::NatsAddress::parse_stream(&results).unwrap();
+        let auth = dnsluice_modules::nats::NatsAuthOptions::from_table(Default::default()).unwrap();
+        let link = dnsluice_modules::nats::connect(&address, &auth)
+            .await
+            .unwrap();
+        link.jetstream().delete_stream("R").await.unwrap();
+    });
+    let err = wait_failed(&mut worker, &dir, "worker", Duration::from_secs(60));
+    assert!(
+        err.contains("the results stream did not store a record for 2s"),
+        "{err}"
+    );
+    assert!(err.contains("were not acknowledged"), "{err}");
+    let left = status(&work, &[]);
+    let unacked = left["messages"].as_u64().unwrap();
+    assert!(unacked > 0 && unacked < u64::from(NAMES / 100), "{left}");
+
+    // The broker gone for good, mid-run: the error says what was in flight.
+    let results = url(addr, "R2");
+    let mut worker = slow_worker(&dir, &work, &results, &flags);
+    let acked = left["acked"].as_u64().unwrap();
+    wait_for(&work, &[], Duration::from_secs(60), |st| {
+        st["acked"].as_u64().unwrap_or(0) > acked
+    });
+    drop(broker);
+    let err = wait_failed(&mut worker, &dir, "worker", Duration::from_secs(60));
+    assert!(err.contains("could not reconnect for 2s"), "{err}");
+    assert!(err.contains(&format!("{addr}")), "{err}");
+    assert!(
+        err.contains("lines) in flight were not acknowledged"),
+        "{err}"
+    );
+}
+
+/// Waits (at most `limit`) for a worker to fail; its stderr.
+fn wait_failed(child: &mut Child, dir: &Path, name: &str, limit: Duration) -> String {
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{name} was still running after {limit:?} (killed)");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(dir.join(format!("{name}.err"))).unwrap_or_default();
+    assert!(!status.success(), "{name} succeeded:\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
 /// `queue status --json` of a cluster's stream, asked again for up to 30 s
 /// while the stream elects a new leader (the request times out meanwhile).
 fn status_after_election(url: &str) -> Value {

@@ -27,6 +27,21 @@ pub struct NatsFlags {
     /// Do not verify the broker's certificate (test brokers only).
     #[arg(long)]
     pub nats_insecure: bool,
+    /// How long the broker may stay unreachable, or a results stream keep
+    /// refusing records, before a worker gives up with an error (a bare
+    /// number is seconds; default 60s). What it held goes to other workers.
+    #[arg(long, value_name = "DURATION")]
+    pub nats_reconnect_for: Option<String>,
+}
+
+/// A duration flag's text as a module key's: a bare number is seconds.
+fn duration_value(text: &str) -> toml::Value {
+    let text = text.trim();
+    if text.parse::<f64>().is_ok() {
+        format!("{text}s").into()
+    } else {
+        text.into()
+    }
 }
 
 impl NatsFlags {
@@ -45,6 +60,9 @@ impl NatsFlags {
         }
         if self.nats_insecure {
             table.insert("insecure".into(), toml::Value::Boolean(true));
+        }
+        if let Some(d) = &self.nats_reconnect_for {
+            table.insert("reconnect_for".into(), duration_value(d));
         }
         table
     }
@@ -95,15 +113,8 @@ impl WorkerFlags {
     pub fn input_table(&self, url: &str) -> toml::Table {
         let mut table = self.nats.table();
         table.insert("url".into(), url.into());
-        let seconds = |text: &str| {
-            if text.trim().parse::<f64>().is_ok() {
-                format!("{}s", text.trim())
-            } else {
-                text.to_string()
-            }
-        };
         if let Some(d) = &self.idle_exit {
-            table.insert("idle_exit".into(), seconds(d).into());
+            table.insert("idle_exit".into(), duration_value(d));
         }
         if self.follow {
             table.insert("follow".into(), true.into());
@@ -112,7 +123,7 @@ impl WorkerFlags {
             table.insert("consumer".into(), c.as_str().into());
         }
         if let Some(d) = &self.ack_wait {
-            table.insert("ack_wait".into(), seconds(d).into());
+            table.insert("ack_wait".into(), duration_value(d));
         }
         if let Some(n) = self.max_deliver {
             table.insert("max_deliver".into(), n.into());

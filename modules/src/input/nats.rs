@@ -4,9 +4,9 @@
 //! path) or a batch of lines (`queue put --batch`); each line is handed on
 //! with a ticket as its `number` ([`crate::nats::tickets`]), and the item is
 //! acknowledged only when `output.nats` has stored the results made of all
-//! its lines. Meanwhile the input keeps it alive
-//! with in-progress acks, so only a dead worker's items are redelivered
-//! (after `ack_wait`).
+//! its lines. Meanwhile a task of the input keeps it alive with
+//! in-progress acks, however long the chain is busy, so only a dead
+//! worker's items are redelivered (after `ack_wait`).
 //!
 //! While it waits for items and still holds some, the input hands on an
 //! empty line now and then: no work, but a turn for the stages after it to
@@ -26,6 +26,8 @@ use dnsluice_core::{Object, Producer, StageError, StageStats, Text, TextKind};
 use dnsluice_options::Options;
 use futures_util::StreamExt;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MODULE: &str = "input.nats";
@@ -110,10 +112,13 @@ pub struct NatsInput {
     items_per_pull: usize,
     messages: Option<pull::Stream>,
     owner: u64,
+    /// The task sending in-progress acks for this input's items.
+    keeper: tokio::task::JoinHandle<()>,
+    /// In-progress acks sent.
+    keep_alives: Arc<AtomicU64>,
     ready: VecDeque<Taken>,
     current: String,
     last_item: Instant,
-    last_keep_alive: Instant,
     last_idle_check: Option<Instant>,
     counts: Counts,
 }
@@ -126,7 +131,6 @@ struct Counts {
     redelivered: u64,
     given_up: u64,
     blank: u64,
-    keep_alives: u64,
     pull_errors: u64,
 }
 
@@ -169,17 +173,21 @@ impl NatsInput {
         })
         .map_err(fail)?;
         let now = Instant::now();
+        let owner = tickets::new_owner();
+        let keep_alives = Arc::new(AtomicU64::new(0));
+        let keeper = runtime::get().spawn(keep_alive(owner, options.ack_wait, keep_alives.clone()));
         Ok(NatsInput {
             options: options.clone(),
             link,
             consumer,
             items_per_pull: (options.batch / lines_per_item).clamp(1, MAX_ITEMS_PER_PULL),
             messages: None,
-            owner: tickets::new_owner(),
+            owner,
+            keeper,
+            keep_alives,
             ready: VecDeque::new(),
             current: String::new(),
             last_item: now,
-            last_keep_alive: now,
             last_idle_check: None,
             counts: Counts::default(),
         })
@@ -337,32 +345,36 @@ impl NatsInput {
         }
     }
 
-    /// Sends in-progress acks for items held a third of `ack_wait`.
-    fn keep_alive(&mut self) {
-        let every = self.options.ack_wait / 3;
-        if self.last_keep_alive.elapsed() < every.min(Duration::from_secs(1)) {
-            return;
-        }
-        self.last_keep_alive = Instant::now();
-        let due = tickets::due_for_keep_alive(self.owner, every);
-        self.counts.keep_alives += due.len() as u64;
-        runtime::block_on(async {
-            for ticket in &due {
-                let _ = ticket.keep_alive().await;
-            }
-        });
-    }
-
     fn lost_connection(&self, why: String) -> StageError {
-        let held = tickets::held_by(self.owner);
+        let (items, lines) = (
+            tickets::items_held_by(self.owner),
+            tickets::held_by(self.owner),
+        );
         StageError::other(
             MODULE,
             format!(
-                "{why}; {held} work items in flight were not acknowledged: the broker hands them \
-                 to other workers after ack_wait ({:.0?})",
+                "{why}; {items} work items ({lines} lines) in flight were not acknowledged: the \
+                 broker hands them to other workers after ack_wait ({:.0?})",
                 self.options.ack_wait
             ),
         )
+    }
+}
+
+/// Keeps `owner`'s items alive: every third of `ack_wait` (at most a
+/// second), an in-progress ack for each item held that long, so the broker
+/// redelivers only a dead worker's items, however long the chain is busy.
+/// Runs until the input is dropped.
+async fn keep_alive(owner: u64, ack_wait: Duration, sent: Arc<AtomicU64>) {
+    let every = ack_wait / 3;
+    let mut ticks = tokio::time::interval(every.min(Duration::from_secs(1)));
+    loop {
+        ticks.tick().await;
+        let due = tickets::due_for_keep_alive(owner, every);
+        sent.fetch_add(due.len() as u64, Ordering::Relaxed);
+        for ticket in &due {
+            let _ = ticket.keep_alive().await;
+        }
     }
 }
 
@@ -428,7 +440,6 @@ impl Producer for NatsInput {
             self.link
                 .check_alive()
                 .map_err(|why| self.lost_connection(why))?;
-            self.keep_alive();
             self.take_some()?;
             if !self.ready.is_empty() {
                 continue;
@@ -459,7 +470,7 @@ impl Producer for NatsInput {
         s.add_counter("lines", self.counts.lines);
         s.add_counter("redelivered", self.counts.redelivered);
         s.add_counter("blank_items", self.counts.blank);
-        s.add_counter("keep_alives", self.counts.keep_alives);
+        s.add_counter("keep_alives", self.keep_alives.load(Ordering::Relaxed));
         s.add_error("given_up_max_deliver", self.counts.given_up);
         s.add_error("pull_errors", self.counts.pull_errors);
         out.push(s);
@@ -470,6 +481,7 @@ impl Drop for NatsInput {
     fn drop(&mut self) {
         // Items still held were never stored: forgotten unacknowledged, so
         // the broker redelivers them. Acks already sent leave before we go.
+        self.keeper.abort();
         tickets::forget(self.owner);
         let client = self.link.client.clone();
         runtime::block_on(async move {

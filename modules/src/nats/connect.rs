@@ -79,6 +79,11 @@ impl Link {
         }
     }
 
+    /// How long the connection may stay lost before a stage gives up.
+    pub fn reconnect_for(&self) -> Duration {
+        self.reconnect_for
+    }
+
     /// Whether the connection is up now.
     pub fn is_up(&self) -> bool {
         self.down_since

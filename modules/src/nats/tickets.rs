@@ -172,6 +172,15 @@ pub fn held_by(owner: u64) -> usize {
     held().per_owner.get(&owner).copied().unwrap_or(0)
 }
 
+/// How many items `owner` holds.
+pub fn items_held_by(owner: u64) -> usize {
+    held()
+        .items
+        .values()
+        .filter(|item| item.ticket.owner == owner)
+        .count()
+}
+
 /// Copies of `owner`'s tickets untouched for `older_than`, marked touched now
 /// (the caller sends each an in-progress ack).
 pub fn due_for_keep_alive(owner: u64, older_than: Duration) -> Vec<Ticket> {

@@ -8,7 +8,8 @@
 //! result is dropped by the server's de-duplication. Other records get an id only when `id_prefix`
 //! is set (`{id_prefix}{number}`). A publish whose ack does not come (the
 //! broker restarting) is sent again with the same id until the connection
-//! has been lost for `reconnect_for`.
+//! has been lost for `reconnect_for`, or the server has refused it for
+//! that long (the stream deleted).
 //!
 //! Lines and records are published as their text, other objects as
 //! `output.json` writes them. Empty lines (`input.nats`'s turns) are not
@@ -310,6 +311,7 @@ impl Publisher {
     /// is given up), then settles its ticket.
     async fn store(self: Arc<Self>, outgoing: Outgoing) {
         let mut tries = 0u32;
+        let mut failing_since = None;
         loop {
             match self.publish_once(&outgoing).await {
                 Ok(duplicate) => {
@@ -328,8 +330,22 @@ impl Publisher {
                     return;
                 }
                 Err(why) => {
-                    if let Err(lost) = self.link.check_alive() {
-                        let why = format!("{lost} (a record was not stored: {why})");
+                    let since = *failing_since.get_or_insert_with(std::time::Instant::now);
+                    let given_up = match self.link.check_alive() {
+                        Err(lost) => Some(format!("{lost} (a record was not stored: {why})")),
+                        // Connected, yet refused all along: the stream is gone
+                        // or full, or the cluster lost its quorum.
+                        Ok(()) if since.elapsed() >= self.link.reconnect_for() => Some(format!(
+                            "{}: the results stream did not store a record for {:.0?} \
+                             (deleted, full, or without a leader?): {why}; the work items \
+                             without a stored result were not acknowledged: the broker hands \
+                             them to other workers after their ack_wait",
+                            self.link.address,
+                            self.link.reconnect_for()
+                        )),
+                        Ok(()) => None,
+                    };
+                    if let Some(why) = given_up {
                         if let Some(ticket) = outgoing.ticket {
                             tickets::fail(ticket, why.clone());
                         }
