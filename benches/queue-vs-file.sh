@@ -9,7 +9,10 @@
 #
 # Environment:
 #   NAMES=100000    names n0..n{NAMES-1}.lookup.test (knot answers each)
-#   RUNS=2          runs of each case (the best is reported)
+#   RUNS=2          runs of each case (the best is reported, and each run's
+#                   own ratio of 1 worker to the file run)
+#   BATCH=100       lines to a work item (queue put --batch); one more case
+#                   always puts a line to an item (--batch 1)
 #   SKIP_BUILD=1    do not build (target/release/dnsluice must exist)
 #   OUT=DIR         inputs, records, broker state (default bench-data/queue)
 #   PORT=14900+offset  the benchmark's own nats-server (file storage under OUT)
@@ -22,6 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NAMES=${NAMES:-100000}
+BATCH=${BATCH:-100}
 RUNS=${RUNS:-2}
 OUT=${OUT:-bench-data/queue}
 PORT=${PORT:-$((14900 + ${DNSLUICE_SERVERS_PORT_OFFSET:-0}))}
@@ -76,13 +80,14 @@ file_run() {
         '{printf "%.3f %.2f %.2f\n", e - s, $1 + $2, k1 - k0}' "$OUT/file.time"
 }
 
-# queue_run WORKERS TAG: put, WORKERS workers, get; prints put/work/total
+# queue_run WORKERS TAG BATCH: put (BATCH lines to an item), WORKERS
+# workers, get; prints put/work/total
 # seconds and the CPU seconds of the workers, the broker and knot.
 queue_run() {
-    local workers=$1 tag=$2 t0 t1 t2 broker_cpu0 broker_cpu1 knot0 knot1 worker_cpu=0
+    local workers=$1 tag=$2 batch=$3 t0 t1 t2 broker_cpu0 broker_cpu1 knot0 knot1 worker_cpu=0
     local pids=()
     t0=$(now)
-    "$BIN" queue put "$NATS/w$tag" "$OUT/names.txt" 2>/dev/null
+    "$BIN" queue put "$NATS/w$tag" "$OUT/names.txt" --batch "$batch" 2>/dev/null
     t1=$(now)
     broker_cpu0=$(cpu "$BROKER")
     knot0=$(cpu "$KNOT_PID")
@@ -106,26 +111,32 @@ queue_run() {
 }
 
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $NAMES names; knot $KNOT"
-best_file="" best_q1="" best_q2=""
+best_file="" best_q1="" best_q2="" best_q1b1=""
 faster() { awk -v a="$1" -v b="$2" 'BEGIN {print (b == "" || a + 0 < b + 0)}'; }
 for run in $(seq "$RUNS"); do
     read -r f fcpu fknot < <(file_run)
-    q1=$(queue_run 1 "a$run")
-    q2=$(queue_run 2 "b$run")
-    echo "run $run: file ${f}s (cpu ${fcpu}s, knot ${fknot}s) | put/work/total/worker-cpu/broker-cpu/knot-cpu: 1 worker $q1 | 2 workers $q2"
+    q1=$(queue_run 1 "a$run" "$BATCH")
+    q2=$(queue_run 2 "b$run" "$BATCH")
+    q1b1=$(queue_run 1 "c$run" 1)
+    echo "run $run: file ${f}s (cpu ${fcpu}s, knot ${fknot}s) | put/work/total/worker-cpu/broker-cpu/knot-cpu: 1 worker $q1 | 2 workers $q2 | 1 worker, --batch 1: $q1b1"
+    echo "run $run: this run's ratio, 1 worker to the file run: $(awk -v q="$(cut -d' ' -f3 <<<"$q1")" -v f="$f" 'BEGIN {printf "%.2f", q / f}')"
     # Best by wall time: the file run's, and the queue runs' total.
     [[ $(faster "$f" "${best_file%% *}") == 1 ]] && best_file="$f $fcpu $fknot"
     [[ $(faster "$(cut -d' ' -f3 <<<"$q1")" "$(cut -d' ' -f3 <<<"$best_q1")") == 1 ]] && best_q1=$q1
     [[ $(faster "$(cut -d' ' -f3 <<<"$q2")" "$(cut -d' ' -f3 <<<"$best_q2")") == 1 ]] && best_q2=$q2
+    [[ $(faster "$(cut -d' ' -f3 <<<"$q1b1")" "$(cut -d' ' -f3 <<<"$best_q1b1")") == 1 ]] && best_q1b1=$q1b1
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 read -r f fcpu fknot <<<"$best_file"
 read -r put1 work1 total1 wcpu1 bcpu1 kcpu1 <<<"$best_q1"
 read -r put2 work2 total2 wcpu2 bcpu2 kcpu2 <<<"$best_q2"
+read -r put3 work3 total3 wcpu3 bcpu3 kcpu3 <<<"$best_q1b1"
 awk -v n="$NAMES" -v f="$f" -v fc="$fcpu" -v fk="$fknot" -v p="$put1" -v w="$work1" -v t="$total1" -v wc="$wcpu1" -v bc="$bcpu1" -v kc="$kcpu1" \
-    -v p2="$put2" -v w2="$work2" -v t2="$total2" -v wc2="$wcpu2" -v bc2="$bcpu2" -v kc2="$kcpu2" 'BEGIN {
+    -v p2="$put2" -v w2="$work2" -v t2="$total2" -v wc2="$wcpu2" -v bc2="$bcpu2" -v kc2="$kcpu2" \
+    -v p3="$put3" -v w3="$work3" -v t3="$total3" -v wc3="$wcpu3" -v bc3="$bcpu3" -v kc3="$kcpu3" -v b="$BATCH" 'BEGIN {
     printf "best of runs (%d names):\n", n
     printf "  file run:   %.3f s wall (%.0f names/s), %.2f s CPU, knot %.2f s\n", f, n / f, fc, fk
     printf "  1 worker:   put %.3f s + workers→get %.3f s = %.3f s wall: %.2fx the file run (workers→get alone %.2fx); CPU worker %.2f s, broker %.2f s, knot %.2f s\n", p, w, t, t / f, w / f, wc, bc, kc
     printf "  2 workers:  put %.3f s + workers→get %.3f s = %.3f s wall: %.2fx the speed of 1 worker (workers→get); CPU workers %.2f s, broker %.2f s, knot %.2f s\n", p2, w2, t2, w / w2, wc2, bc2, kc2
+    printf "  1 worker, --batch 1 (a line to an item, not %d): put %.3f s + worker→get %.3f s = %.3f s wall: %.2fx the file run; CPU worker %.2f s, broker %.2f s, knot %.2f s\n", b, p3, w3, t3, t3 / f, wc3, bc3, kc3
 }'

@@ -464,6 +464,88 @@ fn a_worker_gives_up_when_results_cannot_be_stored_and_leaves_its_items() {
     );
 }
 
+/// The messages of stream `name` at `addr` as stored: headers and payload.
+fn raw_messages(addr: SocketAddr, name: &str) -> Vec<(Option<String>, Vec<u8>)> {
+    use dnsluice_core::options::Options;
+    use dnsluice_modules::nats::{connect, runtime, NatsAddress, NatsAuthOptions};
+    runtime::block_on(async {
+        let address = NatsAddress::parse_stream(&url(addr, name)).unwrap();
+        let auth = NatsAuthOptions::from_table(Default::default()).unwrap();
+        let link = connect(&address, &auth).await.unwrap();
+        let mut stream = link.jetstream().get_stream(name).await.unwrap();
+        let last = stream.info().await.unwrap().state.last_sequence;
+        let mut out = Vec::new();
+        for sequence in 1..=last {
+            let m = stream.get_raw_message(sequence).await.unwrap();
+            let encoding = m
+                .headers
+                .get("Content-Encoding")
+                .map(|v| v.as_str().to_string());
+            out.push((encoding, m.payload.to_vec()));
+        }
+        out
+    })
+}
+
+/// `zstd -d` (the zstd program, not our decoder) of `packed`.
+fn unzstd(packed: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = Command::new("zstd")
+        .args(["-d", "-c", "-q"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("zstd (apt-get install zstd)");
+    child.stdin.take().unwrap().write_all(packed).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
+
+/// Results come back zstd-compressed, one message per item, in frames the
+/// zstd program decodes to the records; `--results-compression none` sends
+/// them plain.
+#[test]
+fn results_are_zstd_frames_one_per_item_unless_told_otherwise() {
+    const NAMES: u32 = 250;
+    let s = testkit::servers();
+    let dir = tempdir("zstd");
+    for (tag, flags, compressed) in [
+        ("z", &["--idle-exit", "1"][..], true),
+        (
+            "p",
+            &["--idle-exit", "1", "--results-compression", "none"][..],
+            false,
+        ),
+    ] {
+        let (work, results) = (
+            url(s.nats, &stream(&format!("zstd_w{tag}"))),
+            url(s.nats, &stream(&format!("zstd_r{tag}"))),
+        );
+        put(&work, &names_file(&dir, NAMES), &[]);
+        let mut worker = lookup_worker(&dir, tag, &work, &results, flags);
+        wait_ok(&mut worker, &dir, tag);
+        let name = results.rsplit('/').next().unwrap();
+        let messages = raw_messages(s.nats, name);
+        // Items of 100, 100 and 50 lines.
+        assert_eq!(messages.len(), 3);
+        let mut records = Vec::new();
+        for (encoding, payload) in &messages {
+            let plain = if compressed {
+                assert_eq!(encoding.as_deref(), Some("zstd"));
+                unzstd(payload)
+            } else {
+                assert_eq!(encoding, &None);
+                payload.clone()
+            };
+            records.extend(json_lines(&plain));
+        }
+        assert_one_right_answer_each(&records, NAMES);
+        // And `queue get` reads the same records.
+        assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
+    }
+}
+
 /// Waits (at most `limit`) for a worker to fail; its stderr.
 fn wait_failed(child: &mut Child, dir: &Path, name: &str, limit: Duration) -> String {
     let start = Instant::now();

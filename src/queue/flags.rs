@@ -103,6 +103,10 @@ pub struct WorkerFlags {
     /// results stream is stored, when this worker makes it (default 1).
     #[arg(long, value_name = "N")]
     pub replicas: Option<usize>,
+    /// With a nats:// output: how results messages of 1 KiB and more are
+    /// compressed: zstd (the default; `queue get` decodes it) or none.
+    #[arg(long, value_name = "zstd|none")]
+    pub results_compression: Option<String>,
     /// How to reach the broker.
     #[command(flatten)]
     pub nats: NatsFlags,
@@ -140,6 +144,9 @@ impl WorkerFlags {
         table.insert("url".into(), url.into());
         if let Some(n) = self.replicas {
             table.insert("replicas".into(), (n as i64).into());
+        }
+        if let Some(c) = &self.results_compression {
+            table.insert("compression".into(), c.as_str().into());
         }
         table
     }

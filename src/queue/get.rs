@@ -12,6 +12,7 @@ use super::NatsFlags;
 use anyhow::{bail, Context, Result};
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
 use clap::Args;
+use dnsluice_modules::nats::encoding;
 use dnsluice_modules::nats::streams::{self, MSG_ID};
 use dnsluice_modules::nats::{connect, runtime, NatsAddress};
 use futures_util::StreamExt;
@@ -187,11 +188,14 @@ async fn read_all(
             .as_ref()
             .and_then(|h| h.get(MSG_ID))
             .map(|v| v.as_str().to_string());
-        // A message holds the records of one work item, one per line.
-        let records = message
-            .payload
-            .split(|&b| b == b'\n')
-            .filter(|r| !r.is_empty());
+        // A message holds the records of one work item, one per line,
+        // maybe compressed.
+        let payload =
+            encoding::decode(message.headers.as_ref(), &message.payload).map_err(|e| {
+                let sequence = message.info().map(|i| i.stream_sequence).unwrap_or(0);
+                format!("{address}: message {sequence}: {e}")
+            })?;
+        let records = payload.split(|&b| b == b'\n').filter(|r| !r.is_empty());
         if let Some(id) = id {
             if !seen.insert(id) {
                 read.duplicates += records.count() as u64;

@@ -1,7 +1,8 @@
 //! NATS JetStream, shared by `input.nats` and `output.nats` (and the
 //! `dnsluice queue` commands): where a stream is ([`address`]), how to reach
 //! it safely ([`connect`]: TLS, credentials from files or the environment),
-//! the streams' and consumers' settings ([`streams`]), the runtime every
+//! the streams' and consumers' settings ([`streams`]), how results
+//! payloads are compressed ([`encoding`]), the runtime every
 //! connection runs on ([`runtime`]), and the tickets that carry a work
 //! item's acknowledgement from the input that took it to the output that
 //! stored its result ([`tickets`]).
@@ -16,6 +17,7 @@
 
 pub mod address;
 pub mod connect;
+pub mod encoding;
 pub mod runtime;
 pub mod streams;
 pub mod tickets;

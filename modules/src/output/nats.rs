@@ -18,6 +18,7 @@
 
 use crate::json::{write_object, write_response};
 use crate::nats::connect::Link;
+use crate::nats::encoding::{Compression, Encoder, CONTENT_ENCODING, ZSTD};
 use crate::nats::streams::{self, MSG_ID};
 use crate::nats::{runtime, tickets, NatsAddress, NatsAuthOptions};
 use async_nats::jetstream::message::PublishMessage;
@@ -57,6 +58,10 @@ pub struct NatsOutputOptions {
     /// when this stage makes it (3 for a 3-node cluster; 1 on a lone server).
     #[option(default = 1, range = 1..=5)]
     pub replicas: usize,
+    /// How messages of 1 KiB and more are compressed (`zstd`: with a
+    /// `Content-Encoding: zstd` header, which `queue get` reads; `none`).
+    #[option(default)]
+    pub compression: Compression,
     /// Credentials and certificates.
     #[option(flatten)]
     pub auth: NatsAuthOptions,
@@ -74,6 +79,8 @@ pub fn entry() -> ModuleEntry {
 /// One message on its way: a record, or the records of a work item's lines.
 struct Outgoing {
     payload: Bytes,
+    /// The payload's `Content-Encoding` (`None`: plain).
+    encoding: Option<&'static str>,
     records: u64,
     id: Option<String>,
     ticket: Option<u64>,
@@ -128,6 +135,7 @@ impl NatsOutput {
         let (queue, incoming) = mpsc::channel(options.window);
         let failed = Arc::new(Mutex::new(None));
         let counts = Arc::new(Counts::default());
+        let encoder = Encoder::new(options.compression).map_err(fail)?;
         let publisher = Publisher {
             js: link.jetstream(),
             link: link.clone(),
@@ -136,7 +144,7 @@ impl NatsOutput {
             failed: failed.clone(),
             counts: counts.clone(),
         };
-        let task = runtime::get().spawn(publisher.run(incoming));
+        let task = runtime::get().spawn(publisher.run(incoming, encoder));
         Ok(NatsOutput {
             options: options.clone(),
             link,
@@ -164,6 +172,7 @@ impl NatsOutput {
     fn outgoing(&mut self, payload: &[u8], number: u64) -> Option<Outgoing> {
         let one = |id| Outgoing {
             payload: Bytes::copy_from_slice(payload),
+            encoding: None,
             records: 1,
             id,
             ticket: tickets::is_ticket(number).then_some(number),
@@ -195,6 +204,7 @@ impl NatsOutput {
         let done = self.gathering.remove(&item.first)?;
         Some(Outgoing {
             payload: Bytes::from(done.payload),
+            encoding: None,
             records: done.records,
             id: Some(item.result_id),
             ticket: Some(item.first),
@@ -292,7 +302,7 @@ struct Publisher {
 }
 
 impl Publisher {
-    async fn run(self, mut incoming: mpsc::Receiver<Outgoing>) {
+    async fn run(self, mut incoming: mpsc::Receiver<Outgoing>, mut encoder: Encoder) {
         let this = Arc::new(self);
         let mut pending = FuturesUnordered::new();
         let mut open = true;
@@ -300,7 +310,14 @@ impl Publisher {
             tokio::select! {
                 Some(()) = pending.next(), if !pending.is_empty() => {}
                 next = incoming.recv(), if open && pending.len() < this.window => match next {
-                    Some(outgoing) => pending.push(this.clone().store(outgoing)),
+                    Some(mut outgoing) => {
+                        // Compressed here, on the runtime's thread, beside the chain's.
+                        if let Some(packed) = encoder.compress(&outgoing.payload) {
+                            outgoing.payload = Bytes::from(packed);
+                            outgoing.encoding = Some(ZSTD);
+                        }
+                        pending.push(this.clone().store(outgoing));
+                    }
                     None => open = false,
                 },
             }
@@ -369,6 +386,9 @@ impl Publisher {
         let mut publish = PublishMessage::build().payload(outgoing.payload.clone());
         if let Some(id) = &outgoing.id {
             publish = publish.header(MSG_ID, id.as_str());
+        }
+        if let Some(encoding) = outgoing.encoding {
+            publish = publish.header(CONTENT_ENCODING, encoding);
         }
         let ack = self
             .js
