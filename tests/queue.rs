@@ -464,6 +464,59 @@ fn a_worker_gives_up_when_results_cannot_be_stored_and_leaves_its_items() {
     );
 }
 
+/// `--follow`: the worker makes the missing work stream, answers what is
+/// put later, and keeps waiting past `--idle-exit`; its `--replicas` apply
+/// to the stream it makes (three on a lone server: a clear error).
+#[test]
+fn a_following_worker_makes_the_stream_and_waits_for_work() {
+    const NAMES: u32 = 150;
+    let s = testkit::servers();
+    let dir = tempdir("follow");
+    let (work, results) = (
+        url(s.nats, &stream("follow_w")),
+        url(s.nats, &stream("follow_r")),
+    );
+    let flags = ["--follow", "--idle-exit", "1"];
+    let mut worker = lookup_worker(&dir, "worker", &work, &results, &flags);
+    wait_for_stream(&work);
+    put(&work, &names_file(&dir, NAMES), &[]);
+    assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        worker.try_wait().unwrap().is_none(),
+        "the worker stopped though it follows"
+    );
+    assert_eq!(status(&work, &[])["messages"], 0);
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+
+    let other = url(s.nats, &stream("follow_r3"));
+    let mut worker = lookup_worker(
+        &dir,
+        "r3",
+        &other,
+        &results,
+        &["--follow", "--replicas", "3"],
+    );
+    let err = wait_failed(&mut worker, &dir, "r3", Duration::from_secs(30));
+    assert!(err.contains("cannot make the stream"), "{err}");
+}
+
+/// Waits (at most 20 s) until stream `url` exists.
+fn wait_for_stream(url: &str) {
+    let start = Instant::now();
+    while !dnsluice()
+        .args(["queue", "status", url])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "no stream {url}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The messages of stream `name` at `addr` as stored: headers and payload.
 fn raw_messages(addr: SocketAddr, name: &str) -> Vec<(Option<String>, Vec<u8>)> {
     use dnsluice_core::options::Options;

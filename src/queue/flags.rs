@@ -99,8 +99,9 @@ pub struct WorkerFlags {
     /// it took (default 16384); smaller shares a short queue more evenly.
     #[arg(long, value_name = "LINES")]
     pub max_held: Option<usize>,
-    /// With a nats:// output: on how many servers of a JetStream cluster the
-    /// results stream is stored, when this worker makes it (default 1).
+    /// On how many servers of a JetStream cluster the results stream (and,
+    /// with --follow, the work stream) is stored, when this worker makes it
+    /// (default 1).
     #[arg(long, value_name = "N")]
     pub replicas: Option<usize>,
     /// With a nats:// output: how results messages of 1 KiB and more are
@@ -134,6 +135,9 @@ impl WorkerFlags {
         }
         if let Some(n) = self.max_held {
             table.insert("max_held".into(), (n as i64).into());
+        }
+        if let (true, Some(n)) = (self.follow, self.replicas) {
+            table.insert("replicas".into(), (n as i64).into());
         }
         table
     }

@@ -82,6 +82,10 @@ pub struct NatsInputOptions {
     /// Never end: wait for more work (creates the stream if it is missing).
     #[option(default)]
     pub follow: bool,
+    /// On how many servers of a JetStream cluster the stream is stored,
+    /// when `follow` makes it (3 for a 3-node cluster).
+    #[option(default = 1, range = 1..=5)]
+    pub replicas: usize,
     /// Credentials and certificates.
     #[option(flatten)]
     pub auth: NatsAuthOptions,
@@ -143,8 +147,11 @@ impl NatsInput {
             let link = crate::nats::connect(&address, &options.auth).await?;
             let js = link.jetstream();
             let stream = if options.follow {
-                let config =
-                    streams::work_stream(address.stream(), streams::DEFAULT_DEDUP_WINDOW, 1);
+                let config = streams::work_stream(
+                    address.stream(),
+                    streams::DEFAULT_DEDUP_WINDOW,
+                    options.replicas,
+                );
                 js.get_or_create_stream(config)
                     .await
                     .map_err(|e| format!("{address}: cannot make the stream: {e}"))?
