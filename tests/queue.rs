@@ -31,6 +31,15 @@ fn stream(name: &str) -> String {
     format!("{name}_{}", std::process::id())
 }
 
+/// A work stream and a results stream of the shared broker, named after `tag`.
+fn work_and_results(tag: &str) -> (String, String) {
+    let nats = testkit::servers().nats;
+    (
+        url(nats, &stream(&format!("{tag}_w"))),
+        url(nats, &stream(&format!("{tag}_r"))),
+    )
+}
+
 fn url(addr: SocketAddr, stream: &str) -> String {
     format!("nats://{addr}/{stream}")
 }
@@ -253,12 +262,8 @@ fn counters(stats_json: &Path, module: &str) -> Value {
 #[test]
 fn two_workers_one_killed_mid_run_lose_and_double_nothing() {
     const NAMES: u32 = 20_000;
-    let s = testkit::servers();
     let dir = tempdir("kill");
-    let (work, results) = (
-        url(s.nats, &stream("kill_w")),
-        url(s.nats, &stream("kill_r")),
-    );
+    let (work, results) = work_and_results("kill");
     let names = names_file(&dir, NAMES);
     // Items of 100 lines (the default): 200 of them.
     let first_put = put(&work, &names, &[]);
@@ -472,10 +477,7 @@ fn a_following_worker_makes_the_stream_and_waits_for_work() {
     const NAMES: u32 = 150;
     let s = testkit::servers();
     let dir = tempdir("follow");
-    let (work, results) = (
-        url(s.nats, &stream("follow_w")),
-        url(s.nats, &stream("follow_r")),
-    );
+    let (work, results) = work_and_results("follow");
     let flags = ["--follow", "--idle-exit", "1"];
     let mut worker = lookup_worker(&dir, "worker", &work, &results, &flags);
     wait_for_stream(&work);
@@ -571,10 +573,7 @@ fn results_are_zstd_frames_one_per_item_unless_told_otherwise() {
             false,
         ),
     ] {
-        let (work, results) = (
-            url(s.nats, &stream(&format!("zstd_w{tag}"))),
-            url(s.nats, &stream(&format!("zstd_r{tag}"))),
-        );
+        let (work, results) = work_and_results(&format!("zstd{tag}"));
         put(&work, &names_file(&dir, NAMES), &[]);
         let mut worker = lookup_worker(&dir, tag, &work, &results, flags);
         wait_ok(&mut worker, &dir, tag);
@@ -891,11 +890,10 @@ fn comparable(summary: &Value) -> Vec<Value> {
 
 #[test]
 fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
-    let s = testkit::servers();
     let dir = tempdir("captures");
     // The third file takes about a second (2^15 copies of a capture).
     let files = capture_set_with(&dir, 15);
-    let (work, results) = (url(s.nats, &stream("cap_w")), url(s.nats, &stream("cap_r")));
+    let (work, results) = work_and_results("cap");
     let mut put_cmd = dnsluice();
     put_cmd
         .args(["queue", "put", &work, "--files"])
@@ -971,12 +969,8 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
 
 #[test]
 fn poison_item_gets_an_error_record_after_max_deliver() {
-    let s = testkit::servers();
     let dir = tempdir("poison");
-    let (work, results) = (
-        url(s.nats, &stream("poison_w")),
-        url(s.nats, &stream("poison_r")),
-    );
+    let (work, results) = work_and_results("poison");
     // A nameserver that never answers: the lookup holds its item.
     let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let line = format!("n7.lookup.test,{}", silent.local_addr().unwrap());
@@ -1034,9 +1028,8 @@ fn poison_item_gets_an_error_record_after_max_deliver() {
 
 #[test]
 fn malformed_line_gets_an_error_record_and_is_acknowledged() {
-    let s = testkit::servers();
     let dir = tempdir("malformed");
-    let (work, results) = (url(s.nats, &stream("bad_w")), url(s.nats, &stream("bad_r")));
+    let (work, results) = work_and_results("bad");
     let file = dir.join("names.txt");
     std::fs::write(
         &file,
