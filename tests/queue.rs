@@ -314,14 +314,20 @@ struct OwnBroker {
 }
 
 impl OwnBroker {
-    fn start(dir: &Path, port: u16) -> OwnBroker {
-        let mut broker = OwnBroker {
-            child: Self::spawn(dir, port),
-            port,
-            dir: dir.to_path_buf(),
-        };
-        broker.wait_listening();
-        broker
+    /// A broker on a free port (another if someone takes the port first).
+    fn start(dir: &Path) -> OwnBroker {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Self::spawn(dir, port);
+            if wait_listening(port, &mut child) {
+                return OwnBroker {
+                    child,
+                    port,
+                    dir: dir.to_path_buf(),
+                };
+            }
+        }
+        panic!("nats-server did not start on any of five ports");
     }
 
     fn spawn(dir: &Path, port: u16) -> Child {
@@ -334,10 +340,6 @@ impl OwnBroker {
             .expect("nats-server (apt-get install nats-server)")
     }
 
-    fn wait_listening(&mut self) {
-        wait_listening(self.port);
-    }
-
     /// Stops the broker (SIGTERM), waits `down`, and starts it again on the same store.
     fn restart(&mut self, down: Duration) {
         // SAFETY: a signal to our own child.
@@ -347,7 +349,11 @@ impl OwnBroker {
         self.child.wait().unwrap();
         std::thread::sleep(down);
         self.child = Self::spawn(&self.dir, self.port);
-        self.wait_listening();
+        assert!(
+            wait_listening(self.port, &mut self.child),
+            "nats-server did not start again on port {}",
+            self.port
+        );
     }
 }
 
@@ -358,16 +364,21 @@ impl Drop for OwnBroker {
     }
 }
 
-/// Waits (at most 10 s) until a server listens on `port`.
-fn wait_listening(port: u16) {
+/// Waits (at most 10 s) until `server` listens on `port`; false if it
+/// exited first (the port was taken between [`free_port`] and its bind).
+fn wait_listening(port: u16, server: &mut Child) -> bool {
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if server.try_wait().unwrap().is_some() {
+            return false;
+        }
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "nats-server did not start on port {port}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    true
 }
 
 /// A port nobody listens on now.
@@ -383,7 +394,7 @@ fn free_port() -> u16 {
 fn broker_restarted_mid_run_loses_and_doubles_nothing() {
     const NAMES: u32 = 20_000;
     let dir = tempdir("restart");
-    let mut broker = OwnBroker::start(&dir, free_port());
+    let mut broker = OwnBroker::start(&dir);
     let addr: SocketAddr = format!("127.0.0.1:{}", broker.port).parse().unwrap();
     let (work, results) = (url(addr, "W"), url(addr, "R"));
     // One line to an item: the broker's restart lands among many items.
@@ -424,7 +435,7 @@ fn broker_restarted_mid_run_loses_and_doubles_nothing() {
 fn a_worker_gives_up_when_results_cannot_be_stored_and_leaves_its_items() {
     const NAMES: u32 = 5_000;
     let dir = tempdir("giveup");
-    let broker = OwnBroker::start(&dir, free_port());
+    let broker = OwnBroker::start(&dir);
     let addr: SocketAddr = format!("127.0.0.1:{}", broker.port).parse().unwrap();
     let (work, results) = (url(addr, "W"), url(addr, "R"));
     put(&work, &names_file(&dir, NAMES), &[]);
@@ -646,7 +657,18 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// Three servers on free ports (all again on others if one of them
+    /// finds its port taken).
     fn start(dir: &Path) -> Cluster {
+        for _ in 0..5 {
+            if let Some(cluster) = Self::try_start(dir) {
+                return cluster;
+            }
+        }
+        panic!("the cluster did not start on any of five sets of ports");
+    }
+
+    fn try_start(dir: &Path) -> Option<Cluster> {
         let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let routes: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let nodes = (0..3)
@@ -655,23 +677,36 @@ impl Cluster {
                     .filter(|&j| j != i)
                     .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
                     .collect();
+                let store = dir.join(format!("node{i}"));
+                let _ = std::fs::remove_dir_all(&store);
                 Command::new("nats-server")
                     .args(["-js", "-a", "127.0.0.1", "-p", &ports[i].to_string()])
                     .args(["-n", &format!("node{i}"), "--cluster_name", "c"])
                     .args(["--cluster", &format!("nats://127.0.0.1:{}", routes[i])])
                     .args(["--routes", &others.join(",")])
                     .arg("-sd")
-                    .arg(dir.join(format!("node{i}")))
+                    .arg(store)
                     .stdout(Stdio::null())
                     .stderr(std::fs::File::create(dir.join(format!("node{i}.log"))).unwrap())
                     .spawn()
                     .expect("nats-server (apt-get install nats-server)")
             })
             .collect();
-        for &port in &ports {
-            wait_listening(port);
+        let mut cluster = Cluster { nodes, ports };
+        let ports = cluster.ports.clone();
+        for (node, port) in cluster.nodes.iter_mut().zip(ports) {
+            if !wait_listening(port, node) {
+                return None; // Dropped: the others are stopped.
+            }
         }
-        Cluster { nodes, ports }
+        // A taken route port ends a node just after it listens for clients.
+        std::thread::sleep(Duration::from_millis(300));
+        for node in &mut cluster.nodes {
+            if node.try_wait().unwrap().is_some() {
+                return None;
+            }
+        }
+        Some(cluster)
     }
 
     /// `nats://` with all three servers, for `stream`.
