@@ -277,7 +277,9 @@ fn two_workers_one_killed_mid_run_lose_and_double_nothing() {
         again.contains("put 0 items") && again.contains("200 more"),
         "{again}"
     );
-    assert_eq!(status(&work, &[])["messages"], NAMES / 100);
+    let put_status = status(&work, &[]);
+    assert_eq!(put_status["messages"], NAMES / 100);
+    assert_eq!(put_status["lines_per_item"], 100);
 
     // Each worker holds at most 2,000 lines (20 items), so both get work.
     let flags = ["--ack-wait", "2s", "--idle-exit", "2", "--max-held", "2000"];
@@ -1074,7 +1076,9 @@ fn malformed_line_gets_an_error_record_and_is_acknowledged() {
     // Three lines of work, two to an item: two items.
     let said = put(&work, &file, &["--batch", "2"]);
     assert!(said.contains("put 3 lines in 2 items"), "{said}");
-    assert_eq!(status(&work, &[])["messages"], 2);
+    let put_status = status(&work, &[]);
+    assert_eq!(put_status["messages"], 2);
+    assert_eq!(put_status["lines_per_item"], 2, "n1 and bad..name");
     // `queue get` started before any worker: it waits for the results stream.
     let getter = dnsluice()
         .args(["queue", "get", &results, "--expect", "3"])

@@ -60,6 +60,12 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
         // In a work queue an acknowledged item is removed: what was put
         // and is gone was acknowledged.
         let acked = work_queue.then(|| state.last_sequence.saturating_sub(state.messages));
+        // Items of `queue put --batch` lines: what the first one holds.
+        let lines_per_item = if work_queue && state.messages > 0 {
+            Some(streams::lines_per_item(&stream).await)
+        } else {
+            None
+        };
         Ok::<_, String>(json!({
             "stream": info.config.name,
             "retention": if work_queue { "workqueue" } else { "limits" },
@@ -68,6 +74,7 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
             "first_seq": state.first_sequence,
             "last_seq": state.last_sequence,
             "acked": acked,
+            "lines_per_item": lines_per_item,
             "replicas": info.config.num_replicas,
             "leader": info.cluster.as_ref().and_then(|c| c.leader.clone()),
             "consumers": consumers,
@@ -89,6 +96,9 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
     );
     if let Some(acked) = report["acked"].as_u64() {
         println!("  acknowledged and removed: {acked}");
+    }
+    if let Some(lines) = report["lines_per_item"].as_u64() {
+        println!("  lines per item: {lines} (the first item's)");
     }
     for c in report["consumers"].as_array().into_iter().flatten() {
         println!(

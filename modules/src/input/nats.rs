@@ -175,7 +175,7 @@ impl NatsInput {
                         options.consumer
                     )
                 })?;
-            let lines_per_item = lines_per_item(&stream).await;
+            let lines_per_item = streams::lines_per_item(&stream).await;
             Ok::<_, String>((link, consumer, lines_per_item))
         })
         .map_err(fail)?;
@@ -306,7 +306,7 @@ impl NatsInput {
             self.counts.redelivered += 1;
         }
         let text = String::from_utf8_lossy(&message.payload);
-        let lines: Vec<&str> = item_lines(&text).collect();
+        let lines: Vec<&str> = streams::item_lines(&text).collect();
         if lines.is_empty() {
             // No work: done at once.
             self.counts.blank += 1;
@@ -383,25 +383,6 @@ async fn keep_alive(owner: u64, ack_wait: Duration, sent: Arc<AtomicU64>) {
             let _ = ticket.keep_alive().await;
         }
     }
-}
-
-/// How many lines the stream's items hold, judging by its first one (1 for
-/// an empty stream, or when it cannot be read).
-async fn lines_per_item(stream: &async_nats::jetstream::stream::Stream) -> usize {
-    let first = stream.cached_info().state.first_sequence;
-    match stream.get_raw_message(first).await {
-        Ok(message) => item_lines(&String::from_utf8_lossy(&message.payload))
-            .count()
-            .max(1),
-        Err(_) => 1,
-    }
-}
-
-/// The lines of an item's text that are work: not blank, not `#` comments.
-fn item_lines(text: &str) -> impl Iterator<Item = &str> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
 }
 
 /// The record of a line of an item that reached `max_deliver` without a stored result.

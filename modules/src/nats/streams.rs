@@ -132,6 +132,25 @@ pub fn result_id(stream: &str, item_id: Option<&str>, sequence: u64) -> String {
     }
 }
 
+/// How many lines the stream's items hold, judging by its first one (1 for
+/// an empty stream, or when it cannot be read).
+pub async fn lines_per_item(stream: &jetstream::stream::Stream) -> usize {
+    let first = stream.cached_info().state.first_sequence;
+    match stream.get_raw_message(first).await {
+        Ok(message) => item_lines(&String::from_utf8_lossy(&message.payload))
+            .count()
+            .max(1),
+        Err(_) => 1,
+    }
+}
+
+/// The lines of an item's text that are work: not blank, not `#` comments.
+pub fn item_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
 /// 64-bit FNV-1a: a stable digest (the same in every build and on every machine).
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash = 0xcbf2_9ce4_8422_2325u64;
