@@ -315,14 +315,16 @@ fn script_on(pcap: &str, text: &str) -> String {
 fn iter_with_field_names_returns_each_message_with_those_fields() {
     // UDP (handed on in place), TCP with multi-segment messages and IP
     // fragments (copied through filter.dns's queue): every message, in order.
+    // Three of the fields are strings made for the call (the addresses and
+    // the name), which the iterator reads together before pushing them.
     for pcap in [CAPTURE, "ipv4_fragments.pcap", "ipv6_exthdr.pcap"] {
         let out = script_on(
             pcap,
             &format!(
                 "{CHAIN}dns:producer(layer:producer(input))\n\
-                 for obj, frame, id, qname, qtype, transport in dns:iter('frame', 'id', 'qname', 'qtype_code', 'transport') do\n\
+                 for obj, frame, src, id, qname, qtype, transport, dst in dns:iter('frame', 'src', 'id', 'qname', 'qtype_code', 'transport', 'dst') do\n\
                  assert(obj.frame == frame and obj.dns.id == id and obj.dns.qname == qname)\n\
-                 print(frame, id, qname, qtype, transport)\nend\n"
+                 print(frame, src, id, qname, qtype, transport, dst)\nend\n"
             ),
         );
         let truth = truth(pcap);
@@ -339,8 +341,9 @@ fn iter_with_field_names_returns_each_message_with_those_fields() {
                     code => code.to_string(),
                 };
                 let transport = t["transport"].as_str().unwrap();
+                let (src, dst) = (t["src"].as_str().unwrap(), t["dst"].as_str().unwrap());
                 format!(
-                    "{}\t{}\t{qname}\t{qtype}\t{transport}\n",
+                    "{}\t{src}\t{}\t{qname}\t{qtype}\t{transport}\t{dst}\n",
                     t["frame"], t["id"]
                 )
             })
