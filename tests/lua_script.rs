@@ -724,3 +724,38 @@ fn a_view_kept_by_filter_lua_is_stale_in_the_next_call() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A view read with a key that is not a string is an error that says so
+/// (a number is no field's name either), at the line that reads it.
+#[test]
+fn a_view_read_with_a_key_that_is_not_a_name_raises_a_clear_error() {
+    let out = run_on(
+        "badkey.lua",
+        CAPTURE,
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\nlocal o = dns:produce()\n\
+             local function try(f) print((select(2, pcall(f)))) end\n\
+             try(function() return o[{{}}] end)\n\
+             try(function() return o.dns[true] end)\n\
+             try(function() return o[1] end)\n"
+        ),
+    );
+    let fields = "(fields: frame ts";
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    // run_on gives the script's full path: the location ends with its name.
+    assert!(
+        lines[0].ends_with("/badkey.lua:8: object fields are named by strings"),
+        "{out}"
+    );
+    assert!(
+        lines[1].ends_with("/badkey.lua:9: object fields are named by strings"),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains(&format!(
+            "/badkey.lua:10: objects have no field `1` {fields}"
+        )),
+        "{out}"
+    );
+}
