@@ -316,7 +316,7 @@ fn iter_with_field_names_returns_each_message_with_those_fields() {
     // UDP (handed on in place), TCP with multi-segment messages and IP
     // fragments (copied through filter.dns's queue): every message, in order.
     // Three of the fields are strings made for the call (the addresses and
-    // the name), which the iterator reads together before pushing them.
+    // the name), in one scratch buffer, one after the other.
     for pcap in [CAPTURE, "ipv4_fragments.pcap", "ipv6_exthdr.pcap"] {
         let out = script_on(
             pcap,

@@ -134,37 +134,38 @@ pub unsafe fn push_field(
             push_message(l, STALE);
             return -1;
         };
-        push_value(l, value, field, scratch)
-    }
-}
-
-/// Pushes `field` of the view `value` as [`push_field`] does; `text` is
-/// the string of a [`Field::Scratch`].
-pub unsafe fn push_value(
-    l: *mut ffi::lua_State,
-    value: usize,
-    field: Field<'_>,
-    text: &[u8],
-) -> c_int {
-    unsafe {
         match field {
-            Field::Nil => ffi::lua_pushnil(l),
-            Field::Bool(b) => ffi::lua_pushboolean(l, c_int::from(b)),
-            Field::Int(i) => ffi::lua_pushinteger(l, i as ffi::lua_Integer),
-            Field::Num(x) => ffi::lua_pushnumber(l, x),
+            Field::Nil => {
+                ffi::lua_pushnil(l);
+                1
+            }
+            Field::Bool(b) => {
+                ffi::lua_pushboolean(l, c_int::from(b));
+                1
+            }
+            Field::Int(i) => {
+                ffi::lua_pushinteger(l, i as ffi::lua_Integer);
+                1
+            }
+            Field::Num(x) => {
+                ffi::lua_pushnumber(l, x);
+                1
+            }
             Field::Str(s) => {
                 ffi::lua_pushlstring(l, s.as_ptr().cast(), s.len());
+                1
             }
             Field::Scratch => {
-                ffi::lua_pushlstring(l, text.as_ptr().cast(), text.len());
+                ffi::lua_pushlstring(l, scratch.as_ptr().cast(), scratch.len());
+                1
             }
             Field::View(part) => {
-                ffi::lua_pushlightuserdata(l, with_part(value, part) as *mut c_void)
+                ffi::lua_pushlightuserdata(l, with_part(value, part) as *mut c_void);
+                1
             }
-            Field::Table => return PUSHED_TABLE,
-            Field::Unknown => return UNKNOWN,
+            Field::Table => PUSHED_TABLE,
+            Field::Unknown => UNKNOWN,
         }
-        1
     }
 }
 

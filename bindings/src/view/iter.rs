@@ -2,9 +2,9 @@
 //! object and pushes its view and the fields named, so a loop that reads a
 //! few fields calls into Rust once per object.
 
-use super::index::{push_message, push_table, push_value, PUSHED_TABLE, UNKNOWN};
-use super::slots::{decode, with_live, with_part, STALE};
-use crate::fields::{self, Field};
+use super::index::{push_field, push_message, push_table, PUSHED_TABLE, SCRATCH, UNKNOWN};
+use super::slots::with_part;
+use crate::fields;
 use mlua::{ffi, Lua};
 use std::ffi::{c_int, c_void};
 use std::rc::Rc;
@@ -29,15 +29,6 @@ struct IterState {
     /// its `__gc`).
     magic: u64,
     source: Option<(Rc<dyn NextView>, Vec<fields::FieldKey>)>,
-    /// Reused for each object: its fields, read under one look-up of the
-    /// slot and pushed after it (a string made for a field is a range of
-    /// `text`).
-    got: std::cell::Cell<Vec<(Field<'static>, std::ops::Range<usize>)>>,
-    /// Reused for each object: the strings made for its fields, one after
-    /// the other.
-    text: std::cell::Cell<Vec<u8>>,
-    /// Reused for each object: where one field's string is made.
-    scratch: std::cell::Cell<Vec<u8>>,
 }
 
 /// The first field of every [`IterState`].
@@ -73,10 +64,7 @@ pub fn push_iterator(
 ) -> mlua::Result<mlua::Function> {
     let state = IterState {
         magic: ITER_MAGIC,
-        got: std::cell::Cell::new(Vec::with_capacity(keys.len())),
         source: Some((source, keys)),
-        text: std::cell::Cell::default(),
-        scratch: std::cell::Cell::default(),
     };
     // SAFETY: the closure pushes one function and leaves the stack otherwise
     // as it was. The state moves into a userdata whose `__gc` drops it (and
@@ -148,60 +136,31 @@ unsafe fn iter_inner(l: *mut ffi::lua_State) -> c_int {
             return -1;
         }
         ffi::lua_pushlightuserdata(l, value as *mut c_void);
-        if keys.is_empty() {
-            return 1;
-        }
-        let state = &*ud;
-        // Every field under one look-up of the slot. The strings borrowed
-        // from the object stay put until the slot is cleared, which nothing
-        // below does (a table builder reads the object, pinned). The buffers
-        // are out of their cells while Lua copies from them: a push that
-        // raises (out of memory) loses them, and never frees them twice.
-        let (mut got, mut text, mut scratch) =
-            (state.got.take(), state.text.take(), state.scratch.take());
-        got.clear();
-        text.clear();
-        let (slot, gen, _) = decode(value);
-        let live = with_live(slot, gen, |obj, rec| {
-            for key in keys {
-                let field = fields::field(obj, rec, key.part, key.name, &mut scratch);
-                let at = text.len();
-                if field == Field::Scratch {
-                    text.extend_from_slice(&scratch);
-                }
-                got.push((field, at..text.len()));
-            }
-        });
-        state.scratch.set(scratch);
-        if live.is_none() {
-            state.got.set(got);
-            state.text.set(text);
-            push_message(l, STALE);
-            return -1;
-        }
-        for (i, key) in keys.iter().enumerate() {
+        // One scratch buffer for all the fields (see `push_field`).
+        let mut scratch = SCRATCH.take();
+        for key in keys {
             let view = with_part(value, key.part);
-            let (field, range) = got[i].clone();
-            match push_value(l, view, field, &text[range]) {
+            match push_field(l, view, key.name, &mut scratch) {
                 PUSHED_TABLE => {
                     // The builder is a Lua call, which may raise: nothing
-                    // that needs dropping may be alive here (the buffers go
-                    // back to their cells meanwhile, and are taken again).
-                    state.got.set(std::mem::take(&mut got));
-                    state.text.set(std::mem::take(&mut text));
+                    // that needs dropping may be alive here (the buffer goes
+                    // back to its cell meanwhile).
+                    SCRATCH.set(scratch);
                     ffi::lua_pushlstring(l, key.name.as_ptr().cast(), key.name.len());
                     push_table(l, view, -1);
                     ffi::lua_replace(l, -2);
-                    got = state.got.take();
-                    text = state.text.take();
+                    scratch = SCRATCH.take();
                 }
                 // A DNS field of an object that is not DNS.
                 UNKNOWN => ffi::lua_pushnil(l),
-                _ => {}
+                1 => {}
+                _ => {
+                    SCRATCH.set(scratch);
+                    return -1;
+                }
             }
         }
-        state.got.set(got);
-        state.text.set(text);
+        SCRATCH.set(scratch);
         keys.len() as c_int + 1
     }
 }
