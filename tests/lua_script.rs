@@ -315,14 +315,16 @@ fn script_on(pcap: &str, text: &str) -> String {
 fn iter_with_field_names_returns_each_message_with_those_fields() {
     // UDP (handed on in place), TCP with multi-segment messages and IP
     // fragments (copied through filter.dns's queue): every message, in order.
+    // Three of the fields are strings made for the call (the addresses and
+    // the name), in one scratch buffer, one after the other.
     for pcap in [CAPTURE, "ipv4_fragments.pcap", "ipv6_exthdr.pcap"] {
         let out = script_on(
             pcap,
             &format!(
                 "{CHAIN}dns:producer(layer:producer(input))\n\
-                 for obj, frame, id, qname, qtype, transport in dns:iter('frame', 'id', 'qname', 'qtype_code', 'transport') do\n\
+                 for obj, frame, src, id, qname, qtype, transport, dst in dns:iter('frame', 'src', 'id', 'qname', 'qtype_code', 'transport', 'dst') do\n\
                  assert(obj.frame == frame and obj.dns.id == id and obj.dns.qname == qname)\n\
-                 print(frame, id, qname, qtype, transport)\nend\n"
+                 print(frame, src, id, qname, qtype, transport, dst)\nend\n"
             ),
         );
         let truth = truth(pcap);
@@ -339,8 +341,9 @@ fn iter_with_field_names_returns_each_message_with_those_fields() {
                     code => code.to_string(),
                 };
                 let transport = t["transport"].as_str().unwrap();
+                let (src, dst) = (t["src"].as_str().unwrap(), t["dst"].as_str().unwrap());
                 format!(
-                    "{}\t{}\t{qname}\t{qtype}\t{transport}\n",
+                    "{}\t{src}\t{}\t{qname}\t{qtype}\t{transport}\t{dst}\n",
                     t["frame"], t["id"]
                 )
             })
@@ -720,4 +723,39 @@ fn a_view_kept_by_filter_lua_is_stale_in_the_next_call() {
         assert_eq!(lines, messages, "{drive}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A view read with a key that is not a string is an error that says so
+/// (a number is no field's name either), at the line that reads it.
+#[test]
+fn a_view_read_with_a_key_that_is_not_a_name_raises_a_clear_error() {
+    let out = run_on(
+        "badkey.lua",
+        CAPTURE,
+        &format!(
+            "{CHAIN}dns:producer(layer:producer(input))\nlocal o = dns:produce()\n\
+             local function try(f) print((select(2, pcall(f)))) end\n\
+             try(function() return o[{{}}] end)\n\
+             try(function() return o.dns[true] end)\n\
+             try(function() return o[1] end)\n"
+        ),
+    );
+    let fields = "(fields: frame ts";
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    // run_on gives the script's full path: the location ends with its name.
+    assert!(
+        lines[0].ends_with("/badkey.lua:8: object fields are named by strings"),
+        "{out}"
+    );
+    assert!(
+        lines[1].ends_with("/badkey.lua:9: object fields are named by strings"),
+        "{out}"
+    );
+    assert!(
+        lines[2].contains(&format!(
+            "/badkey.lua:10: objects have no field `1` {fields}"
+        )),
+        "{out}"
+    );
 }

@@ -24,6 +24,7 @@
 
 #[cfg(target_os = "linux")]
 mod alloc;
+mod ascii;
 mod chain;
 mod entry;
 mod error;

@@ -6,8 +6,10 @@
 //! as Lua's does, with the C library's `tolower` (read into a table, made
 //! again whenever a script calls `os.setlocale`, so a locale applies the
 //! same), and returns its argument itself when no byte changes: Lua strings
-//! are values, so the result is the same.
+//! are values, so the result is the same. In the C locale (only `A`-`Z`
+//! change) whether any byte changes is told eight bytes at a time.
 
+use crate::ascii::has_upper;
 use mlua::{ffi, Lua};
 use std::cell::{Cell, RefCell};
 use std::ffi::c_int;
@@ -17,6 +19,10 @@ thread_local! {
     static TABLE: RefCell<[u8; 256]> = const { RefCell::new([0; 256]) };
     /// Whether [`TABLE`] is made (and the locale not changed since).
     static MADE: Cell<bool> = const { Cell::new(false) };
+    /// Whether [`TABLE`] maps `A`-`Z` to `a`-`z` and every other byte to
+    /// itself (the C locale's): a string with no ASCII capital is then its
+    /// own lower case, which [`has_upper`] tells eight bytes at a time.
+    static ASCII_ONLY: Cell<bool> = const { Cell::new(false) };
     /// Where a changed string is built.
     static BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
@@ -51,6 +57,11 @@ fn with_table<R>(f: impl FnOnce(&[u8; 256]) -> R) -> R {
                 // SAFETY: `tolower` takes any value of `unsigned char`.
                 *slot = unsafe { tolower(b as c_int) } as u8;
             }
+            let ascii = table
+                .iter()
+                .enumerate()
+                .all(|(b, &l)| l == (b as u8).to_ascii_lowercase());
+            ASCII_ONLY.set(ascii);
             MADE.set(true);
         }
         f(table)
@@ -71,6 +82,9 @@ unsafe extern "C-unwind" fn lower(l: *mut ffi::lua_State) -> c_int {
         let bytes = std::slice::from_raw_parts(text.cast::<u8>(), len);
         let mut out = std::mem::ManuallyDrop::new(BUFFER.take());
         let changed = with_table(|table| {
+            if ASCII_ONLY.get() && !has_upper(bytes) {
+                return None;
+            }
             let first = bytes.iter().position(|&b| table[usize::from(b)] != b)?;
             out.clear();
             out.extend_from_slice(&bytes[..first]);

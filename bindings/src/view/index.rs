@@ -62,7 +62,9 @@ unsafe fn index_inner(l: *mut ffi::lua_State) -> c_int {
         let value = ffi::lua_touserdata(l, 1) as usize;
         let mut len = 0usize;
         let key = ffi::lua_tolstring(l, 2, &mut len);
-        if ffi::lua_type(l, 2) != ffi::LUA_TSTRING || key.is_null() {
+        // Null for anything but a string or a number (which Lua converts
+        // in place: its string then names no field).
+        if key.is_null() {
             push_message(l, "object fields are named by strings");
             return -1;
         }
