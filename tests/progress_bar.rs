@@ -1,4 +1,4 @@
-//! The progress bar of `run`, `replay` and `lookup`: drawn on stderr when it
+//! The progress bar of `run`, `replay`, `lookup` and `queue get`: drawn on stderr when it
 //! is a terminal (here a pseudo-terminal made with openpty, 120 columns),
 //! with the count, the rate, and — the total being known from the file —
 //! the percentage and an ETA; erased before the summary, which is the same
@@ -209,4 +209,69 @@ fn lookup_draws_a_bar_on_a_terminal_only() {
         c
     };
     check(&make, "names", "lookup: 600 names");
+}
+
+#[test]
+fn queue_get_draws_a_bar_on_a_terminal_only() {
+    let servers = testkit::servers();
+    let names = temp_path("progress-queue-names.txt");
+    let text: String = (0..600)
+        .map(|i| format!("n{i}.{}\n", servers.zone))
+        .collect();
+    std::fs::write(&names, text).unwrap();
+    let workers = std::cell::RefCell::new(Vec::new());
+    let round = std::cell::Cell::new(0);
+    // Each command reads a stream of its own while a worker fills it through
+    // the slow nameserver (40 ms a query, 16 at once: about 1.5 s), in items
+    // of 10 lines, so results come all along.
+    let make = || {
+        round.set(round.get() + 1);
+        let stream = |kind: &str| {
+            format!(
+                "nats://{}/progress_{kind}_{}_{}",
+                servers.nats,
+                std::process::id(),
+                round.get()
+            )
+        };
+        let (work, results) = (stream("w"), stream("r"));
+        let put = dnsluice()
+            .args(["queue", "put", &work, "--batch", "10"])
+            .arg(&names)
+            .output()
+            .unwrap();
+        assert!(put.status.success(), "{put:?}");
+        let worker = dnsluice()
+            .args(["lookup", "A", "--name-servers", &servers.slow.to_string()])
+            .args(["--workers", "4", "--inflight-per-worker", "4"])
+            .args([
+                "--input",
+                &work,
+                "--output",
+                &results,
+                "--idle-exit",
+                "1",
+                "-q",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        workers.borrow_mut().push(worker);
+        let mut c = dnsluice();
+        c.args([
+            "queue",
+            "get",
+            &results,
+            "--expect",
+            "600",
+            "-o",
+            "/dev/null",
+        ]);
+        c
+    };
+    check(&make, "results", "dnsluice: got 600 results");
+    for mut worker in workers.into_inner() {
+        assert!(worker.wait().unwrap().success());
+    }
 }

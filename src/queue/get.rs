@@ -5,10 +5,13 @@
 //! without a new one (or, started before any worker, without the stream
 //! appearing), and says how many it got. `--merge` adds up the
 //! summaries of `dnsluice run --work` workers into one (see [`super::merge`]).
+//! On a terminal it shows a progress bar: results so far, and their share
+//! of `--expect`.
 
 use super::merge::Merged;
 use super::put::parse_duration;
 use super::NatsFlags;
+use crate::progress::{Position, Progress, REFRESH};
 use anyhow::{bail, Context, Result};
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
 use clap::Args;
@@ -20,7 +23,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Flags of `dnsluice queue get`.
 #[derive(Args, Debug)]
@@ -84,8 +87,32 @@ pub fn run(args: &GetArgs) -> Result<ExitCode> {
             write_error = Some(e);
         }
     };
-    let read = runtime::block_on(read_all(&address, &auth, args.expect, idle, &mut sink))
-        .map_err(anyhow::Error::msg)?;
+    // A bar on a terminal: results so far, and the share of --expect.
+    let mut progress = Progress::new(true);
+    let mut last_drawn = Instant::now();
+    let mut counted = 0u64;
+    let mut sink_and_show = |record: &[u8]| {
+        sink(record);
+        counted += 1;
+        if progress.enabled() && last_drawn.elapsed() >= REFRESH {
+            last_drawn = Instant::now();
+            progress.update(&Position {
+                done: counted,
+                total: args.expect,
+                count: counted,
+                unit: "results",
+            });
+        }
+    };
+    let read = runtime::block_on(read_all(
+        &address,
+        &auth,
+        args.expect,
+        idle,
+        &mut sink_and_show,
+    ));
+    progress.finish();
+    let read = read.map_err(anyhow::Error::msg)?;
     if let Some(e) = write_error {
         return Err(e);
     }
