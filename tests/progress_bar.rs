@@ -181,14 +181,19 @@ fn replay_draws_a_bar_on_a_terminal_only() {
     check(&make, "queries sent", "replay: 1500 sent, 1500 answered");
 }
 
+/// A file `name` of `count` names the test servers' zone answers.
+fn zone_names(name: &str, count: u32) -> std::path::PathBuf {
+    let zone = &testkit::servers().zone;
+    let path = temp_path(name);
+    let text: String = (0..count).map(|i| format!("n{i}.{zone}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 #[test]
 fn lookup_draws_a_bar_on_a_terminal_only() {
     let servers = testkit::servers();
-    let names = temp_path("progress-names.txt");
-    let text: String = (0..600)
-        .map(|i| format!("n{i}.{}\n", servers.zone))
-        .collect();
-    std::fs::write(&names, text).unwrap();
+    let names = zone_names("progress-names.txt", 600);
     // The slow nameserver (40 ms a query) with 4 workers of 4 queries each: about 1.5 s.
     let slow = servers.slow.to_string();
     let make = || {
@@ -214,11 +219,7 @@ fn lookup_draws_a_bar_on_a_terminal_only() {
 #[test]
 fn queue_get_draws_a_bar_on_a_terminal_only() {
     let servers = testkit::servers();
-    let names = temp_path("progress-queue-names.txt");
-    let text: String = (0..600)
-        .map(|i| format!("n{i}.{}\n", servers.zone))
-        .collect();
-    std::fs::write(&names, text).unwrap();
+    let names = zone_names("progress-queue-names.txt", 600);
     let workers = std::cell::RefCell::new(Vec::new());
     let round = std::cell::Cell::new(0);
     // Each command reads a stream of its own while a worker fills it through
