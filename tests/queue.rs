@@ -532,6 +532,59 @@ fn wait_for_stream(url: &str) {
     }
 }
 
+/// The worker as a TOML chain (`configs/queue-worker.toml`, every option
+/// at hand) and as a Lua script (`input:receiver(lookup):receiver(output)`):
+/// each answers every name of its stream once, with the generator's answer.
+#[test]
+fn workers_as_a_toml_chain_and_as_a_lua_script() {
+    const NAMES: u32 = 300;
+    let dir = tempdir("chains");
+    let knot = testkit::servers().knot.to_string();
+    let (work, results) = work_and_results("toml");
+    put(&work, &names_file(&dir, NAMES), &[]);
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/queue-worker.toml");
+    ok(
+        dnsluice()
+            .args(["run", config, "-q"])
+            .args(["--set", &format!("0.url={work}"), "--set", "0.idle_exit=1s"])
+            .args(["--set", &format!("1.name_servers=[\"{knot}\"]")])
+            .args(["--set", &format!("2.url={results}")])
+            .output()
+            .unwrap(),
+        "the TOML worker",
+    );
+    assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
+    assert_eq!(status(&work, &[])["messages"], 0);
+
+    let (work, results) = work_and_results("lua");
+    put(&work, &names_file(&dir, NAMES), &[]);
+    let script = dir.join("worker.lua");
+    std::fs::write(
+        &script,
+        format!(
+            r#"
+local input = require("dnsluice.input.nats").new {{ url = "{work}", idle_exit = "1s" }}
+local lookup = require("dnsluice.lookup.dns").new {{ type = "A", name_servers = {{ "{knot}" }} }}
+local output = require("dnsluice.output.nats").new {{ url = "{results}" }}
+input:receiver(lookup):receiver(output)
+input:run()
+print(input:stats()[1].output)
+"#
+        ),
+    )
+    .unwrap();
+    let out = ok(
+        dnsluice().arg("script").arg(&script).output().unwrap(),
+        "the Lua worker",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        NAMES.to_string()
+    );
+    assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
+    assert_eq!(status(&work, &[])["messages"], 0);
+}
+
 /// The messages of stream `name` at `addr` as stored: headers and payload.
 fn raw_messages(addr: SocketAddr, name: &str) -> Vec<(Option<String>, Vec<u8>)> {
     use dnsluice_core::options::Options;
