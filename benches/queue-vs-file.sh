@@ -11,7 +11,7 @@
 #   NAMES=100000    names n0..n{NAMES-1}.lookup.test (knot answers each)
 #   RUNS=2          runs of each case (the best is reported, and each run's
 #                   own ratio of 1 worker to the file run)
-#   BATCH=100       lines to a work item (queue put --batch); one more case
+#   BATCH=1000      lines to a work item (queue put --batch); one more case
 #                   always puts a line to an item (--batch 1)
 #   SKIP_BUILD=1    do not build (target/release/dnsluice must exist)
 #   OUT=DIR         inputs, records, broker state (default bench-data/queue)
@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NAMES=${NAMES:-100000}
-BATCH=${BATCH:-100}
+BATCH=${BATCH:-1000}
 RUNS=${RUNS:-2}
 OUT=${OUT:-bench-data/queue}
 PORT=${PORT:-$((14900 + ${DNSLUICE_SERVERS_PORT_OFFSET:-0}))}

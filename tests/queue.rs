@@ -265,14 +265,14 @@ fn two_workers_one_killed_mid_run_lose_and_double_nothing() {
     let dir = tempdir("kill");
     let (work, results) = work_and_results("kill");
     let names = names_file(&dir, NAMES);
-    // Items of 100 lines (the default): 200 of them.
-    let first_put = put(&work, &names, &[]);
+    // Items of 100 lines: 200 of them.
+    let first_put = put(&work, &names, &["--batch", "100"]);
     assert!(
         first_put.contains("put 20000 lines in 200 items"),
         "{first_put}"
     );
     // A second put (as after a crash) adds nothing: ids are line and text.
-    let again = put(&work, &names, &[]);
+    let again = put(&work, &names, &["--batch", "100"]);
     assert!(
         again.contains("put 0 items") && again.contains("200 more"),
         "{again}"
@@ -313,27 +313,35 @@ struct OwnBroker {
     child: Child,
     port: u16,
     dir: PathBuf,
+    extra: Vec<String>,
 }
 
 impl OwnBroker {
     /// A broker on a free port (another if someone takes the port first).
     fn start(dir: &Path) -> OwnBroker {
+        Self::start_with(dir, &[])
+    }
+
+    /// A broker with `extra` arguments too (a `-c` configuration file).
+    fn start_with(dir: &Path, extra: &[String]) -> OwnBroker {
         for _ in 0..5 {
             let port = free_port();
-            let mut child = Self::spawn(dir, port);
+            let mut child = Self::spawn(dir, port, extra);
             if wait_listening(port, &mut child) {
                 return OwnBroker {
                     child,
                     port,
                     dir: dir.to_path_buf(),
+                    extra: extra.to_vec(),
                 };
             }
         }
         panic!("nats-server did not start on any of five ports");
     }
 
-    fn spawn(dir: &Path, port: u16) -> Child {
+    fn spawn(dir: &Path, port: u16, extra: &[String]) -> Child {
         Command::new("nats-server")
+            .args(extra)
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(dir.join("store"))
             .stdout(Stdio::null())
@@ -350,7 +358,7 @@ impl OwnBroker {
         }
         self.child.wait().unwrap();
         std::thread::sleep(down);
-        self.child = Self::spawn(&self.dir, self.port);
+        self.child = Self::spawn(&self.dir, self.port, &self.extra);
         assert!(
             wait_listening(self.port, &mut self.child),
             "nats-server did not start again on port {}",
@@ -440,7 +448,7 @@ fn a_worker_gives_up_when_results_cannot_be_stored_and_leaves_its_items() {
     let broker = OwnBroker::start(&dir);
     let addr: SocketAddr = format!("127.0.0.1:{}", broker.port).parse().unwrap();
     let (work, results) = (url(addr, "W"), url(addr, "R"));
-    put(&work, &names_file(&dir, NAMES), &[]);
+    put(&work, &names_file(&dir, NAMES), &["--batch", "100"]);
     let flags = ["--nats-reconnect-for", "2", "--ack-wait", "3s"];
     let mut worker = slow_worker(&dir, &work, &results, &flags);
     wait_for(&work, &[], Duration::from_secs(60), |st| {
@@ -534,14 +542,19 @@ fn wait_for_stream(url: &str) {
 
 /// The worker as a TOML chain (`configs/queue-worker.toml`, every option
 /// at hand) and as a Lua script (`input:receiver(lookup):receiver(output)`):
-/// each answers every name of its stream once, with the generator's answer.
+/// each answers every name of its stream once, with the generator's answer;
+/// the names put in items of the default 1,000 lines.
 #[test]
 fn workers_as_a_toml_chain_and_as_a_lua_script() {
-    const NAMES: u32 = 300;
+    const NAMES: u32 = 2_500;
     let dir = tempdir("chains");
     let knot = testkit::servers().knot.to_string();
     let (work, results) = work_and_results("toml");
+    // The default: 1,000 lines to an item.
     put(&work, &names_file(&dir, NAMES), &[]);
+    let put_status = status(&work, &[]);
+    assert_eq!(put_status["messages"], 3);
+    assert_eq!(put_status["lines_per_item"], 1000);
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/queue-worker.toml");
     ok(
         dnsluice()
@@ -583,6 +596,36 @@ print(input:stats()[1].output)
     );
     assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
     assert_eq!(status(&work, &[])["messages"], 0);
+}
+
+/// An item whose results are more than half the largest message the broker
+/// takes goes out as one message per record (`…/LINE` ids), all stored
+/// before the item is acknowledged: on a broker taking 8 KiB at most, 100
+/// records of about 550 bytes (plain) become 100 messages; zstd-compressed
+/// (about 3 KB) they stay one.
+#[test]
+fn results_too_large_for_one_message_go_one_per_record() {
+    const NAMES: u32 = 250;
+    let dir = tempdir("split");
+    let config = dir.join("small.conf");
+    std::fs::write(&config, "max_payload: 8192\n").unwrap();
+    let broker = OwnBroker::start_with(&dir, &["-c".to_string(), config.display().to_string()]);
+    let addr: SocketAddr = format!("127.0.0.1:{}", broker.port).parse().unwrap();
+    for (tag, compression, messages) in [("plain", "none", NAMES as usize), ("zstd", "zstd", 3)] {
+        let (work, results) = (url(addr, &format!("W{tag}")), url(addr, &format!("R{tag}")));
+        put(&work, &names_file(&dir, NAMES), &["--batch", "100"]);
+        let flags = ["--idle-exit", "1", "--results-compression", compression];
+        let mut worker = lookup_worker(&dir, tag, &work, &results, &flags);
+        wait_ok(&mut worker, &dir, tag);
+        let stored = raw_messages(addr, &format!("R{tag}"));
+        assert_eq!(stored.len(), messages, "{tag}");
+        assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
+        assert_eq!(
+            status(&work, &[])["messages"],
+            0,
+            "{tag}: every item acknowledged"
+        );
+    }
 }
 
 /// The messages of stream `name` at `addr` as stored: headers and payload.
@@ -640,7 +683,7 @@ fn results_are_zstd_frames_one_per_item_unless_told_otherwise() {
         ),
     ] {
         let (work, results) = work_and_results(&format!("zstd{tag}"));
-        put(&work, &names_file(&dir, NAMES), &[]);
+        put(&work, &names_file(&dir, NAMES), &["--batch", "100"]);
         let mut worker = lookup_worker(&dir, tag, &work, &results, flags);
         wait_ok(&mut worker, &dir, tag);
         let name = results.rsplit('/').next().unwrap();
@@ -795,7 +838,7 @@ fn replicated_streams_on_a_cluster_survive_a_lost_node() {
     let start = Instant::now();
     loop {
         let out = dnsluice()
-            .args(["queue", "put", &work, "--replicas", "3"])
+            .args(["queue", "put", &work, "--replicas", "3", "--batch", "100"])
             .arg(&names)
             .output()
             .unwrap();

@@ -40,7 +40,7 @@ pub struct PutArgs {
     /// item of its own, at a broker cost per line (docs/queue.md). Putting
     /// a file again after a crash adds nothing twice only with the same
     /// --batch.
-    #[arg(long, default_value_t = 100, value_name = "LINES",
+    #[arg(long, default_value_t = 1000, value_name = "LINES",
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub batch: u64,
     /// Publishes awaiting the broker's ack at most.

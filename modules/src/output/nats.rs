@@ -82,8 +82,20 @@ struct Outgoing {
     /// The payload's `Content-Encoding` (`None`: plain).
     encoding: Option<&'static str>,
     records: u64,
+    /// For the records of a work item: the line (from 0) of each record of
+    /// `payload`, in order (for splitting it, see [`Publisher::split`]).
+    lines: Vec<u32>,
     id: Option<String>,
     ticket: Option<u64>,
+    /// For one of the messages a too large item was split into: the item,
+    /// settled when the last of them is stored.
+    part_of: Option<Arc<SplitItem>>,
+}
+
+/// A work item whose results went out as several messages.
+struct SplitItem {
+    ticket: u64,
+    left: AtomicU64,
 }
 
 /// The records of a work item of several lines, gathered until all are in.
@@ -91,6 +103,7 @@ struct Outgoing {
 struct Gathering {
     payload: Vec<u8>,
     records: u64,
+    lines: Vec<u32>,
 }
 
 /// What the publishing task counts.
@@ -174,8 +187,10 @@ impl NatsOutput {
             payload: Bytes::copy_from_slice(payload),
             encoding: None,
             records: 1,
+            lines: Vec::new(),
             id,
             ticket: tickets::is_ticket(number).then_some(number),
+            part_of: None,
         };
         if !tickets::is_ticket(number) {
             let id = self
@@ -198,6 +213,7 @@ impl NatsOutput {
         }
         gathering.payload.extend_from_slice(payload);
         gathering.records += 1;
+        gathering.lines.push((number - item.first) as u32);
         if gathering.records < item.lines {
             return None;
         }
@@ -206,8 +222,10 @@ impl NatsOutput {
             payload: Bytes::from(done.payload),
             encoding: None,
             records: done.records,
+            lines: done.lines,
             id: Some(item.result_id),
             ticket: Some(item.first),
+            part_of: None,
         })
     }
 }
@@ -258,9 +276,23 @@ impl Receiver for NatsOutput {
         if let Some(e) = self.failure() {
             return Err(e);
         }
+        // Bounded: with the broker gone a flush would wait for it forever.
         let client = self.link.client.clone();
-        runtime::block_on(async move { client.flush().await })
-            .map_err(|e| StageError::other(MODULE, format!("{}: {e}", self.link.address)))
+        let limit = self.link.reconnect_for();
+        match runtime::block_on(async move { tokio::time::timeout(limit, client.flush()).await }) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StageError::other(
+                MODULE,
+                format!("{}: {e}", self.link.address),
+            )),
+            Err(_) => Err(StageError::other(
+                MODULE,
+                format!(
+                    "{}: could not flush to the broker for {limit:.0?}",
+                    self.link.address
+                ),
+            )),
+        }
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {
@@ -310,13 +342,11 @@ impl Publisher {
             tokio::select! {
                 Some(()) = pending.next(), if !pending.is_empty() => {}
                 next = incoming.recv(), if open && pending.len() < this.window => match next {
-                    Some(mut outgoing) => {
+                    Some(outgoing) => {
                         // Compressed here, on the runtime's thread, beside the chain's.
-                        if let Some(packed) = encoder.compress(&outgoing.payload) {
-                            outgoing.payload = Bytes::from(packed);
-                            outgoing.encoding = Some(ZSTD);
+                        for outgoing in this.split(outgoing, &mut encoder) {
+                            pending.push(this.clone().store(outgoing));
                         }
-                        pending.push(this.clone().store(outgoing));
                     }
                     None => open = false,
                 },
@@ -324,8 +354,53 @@ impl Publisher {
         }
     }
 
+    /// `outgoing` compressed when that pays, as one message; or, when it
+    /// is the records of an item and still more than half the largest
+    /// message the broker takes, as one message per record, each with the
+    /// item's result id and its line (`…/7`: the same in every delivery of
+    /// the item, so the broker's de-duplication still holds).
+    fn split(&self, mut outgoing: Outgoing, encoder: &mut Encoder) -> Vec<Outgoing> {
+        let packed = encoder.compress(&outgoing.payload);
+        let size = packed.as_ref().map_or(outgoing.payload.len(), Vec::len);
+        let too_large = size > self.link.client.server_info().max_payload / 2;
+        if !too_large || outgoing.lines.len() < 2 {
+            if let Some(packed) = packed {
+                outgoing.payload = Bytes::from(packed);
+                outgoing.encoding = Some(ZSTD);
+            }
+            return vec![outgoing];
+        }
+        let records: Vec<&[u8]> = outgoing.payload.split(|&b| b == b'\n').collect();
+        let item = outgoing.ticket.map(|ticket| {
+            Arc::new(SplitItem {
+                ticket,
+                left: AtomicU64::new(records.len() as u64),
+            })
+        });
+        records
+            .iter()
+            .zip(&outgoing.lines)
+            .map(|(record, line)| {
+                let (payload, encoding) = match encoder.compress(record) {
+                    Some(packed) => (Bytes::from(packed), Some(ZSTD)),
+                    None => (Bytes::copy_from_slice(record), None),
+                };
+                Outgoing {
+                    payload,
+                    encoding,
+                    records: 1,
+                    lines: Vec::new(),
+                    id: outgoing.id.as_ref().map(|id| format!("{id}/{line}")),
+                    ticket: None,
+                    part_of: item.clone(),
+                }
+            })
+            .collect()
+    }
+
     /// Publishes `outgoing` until the server confirms it (or the connection
-    /// is given up), then settles its ticket.
+    /// is given up), then settles its ticket (for a part of a split item:
+    /// the item's, once its last part is stored).
     async fn store(self: Arc<Self>, outgoing: Outgoing) {
         let mut tries = 0u32;
         let mut failing_since = None;
@@ -338,7 +413,14 @@ impl Publisher {
                         &self.counts.stored
                     };
                     counter.fetch_add(outgoing.records, Ordering::Relaxed);
-                    if let Some(ticket) = outgoing.ticket.and_then(tickets::settle) {
+                    let ticket = match &outgoing.part_of {
+                        Some(item) if item.left.fetch_sub(1, Ordering::AcqRel) == 1 => {
+                            Some(item.ticket)
+                        }
+                        Some(_) => None,
+                        None => outgoing.ticket,
+                    };
+                    if let Some(ticket) = ticket.and_then(tickets::settle) {
                         if let Err(e) = ticket.ack().await {
                             // Unacknowledged: redelivered, and its result dropped as a duplicate.
                             let _ = e;
@@ -363,7 +445,8 @@ impl Publisher {
                         Ok(()) => None,
                     };
                     if let Some(why) = given_up {
-                        if let Some(ticket) = outgoing.ticket {
+                        let item = outgoing.part_of.as_ref().map(|item| item.ticket);
+                        if let Some(ticket) = outgoing.ticket.or(item) {
                             tickets::fail(ticket, why.clone());
                         }
                         self.failed
