@@ -172,7 +172,7 @@ fn items(args: &PutArgs) -> Result<Items<'_>> {
             };
             let text = String::from_utf8_lossy(&line);
             let text = text.trim();
-            if text.is_empty() || text.starts_with('#') {
+            if !streams::is_work(text) {
                 return None;
             }
             Some(Ok((k as u64 + 1, text.to_string())))

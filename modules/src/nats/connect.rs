@@ -177,7 +177,7 @@ fn reconnect_delay(attempts: usize) -> Duration {
     if attempts <= 1 {
         return Duration::ZERO;
     }
-    Duration::from_millis(100u64.saturating_mul(1 << attempts.min(5))).min(Duration::from_secs(2))
+    Duration::from_millis(100u64 << (attempts - 1).min(5)).min(Duration::from_secs(2))
 }
 
 fn describe_connect_error(e: &async_nats::ConnectError) -> String {
@@ -192,5 +192,29 @@ fn describe_connect_error(e: &async_nats::ConnectError) -> String {
         Kind::Tls => format!("TLS failed: {e}"),
         Kind::Io | Kind::Dns | Kind::MaxReconnects => format!("cannot reach the broker: {e}"),
         _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reconnect_delay;
+    use std::time::Duration;
+
+    #[test]
+    fn the_first_attempt_waits_nothing_then_the_wait_doubles_up_to_two_seconds() {
+        let waits: Vec<Duration> = (1..=7).map(reconnect_delay).collect();
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(
+            waits,
+            [
+                ms(0),
+                ms(200),
+                ms(400),
+                ms(800),
+                ms(1600),
+                ms(2000),
+                ms(2000)
+            ]
+        );
     }
 }

@@ -144,11 +144,14 @@ pub async fn lines_per_item(stream: &jetstream::stream::Stream) -> usize {
     }
 }
 
-/// The lines of an item's text that are work: not blank, not `#` comments.
+/// The lines of an item's text that are work (see [`is_work`]), trimmed.
 pub fn item_lines(text: &str) -> impl Iterator<Item = &str> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    text.lines().map(str::trim).filter(|l| is_work(l))
+}
+
+/// Whether a trimmed line is work: not blank, not a `#` comment.
+pub fn is_work(line: &str) -> bool {
+    !line.is_empty() && !line.starts_with('#')
 }
 
 /// 64-bit FNV-1a: a stable digest (the same in every build and on every machine).

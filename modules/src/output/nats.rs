@@ -5,8 +5,8 @@
 //! item has its record, then published as one message (the records one per
 //! line) with the item's result id as its `Nats-Msg-Id`; the item is
 //! acknowledged once the server has stored it: a redelivered item's second
-//! result is dropped by the server's de-duplication. Other records get an id only when `id_prefix`
-//! is set (`{id_prefix}{number}`). A publish whose ack does not come (the
+//! result is dropped by the server's de-duplication. Other records get an
+//! id only when `id_prefix` is set (`{id_prefix}{number}`). A publish whose ack does not come (the
 //! broker restarting) is sent again with the same id until the connection
 //! has been lost for `reconnect_for`, or the server has refused it for
 //! that long (the stream deleted).
@@ -81,9 +81,9 @@ struct Outgoing {
     payload: Bytes,
     /// The payload's `Content-Encoding` (`None`: plain).
     encoding: Option<&'static str>,
-    records: u64,
     /// For the records of a work item: the line (from 0) of each record of
-    /// `payload`, in order (for splitting it, see [`Publisher::split`]).
+    /// `payload`, in order (for splitting it, see [`Publisher::split`]);
+    /// empty for a single record.
     lines: Vec<u32>,
     id: Option<String>,
     ticket: Option<u64>,
@@ -98,11 +98,18 @@ struct SplitItem {
     left: AtomicU64,
 }
 
+impl Outgoing {
+    /// How many records the payload holds.
+    fn records(&self) -> u64 {
+        self.lines.len().max(1) as u64
+    }
+}
+
 /// The records of a work item of several lines, gathered until all are in.
 #[derive(Default)]
 struct Gathering {
     payload: Vec<u8>,
-    records: u64,
+    /// The line of each record gathered, in the payload's order.
     lines: Vec<u32>,
 }
 
@@ -186,7 +193,6 @@ impl NatsOutput {
         let one = |id| Outgoing {
             payload: Bytes::copy_from_slice(payload),
             encoding: None,
-            records: 1,
             lines: Vec::new(),
             id,
             ticket: tickets::is_ticket(number).then_some(number),
@@ -208,20 +214,18 @@ impl NatsOutput {
             return Some(one(Some(item.result_id)));
         }
         let gathering = self.gathering.entry(item.first).or_default();
-        if gathering.records > 0 {
+        if !gathering.lines.is_empty() {
             gathering.payload.push(b'\n');
         }
         gathering.payload.extend_from_slice(payload);
-        gathering.records += 1;
         gathering.lines.push((number - item.first) as u32);
-        if gathering.records < item.lines {
+        if (gathering.lines.len() as u64) < item.lines {
             return None;
         }
         let done = self.gathering.remove(&item.first)?;
         Some(Outgoing {
             payload: Bytes::from(done.payload),
             encoding: None,
-            records: done.records,
             lines: done.lines,
             id: Some(item.result_id),
             ticket: Some(item.first),
@@ -236,26 +240,22 @@ impl Receiver for NatsOutput {
             return Err(e);
         }
         self.received += 1;
-        let mut line = std::mem::take(&mut self.line);
-        let number = match obj {
+        let outgoing = match obj {
             Object::Text(t) if t.text.is_empty() => return Ok(()),
-            Object::Text(t) => {
-                line.clear();
-                line.extend_from_slice(t.text.as_bytes());
-                t.number
-            }
+            Object::Text(t) => self.outgoing(t.text.as_bytes(), t.number),
             other => {
                 self.objects += 1;
+                let mut line = std::mem::take(&mut self.line);
                 line.clear();
                 match other {
                     Object::Response(r) => write_response(r, &mut line, &mut self.scratch),
                     _ => write_object(other, &mut line, &mut self.scratch),
                 }
-                self.objects
+                let outgoing = self.outgoing(&line, self.objects);
+                self.line = line;
+                outgoing
             }
         };
-        let outgoing = self.outgoing(&line, number);
-        self.line = line;
         let Some(outgoing) = outgoing else {
             return Ok(());
         };
@@ -388,7 +388,6 @@ impl Publisher {
                 Outgoing {
                     payload,
                     encoding,
-                    records: 1,
                     lines: Vec::new(),
                     id: outgoing.id.as_ref().map(|id| format!("{id}/{line}")),
                     ticket: None,
@@ -412,7 +411,7 @@ impl Publisher {
                     } else {
                         &self.counts.stored
                     };
-                    counter.fetch_add(outgoing.records, Ordering::Relaxed);
+                    counter.fetch_add(outgoing.records(), Ordering::Relaxed);
                     let ticket = match &outgoing.part_of {
                         Some(item) if item.left.fetch_sub(1, Ordering::AcqRel) == 1 => {
                             Some(item.ticket)
