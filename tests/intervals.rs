@@ -48,6 +48,17 @@ fn sum(intervals: &[Value], key: &dyn Fn(&Value) -> &Value) -> u64 {
     intervals.iter().map(|l| key(l).as_u64().unwrap_or(0)).sum()
 }
 
+/// Each of `keys`, added up over the intervals, is its total in `stats`.
+fn assert_sums_are_totals(intervals: &[Value], stats: &Value, keys: &[&str], what: &str) {
+    for key in keys {
+        assert_eq!(
+            sum(intervals, &|l| &l[*key]),
+            stats[*key].as_u64().unwrap(),
+            "{what} {key}"
+        );
+    }
+}
+
 /// The counts of object `key` of every interval added up, by name.
 fn sum_map(intervals: &[Value], key: &dyn Fn(&Value) -> &Value) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
@@ -221,20 +232,15 @@ fn replay_intervals_add_up_to_the_stats() {
         );
         check_tiling(&intervals);
         assert_eq!(end["stats"], stats);
-        for key in [
+        let keys = [
             "sent",
             "answered",
             "timeouts",
             "errors",
             "connections_opened",
             "tls_handshakes",
-        ] {
-            assert_eq!(
-                sum(&intervals, &|l| &l[key]),
-                stats[key].as_u64().unwrap(),
-                "{transport} {key}"
-            );
-        }
+        ];
+        assert_sums_are_totals(&intervals, &stats, &keys, transport);
         assert_eq!(
             sum_map(&intervals, &|l| &l["rcodes"]),
             as_counts(&stats["rcodes"]),
@@ -321,7 +327,7 @@ fn lookup_intervals_add_up_to_the_stats() {
     assert!(intervals.len() >= 2, "{} intervals", intervals.len());
     check_tiling(&intervals);
     assert_eq!(end["stats"], stats);
-    for key in [
+    let keys = [
         "names",
         "queries",
         "retries",
@@ -329,13 +335,8 @@ fn lookup_intervals_add_up_to_the_stats() {
         "steals",
         "connections_opened",
         "connections_reused",
-    ] {
-        assert_eq!(
-            sum(&intervals, &|l| &l[key]),
-            stats[key].as_u64().unwrap(),
-            "{key}"
-        );
-    }
+    ];
+    assert_sums_are_totals(&intervals, &stats, &keys, "lookup");
     assert_eq!(
         sum_map(&intervals, &|l| &l["statuses"]),
         as_counts(&stats["statuses"])

@@ -83,6 +83,11 @@ impl Run {
         self.end.as_ref().map_or(&Value::Null, |e| &e["stats"])
     }
 
+    /// The stages of what `--stats-json` wrote (empty when the run was cut short).
+    pub fn stats_stages(&self) -> &[Value] {
+        self.stats()["stages"].as_array().map_or(&[], Vec::as_slice)
+    }
+
     /// The stages in full at the end (breakdowns, histograms, top lists).
     pub fn stages(&self) -> &[Value] {
         self.end

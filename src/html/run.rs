@@ -170,12 +170,7 @@ fn malformed(run: &Run) -> BTreeMap<String, f64> {
 fn stages_table(runs: &[Run]) -> String {
     let mut rows = Vec::new();
     for (r, run) in runs.iter().enumerate() {
-        for (i, s) in run.stats()["stages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
+        for (i, s) in run.stats_stages().iter().enumerate() {
             let at = i.to_string();
             rows.push(vec![
                 text_cell(&run.label),
@@ -204,12 +199,7 @@ fn counters_table(
 ) -> String {
     let mut rows = Vec::new();
     for (r, run) in runs.iter().enumerate() {
-        for (i, s) in run.stats()["stages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
+        for (i, s) in run.stats_stages().iter().enumerate() {
             let module = s["module"].as_str().unwrap_or("?");
             for (key, _) in s[what].as_object().into_iter().flatten() {
                 if keep(module, key) {
@@ -239,10 +229,9 @@ fn top_tables(runs: &[Run]) -> String {
         let mut rows = Vec::new();
         let mut bound = Vec::new();
         for (r, run) in runs.iter().enumerate() {
-            let Some((i, _)) = run.stats()["stages"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let Some((i, _)) = run
+                .stats_stages()
+                .iter()
                 .enumerate()
                 .find(|(_, s)| s["top"][list].is_object())
             else {
