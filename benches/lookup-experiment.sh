@@ -7,10 +7,10 @@
 #
 # Cases:
 #   pinned-tcp   LINES lines `name,nameserver`, nameservers drawn at random from
-#                3 fast (knot on 127.0.0.1/.3/.4) + 1 slow (the delay proxy on
+#                3 fast (knot on 127.0.0.1/.3/.4) + 1 slow (the network emulator on
 #                127.0.0.2, +20 ms each way), over TCP
 #   pinned-dot   the same over DNS-over-TLS with 2 nameservers (dnsdist on
-#                127.0.0.1, and the delay proxy in front of it on 127.0.0.2)
+#                127.0.0.1, and the network emulator in front of it on 127.0.0.2)
 #   unpinned-udp, unpinned-tcp, unpinned-dot, unpinned-doh
 #                LINES plain names; the demultiplexer picks the nameserver
 #                (4 for UDP/TCP, 2 for DoT/DoH, one slow in each set)

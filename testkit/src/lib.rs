@@ -1,7 +1,7 @@
 //! Test helpers for dnsluice's network code.
 //!
 //! - [`servers()`]: where the real servers started by `tests/servers/up.sh`
-//!   (knot, dnsdist with DoT and DoH, a slow delay proxy) listen.
+//!   (knot, dnsdist with DoT and DoH, a slow nameserver behind the network emulator) listen.
 //! - [`FaultServer`]: an in-process DNS server (UDP, TCP, TLS, DoH) whose
 //!   answer to each query is chosen by the first label of the query name
 //!   (`ok`, `nx`, `drop`, `late300`, `reset`, ...), for client fault tests.

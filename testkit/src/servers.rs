@@ -10,7 +10,7 @@ use crate::env_file::EnvFile;
 /// Where `tests/servers/up.sh` runs the test servers (see `servers.env` there).
 ///
 /// Fast nameservers answer from knot directly (UDP/TCP) or through dnsdist
-/// (DoT/DoH); the slow ones are the delay proxy on 127.0.0.2 in front of them.
+/// (DoT/DoH); the slow ones are the network emulator on 127.0.0.2 in front of them.
 #[derive(Clone, Debug)]
 pub struct Servers {
     /// The state directory (configs, zones, certificates, logs).
@@ -23,11 +23,11 @@ pub struct Servers {
     pub dot: SocketAddr,
     /// dnsdist's DNS-over-HTTPS URL, HTTP/2 (`DOH`).
     pub doh: String,
-    /// The slow nameserver for UDP and TCP: the delay proxy in front of knot (`SLOW`).
+    /// The slow nameserver for UDP and TCP: the network emulator in front of knot (`SLOW`).
     pub slow: SocketAddr,
-    /// The slow DoT nameserver: the delay proxy in front of [`Servers::dot`] (`SLOW_DOT`).
+    /// The slow DoT nameserver: the network emulator in front of [`Servers::dot`] (`SLOW_DOT`).
     pub slow_dot: SocketAddr,
-    /// The slow DoH URL: the delay proxy in front of [`Servers::doh`] (`SLOW_DOH`).
+    /// The slow DoH URL: the network emulator in front of [`Servers::doh`] (`SLOW_DOH`).
     pub slow_doh: String,
     /// The delay the proxy adds in each direction (`SLOW_DELAY_MS`).
     pub slow_delay: Duration,

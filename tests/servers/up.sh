@@ -4,7 +4,7 @@
 #            axfr.test. (anyone on loopback may transfer it) and noaxfr.test.
 #            (transfers refused); answers version.bind (CH TXT) with $KNOT_VERSION
 #   dnsdist  in front of knot: plain DNS, DoT and DoH (HTTP/2)
-#   dnsluice-delay-proxy  a slow nameserver: 127.0.0.2 forwards to the fast
+#   dnsluice-netem  a slow nameserver: 127.0.0.2 forwards to the fast
 #            servers, holding every datagram and byte chunk DELAY_MS each way
 #   nats-server  JetStream brokers for the work-queue tests: one plain, one
 #            TLS-only with a password (file storage under $STATE, emptied
@@ -177,9 +177,9 @@ start knot "$knot_ports" knotd -c "$STATE/knot.conf"
 start dnsdist "$dnsdist_ports" dnsdist --supervised --disable-syslog -C "$STATE/dnsdist.conf"
 
 # --- the slow nameserver ---------------------------------------------------------
-(cd "$ROOT" && nice -n 10 cargo build -q -p dnsluice-delay-proxy)
-PROXY=${CARGO_TARGET_DIR:-$ROOT/target}/debug/dnsluice-delay-proxy
-start delay-proxy "$SLOW_IP:$KNOT_PORT $SLOW_IP:$DOT_PORT $SLOW_IP:$DOH_PORT" "$PROXY" --delay-ms "$DELAY_MS" \
+(cd "$ROOT" && nice -n 10 cargo build -q -p dnsluice-netem)
+NETEM=${CARGO_TARGET_DIR:-$ROOT/target}/debug/dnsluice-netem
+start netem "$SLOW_IP:$KNOT_PORT $SLOW_IP:$DOT_PORT $SLOW_IP:$DOH_PORT" "$NETEM" --delay-ms "$DELAY_MS" \
     "$SLOW_IP:$KNOT_PORT=127.0.0.1:$KNOT_PORT" \
     "$SLOW_IP:$DOT_PORT=127.0.0.1:$DOT_PORT" \
     "$SLOW_IP:$DOH_PORT=127.0.0.1:$DOH_PORT"

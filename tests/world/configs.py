@@ -112,9 +112,9 @@ def dnsdist(world, inst, d):
     return ["dnsdist", "--supervised", "--disable-syslog", "-C", conf], checks
 
 
-def delay_proxy(world, inst, d):
+def netem(world, inst, d):
     a = inst["addresses"][0]
-    argv = [world.a.delay_proxy, "--delay-ms", str(inst["delay_ms"]),
+    argv = [world.a.netem, "--delay-ms", str(inst["delay_ms"]),
             f"{a}:53={inst['backend']}:53"]
     return argv, [{"addr": a, "qname": "slow.com.", "qtype": "SOA", "expect": "aa",
                    "timeout": 2 * inst["delay_ms"] / 1000 + 1}]

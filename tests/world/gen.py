@@ -3,7 +3,7 @@
 
     gen.py --out DIR [--net 127.53] [--zones 5000] [--seed 1]
            [--bench-names 100000] [--leaf-instances 4] [--deep 12]
-           [--delay-ms 300] [--delay-proxy PATH] [--authserver PATH]
+           [--delay-ms 300] [--netem PATH] [--authserver PATH]
 
 Writes into DIR (absolute paths inside, so DIR must not move):
   named.root        root hints (named.root format) for resolvers
@@ -125,7 +125,7 @@ class World:
             self.instance(f"deep{d}", "nsd", [ip(30, d)], f"nsd world deep{d}")
         self.instance("v6", "nsd", [V6_ADDRESS], "nsd world v6")
         self.instance("tc", "dnsdist", [ip(50, 1)], backend=ip(40, 1))
-        self.instance("slow", "delay-proxy", [ip(51, 1)], backend=ip(40, 1),
+        self.instance("slow", "netem", [ip(51, 1)], backend=ip(40, 1),
                       delay_ms=a.delay_ms)
         self.instance("py", "authserver.py", [ip(53, 1), ip(54, 1), ip(54, 2), ip(54, 3),
                                              ip(55, 1)])
@@ -517,7 +517,7 @@ def main():
     p.add_argument("--leaf-instances", type=int, default=4)
     p.add_argument("--deep", type=int, default=12, help="zones in the deep chain")
     p.add_argument("--delay-ms", type=int, default=300)
-    p.add_argument("--delay-proxy", default="dnsluice-delay-proxy")
+    p.add_argument("--netem", default="dnsluice-netem")
     p.add_argument("--authserver", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "authserver.py"))
     a = p.parse_args()

@@ -33,13 +33,13 @@ for tool in knotd nsd unbound dnsdist kdig python3; do
     }
 done
 
-# The slow server is the repo's delay proxy (tests/servers/up.sh builds it too).
-(cd "$ROOT" && nice -n 10 cargo build -q -p dnsluice-delay-proxy)
-PROXY=${CARGO_TARGET_DIR:-$ROOT/target}/debug/dnsluice-delay-proxy
+# The slow server is behind the repo's network emulator (tests/servers/up.sh builds it too).
+(cd "$ROOT" && nice -n 10 cargo build -q -p dnsluice-netem)
+NETEM=${CARGO_TARGET_DIR:-$ROOT/target}/debug/dnsluice-netem
 
 started=$(date +%s.%N)
 # --- the world's files: made anew when the generator or its arguments change --
-params="--out $STATE --net $NET --zones $ZONES --seed $SEED --bench-names $BENCH_NAMES --delay-ms $DELAY_MS --delay-proxy $PROXY --authserver $HERE/authserver.py"
+params="--out $STATE --net $NET --zones $ZONES --seed $SEED --bench-names $BENCH_NAMES --delay-ms $DELAY_MS --netem $NETEM --authserver $HERE/authserver.py"
 stale=0
 [[ -s $STATE/layout.json && -f $STATE/params && $(<"$STATE/params") == "$params" ]] || stale=1
 for f in "$HERE"/gen.py "$HERE"/model.py "$HERE"/configs.py "$HERE"/authserver.py; do
