@@ -296,6 +296,7 @@ pub fn replay_stats(stats: &[StageStats], elapsed: f64) -> Value {
         "unmatched_responses": c("unmatched_responses"),
         "tcp_retries": c("tcp_retries"),
         "send_errors": c("send_errors"),
+        "inflight_window": c("inflight_window"),
     })
 }
 

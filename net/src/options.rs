@@ -17,7 +17,10 @@ pub struct ClientOptions {
     /// How queries travel: udp, tcp, tls (DNS-over-TLS) or https (DNS-over-HTTPS).
     #[option(default = Transport::Udp)]
     pub transport: Transport,
-    /// How long to wait for each answer.
+    /// How long to wait for each answer. UDP lookups of one record type
+    /// wait this long for a nameserver's first answers, then as long as its
+    /// round trip says (twice it, at least 100 ms), doubled per try, never
+    /// more than this.
     #[option(default = DEFAULT_TIMEOUT, range = Duration::from_millis(1)..=Duration::from_secs(3600))]
     pub timeout: Duration,
     /// Ask again over TCP when a UDP answer is truncated (TC=1).

@@ -122,7 +122,7 @@ fn client_options(o: &DiffOptions, server: &str) -> DnsCliOptions {
         server: server.to_string(),
         client: o.client.clone(),
         clients: 1,
-        inflight: o.inflight,
+        inflight: Some(o.inflight),
         connect_timeout: Duration::from_secs(5),
         https_threads: 1,
         send_batch: 1,

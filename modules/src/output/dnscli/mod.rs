@@ -49,6 +49,8 @@ const MODULE: &str = "output.dnscli";
 
 /// Queries waiting in the channel between the chain and the runtime.
 const QUEUE: usize = 1024;
+/// The most a growing window holds (see `DnsCliOptions::inflight`).
+pub const MAX_GROWN_INFLIGHT: usize = 100_000;
 
 /// Options of the replay client, `filter.dnscli`'s and (with `responses`)
 /// `output.dnscli`'s.
@@ -67,9 +69,13 @@ pub struct DnsCliOptions {
     /// sockets or connections, so the server sees many clients.
     #[option(default = 1, range = 1..=100_000)]
     pub clients: u32,
-    /// Queries outstanding at most, over all clients.
-    #[option(default = 100, range = 1..=1_000_000)]
-    pub inflight: u32,
+    /// Queries outstanding at most, over all clients. By default the window
+    /// starts at 100 and doubles whenever it is full and no query timed out
+    /// since it last grew, up to 100,000 (udp, tcp, tls): a pace of R
+    /// queries/s to a server T seconds away needs R × T in flight. Given, it
+    /// is fixed (dnsperf's -q); https uses 100 by default.
+    #[option(default, range = 1..=1_000_000)]
+    pub inflight: Option<u32>,
     /// How long a connect and TLS handshake may take.
     #[option(default = Duration::from_secs(5), range = Duration::from_millis(1)..=Duration::from_secs(3600))]
     pub connect_timeout: Duration,
@@ -158,7 +164,10 @@ impl DnsCli {
                 connect_timeout,
                 timeout,
                 clients: options.clients,
-                inflight: options.inflight as usize,
+                inflight: match options.inflight {
+                    Some(fixed) => (fixed as usize, fixed as usize),
+                    None => (direct::window::START, MAX_GROWN_INFLIGHT),
+                },
                 keep_outcomes: responses.is_some(),
                 send_batch: options.send_batch as usize,
             };
@@ -182,7 +191,9 @@ impl DnsCli {
                 }),
                 map: ClientMap::new(options.clients),
                 server_name: endpoint.resolver_name(),
-                inflight: options.inflight as usize,
+                inflight: options
+                    .inflight
+                    .map_or(direct::window::START, |n| n as usize),
                 skipped: 0,
                 handed_on: 0,
                 module: MODULE,
@@ -216,12 +227,15 @@ impl DnsCli {
             shared,
             map: ClientMap::new(options.clients),
             server_name,
-            inflight: options.inflight as usize,
+            inflight: options
+                .inflight
+                .map_or(direct::window::START, |n| n as usize),
             skipped: 0,
             handed_on: 0,
             module: MODULE,
         };
-        cli.start(options.inflight as usize, false, responses);
+        let inflight = cli.inflight;
+        cli.start(inflight, false, responses);
         Ok(cli)
     }
 
@@ -399,6 +413,9 @@ impl DnsCli {
             None => self.shared.tally().clone(),
         };
         let mut stats = tally.stats(self.module, &self.shared.counters);
+        if let Some(direct) = &self.direct {
+            window_report(direct.window(), &tally, &mut stats);
+        }
         stats.add_counter(tally::keys::SKIPPED, self.skipped);
         stats.input += self.skipped;
         let in_chain = self.module == chain::MODULE;
@@ -411,6 +428,26 @@ impl DnsCli {
             next.stats(out);
         }
     }
+}
+
+/// The window's size at the end (`inflight_window`), and a warning when it
+/// held the sender back at its cap, saying which cap and what to raise.
+fn window_report(
+    (max, cap, bound): (usize, usize, u64),
+    tally: &tally::Tally,
+    stats: &mut StageStats,
+) {
+    stats.add_counter(tally::keys::INFLIGHT_WINDOW, max as u64);
+    if bound == 0 {
+        return;
+    }
+    let p50_ms = tally.latency_percentile_ms(50.0);
+    stats.warnings.push(format!(
+        "{MODULE}: the in-flight window was full at its cap of {cap} queries {bound} times \
+         (answers took {p50_ms:.1} ms at the median): a pace of R queries/s needs about \
+         R × {:.3} in flight; raise --inflight (inflight) to go faster",
+        p50_ms / 1000.0
+    ));
 }
 
 /// The registry entry.

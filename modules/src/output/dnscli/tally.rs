@@ -41,6 +41,8 @@ pub mod keys {
     pub const CONNECTIONS_CLOSED: &str = "connections_closed";
     /// The series of answers per second of the run.
     pub const ANSWERED_PER_S: &str = "answered_per_s";
+    /// Queries the window let be outstanding at the end (udp, tcp, tls).
+    pub const INFLIGHT_WINDOW: &str = "inflight_window";
 }
 
 /// The outcome counts of one client stage.
@@ -117,6 +119,16 @@ impl Tally {
         } else {
             *self.errors.entry(kind).or_default() += 1;
         }
+    }
+
+    /// Queries that timed out so far.
+    pub fn timeouts(&self) -> u64 {
+        self.timeouts
+    }
+
+    /// The answers' latency at percentile `q`, in milliseconds.
+    pub fn latency_percentile_ms(&self, q: f64) -> f64 {
+        self.latency.percentile_ms(q)
     }
 
     /// The counts as a stage's statistics (see [`keys`]).

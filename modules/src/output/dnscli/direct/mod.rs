@@ -23,7 +23,7 @@ mod receive;
 mod send;
 mod shared;
 mod sweep;
-mod window;
+pub(super) mod window;
 
 use super::outcome::Outcome;
 use super::tally::Tally;
@@ -50,8 +50,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// Clients (one socket or connection each, plus one TCP connection for retries).
     pub clients: u32,
-    /// Queries outstanding at most.
-    pub inflight: usize,
+    /// Queries outstanding at most: at first, and when grown (equal: no growth).
+    pub inflight: (usize, usize),
     /// Queue every outcome for [`Direct::take_outcomes`] (see also
     /// [`Direct::keep_outcomes`]).
     pub keep_outcomes: bool,
@@ -127,6 +127,13 @@ impl Direct {
         if let Some(receiver) = self.receiver.take() {
             let _ = receiver.join();
         }
+    }
+
+    /// The window's limit now and its cap, and the times the sender found it
+    /// full at its cap.
+    pub fn window(&self) -> (usize, usize, u64) {
+        let w = &self.core.window;
+        (w.max(), w.cap(), w.times_bound())
     }
 
     /// The counts so far.

@@ -12,16 +12,24 @@ use dnsluice_net::poll_driver::{Conn, Dialer};
 use dnsluice_net::{NetCounters, NetError, Transport};
 use mio::Token;
 use std::io;
+use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 impl Core {
     /// Waits while the window is full (then until it is down to its low
-    /// water), sending retries meanwhile.
+    /// water), sending retries meanwhile. A window that may grow doubles
+    /// instead, unless queries timed out since it last grew (the server,
+    /// not the window, is then the limit).
     pub fn wait_for_room(&self) {
         if !self.window.is_full() {
             return;
         }
+        let timeouts = lock(&self.tally).timeouts();
+        if self.grown_at_timeouts.load(Ordering::Relaxed) == timeouts && self.window.grow() {
+            return;
+        }
+        self.grown_at_timeouts.store(timeouts, Ordering::Relaxed);
         // The held queries go out before we wait for their answers.
         self.send_all_held();
         let low = self.window.low_water();

@@ -35,6 +35,8 @@ pub(super) struct Core {
     /// Finish now (the stage is dropped without finishing).
     pub abort: AtomicBool,
     pub sent: AtomicU64,
+    /// The timeouts when the window last grew (or was found full).
+    pub grown_at_timeouts: AtomicU64,
     pub tally: Mutex<Tally>,
     pub outcomes: Mutex<Vec<Outcome>>,
     /// Truncated UDP answers whose queries the sender retries over TCP.
@@ -80,7 +82,7 @@ impl Core {
             ..plan.endpoint.clone()
         };
         let core = Core {
-            window: Window::new(plan.inflight),
+            window: Window::new(plan.inflight.0, plan.inflight.1),
             keep: AtomicBool::new(plan.keep_outcomes),
             plan,
             tcp_endpoint,
@@ -91,6 +93,7 @@ impl Core {
             stop: AtomicBool::new(false),
             abort: AtomicBool::new(false),
             sent: AtomicU64::new(0),
+            grown_at_timeouts: AtomicU64::new(0),
             tally: Mutex::new(Tally::new()),
             outcomes: Mutex::new(Vec::new()),
             retries: Mutex::new(Vec::new()),

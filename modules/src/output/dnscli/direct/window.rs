@@ -1,14 +1,27 @@
-//! The window: at most `inflight` queries outstanding. The sender waits on a
+//! The window: at most so many queries outstanding. The sender waits on a
 //! condition variable when it is full, and the receiver wakes it only when
 //! it said it is waiting and enough room opened.
+//!
+//! A window may grow, from [`START`] up to its cap, doubling each time the
+//! sender finds it full (see `Core::wait_for_room`): a replay paced at R
+//! queries a second to a server T away needs R × T in flight, which no
+//! fixed default fits from loopback to the other side of the world.
 
 use crate::sync::lock;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
+/// Where a growing window starts (dnsperf's default of outstanding queries).
+pub const START: usize = 100;
+
 pub(super) struct Window {
-    max: usize,
+    /// The limit now.
+    max: AtomicUsize,
+    /// The most it may grow to (its start when it does not grow).
+    cap: usize,
+    /// Times the sender found it full at its cap.
+    bound: AtomicU64,
     inflight: AtomicUsize,
     sender_waiting: AtomicBool,
     lock: Mutex<()>,
@@ -16,9 +29,12 @@ pub(super) struct Window {
 }
 
 impl Window {
-    pub fn new(max: usize) -> Self {
+    /// A window of `start`, growing up to `cap` (no growth when they are equal).
+    pub fn new(start: usize, cap: usize) -> Self {
         Window {
-            max,
+            max: AtomicUsize::new(start.min(cap).max(1)),
+            cap: cap.max(1),
+            bound: AtomicU64::new(0),
             inflight: AtomicUsize::new(0),
             sender_waiting: AtomicBool::new(false),
             lock: Mutex::new(()),
@@ -31,15 +47,42 @@ impl Window {
         self.inflight.load(Ordering::SeqCst)
     }
 
+    /// The limit now.
+    pub fn max(&self) -> usize {
+        self.max.load(Ordering::SeqCst)
+    }
+
+    /// The most it may grow to.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
     pub fn is_full(&self) -> bool {
-        self.count() >= self.max
+        self.count() >= self.max()
+    }
+
+    /// Doubles the limit, up to the cap; false at the cap.
+    pub fn grow(&self) -> bool {
+        let max = self.max();
+        if max >= self.cap {
+            self.bound.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        self.max.store((2 * max).min(self.cap), Ordering::SeqCst);
+        true
+    }
+
+    /// Times the sender found the window full at its cap.
+    pub fn times_bound(&self) -> u64 {
+        self.bound.load(Ordering::Relaxed)
     }
 
     /// Where a full window reopens: waking the sender for every answer would
     /// cost a context switch per query, so it waits until an eighth of the
     /// window (at most 64 queries) is free.
     pub fn low_water(&self) -> usize {
-        self.max - (self.max / 8).clamp(1, 64)
+        let max = self.max();
+        max - (max / 8).clamp(1, 64)
     }
 
     /// One more query outstanding.
