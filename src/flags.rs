@@ -238,9 +238,9 @@ mod tests {
         let options = cli.lookup.parse().unwrap();
         assert_eq!(options.client.timeout, Duration::from_millis(750));
         assert_eq!(options.name_servers, ["127.0.0.1", "127.0.0.2"]);
-        assert_eq!(options.workers, 8);
+        assert_eq!(options.workers, Some(8));
         // Not given: the module's own default.
-        assert_eq!(options.retries, 1);
+        assert_eq!(options.retries, 5);
     }
 
     #[test]

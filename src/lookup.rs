@@ -54,6 +54,12 @@ pub struct LookupArgs {
     /// With a nats:// input: how the worker takes work.
     #[command(flatten)]
     pub queue: crate::queue::WorkerFlags,
+    /// Go on with a scan that was stopped: skip the names that already have
+    /// a record in the --output file (a last line cut short is removed) and
+    /// append the others' records. However often a scan is killed and
+    /// resumed, each name ends with one record.
+    #[arg(long)]
+    pub resume: bool,
     /// Also write the counters as one JSON object to FILE.
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
@@ -112,11 +118,16 @@ fn open_input(path: &Path) -> Result<Box<dyn BufRead>> {
     Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
 }
 
-fn open_output(path: &Path) -> Result<Box<dyn Write>> {
+fn open_output(path: &Path, append: bool) -> Result<Box<dyn Write>> {
     if path.as_os_str() == "-" {
         return Ok(Box::new(BufWriter::new(io::stdout())));
     }
-    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let file = if append {
+        File::options().create(true).append(true).open(path)
+    } else {
+        File::create(path)
+    };
+    let file = file.with_context(|| format!("cannot create {}", path.display()))?;
     Ok(Box::new(BufWriter::with_capacity(1 << 16, file)))
 }
 
@@ -144,6 +155,10 @@ impl RecordWriter {
 /// Runs `dnsluice lookup`.
 pub fn run(args: LookupArgs) -> Result<ExitCode> {
     let options = args.options()?;
+    let is_queue = |p: &Path| p.to_string_lossy().starts_with("nats://");
+    if args.resume && (is_queue(&args.input) || is_queue(&args.output)) {
+        bail!("--resume reads an output file; a work queue (nats://) resumes by itself");
+    }
     let work = crate::queue::worker::LookupWork {
         input: &args.input,
         output: &args.output,
@@ -164,9 +179,30 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
              only lines pinned to a nameserver can be resolved"
         );
     }
+    let done = if args.resume {
+        if args.output.as_os_str() == "-" {
+            bail!("--resume needs --output FILE: the records already written are read from it");
+        }
+        let done = crate::resume::read_done(&args.output)?;
+        if !args.quiet {
+            eprintln!(
+                "dnsluice: resuming: {} names already in {}{}",
+                done.names.len(),
+                args.output.display(),
+                if done.cut > 0 {
+                    format!(" (a last line cut short, {} bytes, removed)", done.cut)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        done.names
+    } else {
+        Default::default()
+    };
     let input = open_input(&args.input)?;
     let mut output = RecordWriter {
-        out: open_output(&args.output)?,
+        out: open_output(&args.output, args.resume)?,
         error: None,
     };
     let mut header = Map::new();
@@ -181,7 +217,7 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
             .collect::<Vec<_>>()),
     );
     let recorder = Recorder::new(&args.record, header, lookup_view)?;
-    let total = count_names(&args.input);
+    let total = count_names(&args.input).map(|n| n.saturating_sub(done.len() as u64));
     let mut engine = LookupEngine::start(config)?;
     let watched = Arc::new(Mutex::new((Progress::new(!args.quiet), recorder)));
     let ticker = {
@@ -215,6 +251,9 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
             break;
         }
         let text = String::from_utf8_lossy(&line);
+        if !done.is_empty() && done.contains(crate::resume::name_of(&text)) {
+            continue;
+        }
         engine.submit(&text, &mut |done| output.write(done));
         while let Some(done) = engine.try_result() {
             output.write(done);

@@ -14,6 +14,10 @@ pub enum NetError {
         /// What is wrong with it.
         why: String,
     },
+    /// A client that cannot be set up (a source address that cannot be
+    /// bound, no event loop): the message says what and why.
+    #[error("{0}")]
+    Setup(String),
     /// TLS options that cannot be used (a CA file that does not load, a bad name).
     #[error("TLS setup: {0}")]
     TlsSetup(String),
@@ -76,6 +80,7 @@ impl NetError {
     pub fn kind(&self) -> &'static str {
         match self {
             NetError::BadEndpoint { .. } => "bad_endpoint",
+            NetError::Setup(_) => "setup",
             NetError::TlsSetup(_) => "tls_setup",
             NetError::Connect { .. } => "connect",
             NetError::Handshake { .. } => "tls_handshake",

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 mod base64url;
+pub mod datagrams;
 pub mod endpoint;
 pub mod error;
 pub mod health;

@@ -102,22 +102,28 @@ pub fn send_some(
         count += 1;
         i += run;
     }
-    // SAFETY: `messages[..count]` point at `iovecs[..count]` (into `data`) and
-    // `controls[..count]`; all outlive the call, and the kernel only reads them
-    // (the socket is connected, so no address is given).
-    let n = unsafe {
-        libc::sendmmsg(
-            socket.as_raw_fd(),
-            messages.as_mut_ptr(),
-            count as libc::c_uint,
-            0,
-        )
-    };
+    // `messages[..count]` point at `iovecs[..count]` (into `data`) and
+    // `controls[..count]`; all outlive the call (the socket is connected, so
+    // no address is given).
+    let n = sendmmsg(socket.as_raw_fd(), &mut messages[..count])?;
+    let messages_sent = n.max(1).min(count);
+    Ok(runs[..messages_sent].iter().sum())
+}
+
+/// One `sendmmsg` of `messages` (each pointing at data that outlives the
+/// call, which the caller vouches for); how many the kernel took.
+#[cfg(target_os = "linux")]
+pub(crate) fn sendmmsg(
+    fd: std::os::fd::RawFd,
+    messages: &mut [libc::mmsghdr],
+) -> io::Result<usize> {
+    // SAFETY: the kernel only reads the messages and what they point at,
+    // which the caller keeps alive for the call.
+    let n = unsafe { libc::sendmmsg(fd, messages.as_mut_ptr(), messages.len() as libc::c_uint, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let messages_sent = (n as usize).max(1).min(count);
-    Ok(runs[..messages_sent].iter().sum())
+    Ok(n as usize)
 }
 
 /// Whether an error from a segmented send means this kernel (or socket) does
@@ -166,13 +172,29 @@ pub fn recv_batch(
         messages[i].msg_hdr.msg_iov = &mut iovecs[i];
         messages[i].msg_hdr.msg_iovlen = 1;
     }
-    // SAFETY: each message points at its own RECV_SLOT bytes of `scratch`,
-    // which outlive the call; the socket is connected (no address wanted).
+    // Each message points at its own RECV_SLOT bytes of `scratch`, which
+    // outlive the call; the socket is connected (no address wanted).
+    let n = recvmmsg(socket.as_raw_fd(), &mut messages[..slots])?;
+    for i in 0..n {
+        lens[i] = (messages[i].msg_len as usize).min(RECV_SLOT);
+    }
+    Ok(n)
+}
+
+/// One non-blocking `recvmmsg` into `messages` (each pointing at buffers
+/// that outlive the call, which the caller vouches for); how many were read.
+#[cfg(target_os = "linux")]
+pub(crate) fn recvmmsg(
+    fd: std::os::fd::RawFd,
+    messages: &mut [libc::mmsghdr],
+) -> io::Result<usize> {
+    // SAFETY: the kernel writes into the buffers the messages point at,
+    // which the caller keeps alive for the call, and into `messages`.
     let n = unsafe {
         libc::recvmmsg(
-            socket.as_raw_fd(),
+            fd,
             messages.as_mut_ptr(),
-            slots as libc::c_uint,
+            messages.len() as libc::c_uint,
             libc::MSG_DONTWAIT,
             std::ptr::null_mut(),
         )
@@ -180,11 +202,7 @@ pub fn recv_batch(
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let n = n as usize;
-    for i in 0..n {
-        lens[i] = (messages[i].msg_len as usize).min(RECV_SLOT);
-    }
-    Ok(n)
+    Ok(n as usize)
 }
 
 /// One `recv` (platforms without `recvmmsg`).

@@ -11,6 +11,8 @@
 //!   thousands of zones, edge cases, unbound as the truth) and its
 //!   generator's record of the truth ([`World::expected`]).
 //! - [`kdig`]: runs kdig for many questions at once and reads its answers.
+//! - [`Netem`]: a test's own network emulator (latency, loss, rate limits)
+//!   in front of a server, and its counters.
 //! - [`chromium`]: headless Chromium over the DevTools protocol: open a page,
 //!   see its requests and console errors, evaluate in it, take a screenshot.
 
@@ -21,6 +23,7 @@ pub mod chromium;
 mod env_file;
 mod fault;
 pub mod kdig;
+mod netem;
 mod servers;
 mod sockets;
 pub mod wire;
@@ -28,6 +31,7 @@ mod world;
 
 pub use cert::TestCert;
 pub use fault::{Behaviour, FaultKind, FaultServer};
+pub use netem::Netem;
 pub use servers::{lookup_address, servers, servers_dir, Servers};
 pub use sockets::sink_socket;
 pub use world::{normalise_data, world, Expected, Rr, World};

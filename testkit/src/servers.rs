@@ -29,8 +29,10 @@ pub struct Servers {
     pub slow_dot: SocketAddr,
     /// The slow DoH URL: the network emulator in front of [`Servers::doh`] (`SLOW_DOH`).
     pub slow_doh: String,
-    /// The delay the proxy adds in each direction (`SLOW_DELAY_MS`).
+    /// The delay the emulator adds in each direction (`SLOW_DELAY_MS`).
     pub slow_delay: Duration,
+    /// The network emulator's program, for tests that run their own (`NETEM`).
+    pub netem: PathBuf,
     /// Every fast UDP/TCP nameserver, [`Servers::knot`] first (`FAST_DNS`).
     pub fast_dns: Vec<SocketAddr>,
     /// Every fast DoT nameserver, [`Servers::dot`] first (`FAST_DOT`).
@@ -111,6 +113,7 @@ fn parse(text: &str, dir: PathBuf) -> Result<Servers, String> {
         slow_dot: env.addr("SLOW_DOT")?,
         slow_doh: env.value("SLOW_DOH")?,
         slow_delay: Duration::from_millis(env.number("SLOW_DELAY_MS")?.into()),
+        netem: env.path("NETEM")?,
         fast_dns: env.addrs("FAST_DNS")?,
         fast_dot: env.addrs("FAST_DOT")?,
         fast_doh: env.list("FAST_DOH")?,
@@ -142,7 +145,7 @@ mod tests {
     #[test]
     fn parses_and_names_a_missing_key() {
         let text = "# c\nKNOT=127.0.0.1:1\nDNSDIST=127.0.0.1:2\nDOT=127.0.0.1:3\nDOH=https://x/\n\
-            SLOW=127.0.0.2:1\nSLOW_DOT=127.0.0.2:3\nSLOW_DOH=https://y/\nSLOW_DELAY_MS=20\n\
+            SLOW=127.0.0.2:1\nSLOW_DOT=127.0.0.2:3\nSLOW_DOH=https://y/\nSLOW_DELAY_MS=20\nNETEM=/netem\n\
             FAST_DNS=127.0.0.1:1,127.0.0.3:1\nFAST_DOT=127.0.0.1:3\nFAST_DOH=https://x/\n\
             CA_FILE=/ca\nCERT_FILE=/c\nKEY_FILE=/k\nTLS_NAME=dns.test\nZONE=lookup.test.\n\
             ZONE_NAMES=100000\nREVERSE_ZONE=0.0.10.in-addr.arpa.\nNATS=127.0.0.1:4\n\

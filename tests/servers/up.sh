@@ -221,6 +221,7 @@ SLOW=$SLOW_IP:$KNOT_PORT
 SLOW_DOT=$SLOW_IP:$DOT_PORT
 SLOW_DOH=https://$SLOW_IP:$DOH_PORT/dns-query
 SLOW_DELAY_MS=$DELAY_MS
+NETEM=$NETEM
 FAST_DNS=$(join "${fast_dns[@]}")
 FAST_DOT=$(join "${fast_dot[@]}")
 FAST_DOH=$(join "${fast_doh[@]}")

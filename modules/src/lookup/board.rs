@@ -46,7 +46,7 @@ pub struct Nameserver {
     /// Woken when work lands on `queue`.
     notify: Notify,
     /// What happened on its sockets.
-    pub stats: NameserverStats,
+    pub stats: Arc<NameserverStats>,
     consecutive_failures: AtomicU32,
     cooling_until: Mutex<Option<Instant>>,
 }
@@ -136,7 +136,7 @@ impl Board {
             endpoint: endpoint.clone(),
             queue: ArrayQueue::new(self.queue_capacity),
             notify: Notify::new(),
-            stats: NameserverStats::default(),
+            stats: Arc::default(),
             consecutive_failures: AtomicU32::new(0),
             cooling_until: Mutex::new(None),
         });

@@ -23,10 +23,24 @@ pub struct LookupConfig {
     pub threads: usize,
     /// Names each worker resolves at once (pipelined on its connection).
     pub inflight: usize,
+    /// Names in flight at once in the UDP engine (its table's slots).
+    pub depth: usize,
     /// Tries after the first.
     pub retries: u32,
-    /// Per query.
+    /// The wait for one answer (the longest, where it adapts to the round trip).
     pub timeout: Duration,
+    /// The time budget of one name.
+    pub name_timeout: Duration,
+    /// Answers with these RCODEs are asked again while the budget lasts.
+    pub retry_rcodes: Vec<u8>,
+    /// Queries per second in all, at most.
+    pub rate: Option<f64>,
+    /// Queries per second to each nameserver, at most.
+    pub rate_per_nameserver: Option<f64>,
+    /// Adapt each nameserver's rate to what it does.
+    pub adaptive_rate: bool,
+    /// Source addresses, used in turn.
+    pub local_addrs: Vec<std::net::IpAddr>,
     /// How work is handed out.
     pub scheduler: Scheduler,
     /// Sticky: wait this long for home work before stealing.

@@ -137,6 +137,8 @@ pub struct DirectAsk<'a> {
     pub ns: &'a Nameserver,
     /// The line named its nameserver (a failing one then gets one try).
     pub pinned: bool,
+    /// When the name's budget (`--name-timeout`) runs out: no try starts after it.
+    pub deadline: Instant,
 }
 
 impl Ask for DirectAsk<'_> {
@@ -150,6 +152,7 @@ impl Ask for DirectAsk<'_> {
             self.connections,
             self.ns,
             self.pinned,
+            self.deadline,
             question,
             outcome,
         );
@@ -197,6 +200,7 @@ async fn ask(
     connections: &Connections,
     ns: &Nameserver,
     pinned: bool,
+    deadline: Instant,
     question: Question<'_>,
     outcome: &mut Outcome,
 ) -> Result<Vec<u8>, NetError> {
@@ -218,7 +222,12 @@ async fn ask(
         1 + config.retries
     };
     let mut last = NetError::Timeout;
+    // An answer with an RCODE of --retry-rcodes, kept in case no better comes.
+    let mut refusal: Option<Vec<u8>> = None;
     for attempt in 0..tries {
+        if attempt > 0 && Instant::now() >= deadline {
+            break;
+        }
         if attempt > 0 {
             shared.run.retries.fetch_add(1, Ordering::Relaxed);
         }
@@ -237,7 +246,15 @@ async fn ask(
         match result {
             Ok(response) => {
                 outcome.protocol = config.transport.protocol_name();
-                let truncated = dns::Header::parse(&response).is_some_and(|h| h.tc());
+                let header = dns::Header::parse(&response);
+                let truncated = header.is_some_and(|h| h.tc());
+                let refused =
+                    header.is_some_and(|h| config.retry_rcodes.contains(&(h.rcode() as u8)));
+                if refused && attempt + 1 < tries {
+                    ns.stats.refusals.fetch_add(1, Ordering::Relaxed);
+                    refusal = Some(response);
+                    continue;
+                }
                 if !(truncated && config.transport == Transport::Udp && config.tcp_fallback) {
                     return Ok(response);
                 }
@@ -264,7 +281,7 @@ async fn ask(
             Err(error) => last = error,
         }
     }
-    Err(last)
+    refusal.ok_or(last)
 }
 
 /// Adds the exchange to the outcome's trace, when it collects one.
@@ -360,6 +377,7 @@ async fn exchange_on_kept(
             ns.record_health(false);
             if matches!(error, NetError::Timeout) {
                 shared.run.timeouts.fetch_add(1, Ordering::Relaxed);
+                ns.stats.timeouts.fetch_add(1, Ordering::Relaxed);
             }
             if error.breaks_connection() {
                 connections.forget((ns.id, transport), &slot).await;

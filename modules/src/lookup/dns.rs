@@ -17,9 +17,10 @@ use super::{LookupType, Scheduler};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats, Text, TextKind};
 use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{ClientOptions, Endpoint, Transport};
+use dnsluice_net::{ClientOptions, Transport};
 use dnsluice_options::Options;
 use std::collections::VecDeque;
+use std::net::IpAddr;
 use std::time::Duration;
 
 const MODULE: &str = "lookup.dns";
@@ -33,21 +34,66 @@ pub struct LookupOptions {
     #[option(rename = "type", default = LookupType::Single(1))]
     pub qtype: LookupType,
     /// Nameservers for the names not pinned to one (`name,nameserver` lines):
-    /// IP, IP:PORT, [IPv6]:PORT, or for https a URL https://HOST:PORT/PATH.
+    /// IP, IP:PORT, [IPv6]:PORT, or for https a URL https://HOST:PORT/PATH;
+    /// @FILE reads them from a file, one per line (# comments).
     #[option(default)]
     pub name_servers: Vec<String>,
     /// Transport, timeout, TCP fallback, DoH method and certificates.
     #[option(flatten)]
     pub client: ClientOptions,
-    /// Workers (tokio tasks), each keeping its own connections: ZDNS's `--threads`.
-    #[option(default = 100, range = 1..=100_000, flag_alias = "threads")]
-    pub workers: usize,
+    /// Names resolved at once in a UDP lookup of one record type: each is a
+    /// slot of the in-flight table, as massdns's --hashmap-size (over a
+    /// network, names per second are about this over the round trip; the
+    /// pacing keeps it polite). The modules, TCP, TLS and HTTPS use
+    /// --workers and --inflight-per-worker.
+    #[option(default = 10_000, range = 1..=1_000_000)]
+    pub inflight: usize,
+    /// Workers (tokio tasks), each keeping its own connections: ZDNS's
+    /// `--threads`. For TCP, TLS and HTTPS lookups, the modules (ALOOKUP,
+    /// MXLOOKUP, ...) and --iterative. Default: 100 over TCP, TLS and
+    /// HTTPS (connections kept), 1,000 for the modules over UDP and for
+    /// --iterative.
+    #[option(default, range = 1..=100_000, flag_alias = "threads")]
+    pub workers: Option<usize>,
     /// Names each worker resolves at once, pipelined on its connection.
     #[option(default = 1, range = 1..=10_000)]
     pub inflight_per_worker: usize,
-    /// Tries after the first, on a timeout or a failure.
-    #[option(default = 1, range = 0..=100)]
+    /// Tries after the first, on a timeout, a failure, or an answer with an
+    /// RCODE of --retry-rcodes, while --name-timeout lasts. Over UDP, one
+    /// try in 50 lost each way leaves one name in ten billion unanswered
+    /// after six tries.
+    #[option(default = 5, range = 0..=100)]
     pub retries: u32,
+    /// How long one name may take, every try (and, --iterative, every step
+    /// and nested lookup) included: one budget (ZDNS's --timeout; our
+    /// --timeout is the wait for each answer, ZDNS's --network-timeout).
+    #[option(default = Duration::from_secs(20), range = Duration::from_millis(1)..=Duration::from_secs(3600))]
+    pub name_timeout: Duration,
+    /// Answers with these RCODEs are asked again (on another nameserver
+    /// when there are several) while the name's budget lasts, as massdns's
+    /// --retry: a loaded or rate-limiting server refuses. The last such
+    /// answer is the record when the budget runs out. UDP lookups of one
+    /// record type.
+    #[option(default = vec!["REFUSED".to_string(), "SERVFAIL".to_string()])]
+    pub retry_rcodes: Vec<String>,
+    /// Queries per second at most, to every nameserver together (no limit
+    /// when not given). UDP lookups of one record type.
+    #[option(default, range = 1.0..=1e9)]
+    pub rate: Option<f64>,
+    /// Queries per second at most to each nameserver. UDP lookups of one
+    /// record type.
+    #[option(default, range = 1.0..=1e9)]
+    pub rate_per_nameserver: Option<f64>,
+    /// Adapt each nameserver's rate to what it does: fewer queries when it
+    /// drops them (timeouts) or refuses above its usual share, more while
+    /// it answers (additive increase, multiplicative decrease), within
+    /// --rate-per-nameserver. UDP lookups of one record type.
+    #[option(default = true)]
+    pub adaptive_rate: bool,
+    /// Source addresses of the queries, used in turn (IPv4 and IPv6; each
+    /// must be an address of this machine).
+    #[option(default)]
+    pub local_addr: Vec<IpAddr>,
     /// How names are handed to workers: sticky (per-nameserver priority
     /// queues and a global queue, connections kept), fifo (input order,
     /// re-dial on a change of nameserver) or random (a new connection per
@@ -94,17 +140,11 @@ impl LookupOptions {
     /// The engine configuration; errors name the option at fault.
     pub fn to_config(&self) -> Result<LookupConfig, StageError> {
         let transport = self.client.transport;
-        let nameservers = self
-            .name_servers
-            .iter()
-            .map(|text| {
-                Endpoint::parse(text, transport)
-                    .map_err(|e| StageError::option(MODULE, Some("name_servers"), e.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let nameservers = super::nameserver_list::parse(&self.name_servers, transport)
+            .map_err(|e| StageError::option(MODULE, Some("name_servers"), e))?;
         let iterative = self
             .iterative
-            .to_config(&nameservers)
+            .to_config(&nameservers, self.name_timeout)
             .map_err(|(key, why)| StageError::option(MODULE, Some(key), why))?;
         if iterative.is_some() && !matches!(transport, Transport::Udp | Transport::Tcp) {
             return Err(StageError::option(
@@ -116,14 +156,45 @@ impl LookupOptions {
                 ),
             ));
         }
+        let retry_rcodes = self
+            .retry_rcodes
+            .iter()
+            .filter(|text| !text.trim().is_empty())
+            .map(|text| {
+                let code = dnsluice_core::dns::mnemonic::rcode_from_str(text.trim())
+                    .filter(|code| *code < 16);
+                code.map(|c| c as u8).ok_or_else(|| {
+                    StageError::option(
+                        MODULE,
+                        Some("retry_rcodes"),
+                        format!(
+                            "`{text}` is not an RCODE (REFUSED, SERVFAIL, FORMERR, NOTIMP, ...)"
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let modules_or_iterative =
+            iterative.is_some() || !matches!(self.qtype, LookupType::Single(_));
+        let workers = self.workers.unwrap_or(match transport {
+            Transport::Udp if modules_or_iterative => 1000,
+            _ => 100,
+        });
         Ok(LookupConfig {
             qtype: self.qtype,
             transport,
             nameservers,
-            threads: self.workers,
+            threads: workers,
             inflight: self.inflight_per_worker,
+            depth: self.inflight,
             retries: self.retries,
             timeout: self.client.timeout,
+            name_timeout: self.name_timeout,
+            retry_rcodes,
+            rate: self.rate,
+            rate_per_nameserver: self.rate_per_nameserver,
+            adaptive_rate: self.adaptive_rate,
+            local_addrs: self.local_addr.clone(),
             scheduler: self.scheduler,
             steal_wait: (!self.steal_wait.is_zero()).then_some(self.steal_wait),
             tls: self.client.tls.clone(),

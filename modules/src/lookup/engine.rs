@@ -1,69 +1,119 @@
-//! A lookup run: a tokio runtime with the workers, the board they take work
-//! from, and the channel their result records come back on.
+//! A lookup run, driven from ordinary (synchronous) code: the input lines
+//! go in, one finished record per name comes out.
 //!
-//! The engine is driven from ordinary (synchronous) code: [`LookupEngine::submit`]
-//! offers one input line, waiting for room when the run is at its bound of
-//! outstanding names (and handing out finished records meanwhile, so a single
-//! thread can both feed and drain it), [`LookupEngine::next_result`] returns
-//! finished records, and [`LookupEngine::summary`] the counters.
+//! Two engines run lookups behind this one face:
+//!
+//! - UDP lookups of one record type (the scanner's case) go to the
+//!   in-flight table of [`super::slots`]: one thread, a few sockets,
+//!   thousands of names at once, paced per nameserver;
+//! - TCP, TLS and HTTPS lookups, the modules (ALOOKUP, MXLOOKUP, ...) and
+//!   iterative resolution go to the workers of [`super::worker`]: tokio
+//!   tasks on the board of per-nameserver queues, keeping connections.
+//!
+//! [`LookupEngine::submit`] offers one input line, waiting for room when
+//! the run is at its bound of outstanding names (and handing out finished
+//! records meanwhile, so a single thread can both feed and drain it);
+//! [`LookupEngine::next_result`] returns finished records, and
+//! [`LookupEngine::summary`] the counters.
 
 use super::config::LookupConfig;
+use super::format::RecordStyle;
 use super::iterative::summary::IterativeSummary;
 use super::job::parse_line;
-use super::record::Finished;
+use super::record::{Batch, Finished};
 use super::shared::Shared;
-use super::stats::LookupSummary;
+use super::slots::{self, SlotEngine};
+use super::stats::{LookupSummary, NameserverStats, RunCounters};
 use super::worker;
-use dnsluice_net::{Endpoint, NetError};
-use std::collections::HashMap;
+use dnsluice_net::{Endpoint, NetCounters, NetError};
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
+
+/// Which engine runs the names.
+enum Backend {
+    /// The workers on their board, in a tokio runtime.
+    Tasks {
+        runtime: tokio::runtime::Runtime,
+        shared: Arc<Shared>,
+    },
+    /// The UDP engine.
+    Slots(SlotEngine),
+}
 
 /// A running lookup; see the module docs.
 pub struct LookupEngine {
-    runtime: tokio::runtime::Runtime,
-    shared: Arc<Shared>,
-    results: mpsc::Receiver<Finished>,
-    permits: Arc<Semaphore>,
+    backend: Option<Backend>,
+    run: Arc<RunCounters>,
+    net: Arc<NetCounters>,
+    style: RecordStyle,
+    results: mpsc::Receiver<Batch>,
+    /// Records received and not handed out yet.
+    received: VecDeque<Finished>,
+    /// Outstanding names at most.
+    bound: u64,
     outstanding: u64,
     next_index: u64,
     started: Instant,
     closed: bool,
     /// Pinned nameservers already parsed (a host name is resolved once).
     endpoints: HashMap<String, Endpoint>,
+    transport: dnsluice_net::Transport,
+    iterative: bool,
+    has_nameservers: bool,
 }
 
 impl LookupEngine {
-    /// Starts the workers. Fails on TLS setup problems (a CA file that does not load).
+    /// Starts the engine the configuration calls for. Fails on setup
+    /// problems: a CA file that does not load, a `--local-addr` that
+    /// cannot be bound.
     pub fn start(config: LookupConfig) -> Result<LookupEngine, NetError> {
-        raise_open_file_limit();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2.min(std::thread::available_parallelism().map_or(1, |n| n.get())))
-            .thread_name("dnsluice-lookup")
-            .enable_all()
-            .build()
-            .map_err(NetError::Runtime)?;
-        let threads = config.threads.max(1);
-        let inflight = config.inflight.max(1);
         let (results_tx, results) = mpsc::channel();
-        let shared = Arc::new(Shared::new(config, results_tx)?);
-        for id in 0..threads {
-            runtime.spawn(worker::run(shared.clone(), id));
-        }
-        // Outstanding names at most: enough to keep every queue and worker busy.
-        let bound = (4 * threads * inflight).clamp(64, 1 << 20);
+        let run = Arc::new(RunCounters::default());
+        let net = Arc::new(NetCounters::default());
+        let style = config.style;
+        let (transport, iterative) = (config.transport, config.iterative.is_some());
+        let has_nameservers = !config.nameservers.is_empty();
+        let (backend, bound) = if slots::runs(&config) {
+            let engine = SlotEngine::start(&config, run.clone(), net.clone(), results_tx)
+                .map_err(NetError::Setup)?;
+            // Enough waiting beside the table that it never runs dry.
+            (Backend::Slots(engine), 2 * config.depth.max(1))
+        } else {
+            raise_open_file_limit();
+            let threads = config.threads.max(1);
+            let inflight = config.inflight.max(1);
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2.min(std::thread::available_parallelism().map_or(1, |n| n.get())))
+                .thread_name("dnsluice-lookup")
+                .enable_all()
+                .build()
+                .map_err(NetError::Runtime)?;
+            let shared = Arc::new(Shared::new(config, run.clone(), net.clone(), results_tx)?);
+            for id in 0..threads {
+                runtime.spawn(worker::run(shared.clone(), id));
+            }
+            // Enough to keep every queue and worker busy.
+            let bound = (4 * threads * inflight).clamp(64, 1 << 20);
+            (Backend::Tasks { runtime, shared }, bound)
+        };
         Ok(LookupEngine {
-            runtime,
-            shared,
+            backend: Some(backend),
+            run,
+            net,
+            style,
             results,
-            permits: Arc::new(Semaphore::new(bound)),
+            received: VecDeque::new(),
+            bound: bound as u64,
             outstanding: 0,
             next_index: 0,
             started: Instant::now(),
             closed: false,
             endpoints: HashMap::new(),
+            transport,
+            iterative,
+            has_nameservers,
         })
     }
 
@@ -87,68 +137,62 @@ impl LookupEngine {
         if line.is_empty() || line.starts_with('#') {
             return false;
         }
-        let job = match parse_line(
-            index,
-            line,
-            self.shared.config.transport,
-            &mut self.endpoints,
-        ) {
+        let job = match parse_line(index, line, self.transport, &mut self.endpoints) {
             Ok(job) => job,
             Err(bad) => {
-                self.shared.run.finished("ERROR");
-                sink(worker::bad_line_record(
-                    index,
-                    &bad.name,
-                    &bad.reason,
-                    &self.shared.config.style,
-                ));
+                self.reject(index, &bad.name, &bad.reason, sink);
                 return true;
             }
         };
-        if job.pinned.is_some() && self.shared.iterative.is_some() {
-            self.shared.run.finished("ERROR");
+        if job.pinned.is_some() && self.iterative {
             let reason = "a line pinned to a nameserver cannot be resolved iteratively \
                           (the walk starts at the root servers)";
-            sink(worker::bad_line_record(
-                index,
-                &job.name,
-                reason,
-                &self.shared.config.style,
-            ));
+            self.reject(index, &job.name, reason, sink);
             return true;
         }
-        let ns = match &job.pinned {
-            Some(endpoint) => self.shared.board.nameserver(endpoint),
-            None => match self.shared.board.choose() {
-                Some(ns) => ns,
-                None => {
-                    self.shared.run.finished("ERROR");
-                    let reason =
-                        "no nameserver: give --name-servers or pin the line (name,nameserver)";
-                    sink(worker::bad_line_record(
-                        index,
-                        &job.name,
-                        reason,
-                        &self.shared.config.style,
-                    ));
+        if job.pinned.is_none() && !self.has_nameservers && !self.iterative {
+            let reason = "no nameserver: give --name-servers or pin the line (name,nameserver)";
+            self.reject(index, &job.name, reason, sink);
+            return true;
+        }
+        let route = match self.backend.as_ref() {
+            Some(Backend::Tasks { shared, .. }) => {
+                let ns = match &job.pinned {
+                    Some(endpoint) => Some(shared.board.nameserver(endpoint)),
+                    None => shared.board.choose(),
+                };
+                let Some(ns) = ns else {
+                    let reason = "no nameserver: give --name-servers or pin the line";
+                    self.reject(index, &job.name, reason, sink);
                     return true;
-                }
-            },
+                };
+                Some(ns)
+            }
+            _ => None,
         };
         self.wait_for_room(sink);
         self.outstanding += 1;
-        self.shared.board.offer(job, &ns);
+        match (self.backend.as_ref(), route) {
+            (Some(Backend::Slots(engine)), _) => {
+                engine.submit(job.index, job.name, job.pinned.map(|e| e.addr));
+            }
+            (Some(Backend::Tasks { shared, .. }), Some(ns)) => shared.board.offer(job, &ns),
+            _ => {}
+        }
         true
     }
 
+    /// The `ERROR` record of a line that is not looked up.
+    fn reject(&mut self, index: u64, name: &str, reason: &str, sink: &mut dyn FnMut(Finished)) {
+        self.run.finished("ERROR");
+        sink(worker::bad_line_record(index, name, reason, &self.style));
+    }
+
     fn wait_for_room(&mut self, sink: &mut dyn FnMut(Finished)) {
-        loop {
-            if self.permits.try_acquire().map(|p| p.forget()).is_ok() {
-                return;
-            }
+        while self.outstanding >= self.bound {
             match self.next_result() {
                 Some(done) => sink(done),
-                // Nothing outstanding yet no permit: cannot happen, but never spin.
+                // Nothing comes back (the engine is gone): never spin.
                 None => return,
             }
         }
@@ -156,9 +200,11 @@ impl LookupEngine {
 
     /// A finished record if one is ready, without waiting.
     pub fn try_result(&mut self) -> Option<Finished> {
-        let done = self.results.try_recv().ok()?;
-        self.returned();
-        Some(done)
+        if self.received.is_empty() {
+            let batch = self.results.try_recv().ok()?;
+            self.received.extend(batch);
+        }
+        self.hand_out()
     }
 
     /// The next finished record, waiting for it; `None` once nothing is outstanding.
@@ -166,21 +212,29 @@ impl LookupEngine {
         if self.outstanding == 0 {
             return None;
         }
-        let done = self.results.recv().ok()?;
-        self.returned();
+        while self.received.is_empty() {
+            let batch = self.results.recv().ok()?;
+            self.received.extend(batch);
+        }
+        self.hand_out()
+    }
+
+    fn hand_out(&mut self) -> Option<Finished> {
+        let done = self.received.pop_front()?;
+        self.outstanding = self.outstanding.saturating_sub(1);
         Some(done)
     }
 
-    fn returned(&mut self) {
-        self.outstanding -= 1;
-        self.permits.add_permits(1);
-    }
-
-    /// No more input: workers stop once everything is resolved.
+    /// No more input: the engine stops once everything is resolved.
     pub fn close_input(&mut self) {
-        if !self.closed {
-            self.closed = true;
-            self.shared.board.close_input();
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        match self.backend.as_ref() {
+            Some(Backend::Slots(engine)) => engine.close(),
+            Some(Backend::Tasks { shared, .. }) => shared.board.close_input(),
+            None => {}
         }
     }
 
@@ -192,59 +246,91 @@ impl LookupEngine {
     /// A handle that reads the counters from another thread (for interval
     /// statistics and progress while this thread feeds and drains).
     pub fn probe(&self) -> LookupProbe {
+        let source = match self.backend.as_ref() {
+            Some(Backend::Slots(engine)) => Source::Slots(engine.published()),
+            Some(Backend::Tasks { shared, .. }) => Source::Tasks(shared.clone()),
+            None => Source::Slots(Default::default()),
+        };
         LookupProbe {
-            shared: self.shared.clone(),
+            source,
+            run: self.run.clone(),
+            net: self.net.clone(),
             started: self.started,
         }
     }
 
     /// Names resolved so far (records handed out or queued).
     pub fn finished_count(&self) -> u64 {
-        self.shared
-            .run
-            .names
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.run.names.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Tells the workers to stop and waits briefly for them.
+    /// The local addresses of the UDP engine's sockets (none for the other engine).
+    pub fn local_addrs(&self) -> Vec<std::net::SocketAddr> {
+        match self.backend.as_ref() {
+            Some(Backend::Slots(engine)) => engine.locals().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Stops the engine and waits briefly for it.
     pub fn shutdown(mut self) {
         self.close_input();
-        let LookupEngine { runtime, .. } = self;
-        runtime.shutdown_timeout(Duration::from_millis(100));
+        match self.backend.take() {
+            Some(Backend::Slots(engine)) => engine.shutdown(),
+            Some(Backend::Tasks { runtime, .. }) => {
+                runtime.shutdown_timeout(Duration::from_millis(100))
+            }
+            None => {}
+        }
     }
+}
+
+/// Where a probe reads the nameservers' counters.
+#[derive(Clone)]
+enum Source {
+    Tasks(Arc<Shared>),
+    Slots(slots::Published),
 }
 
 /// Reads a running lookup's counters from any thread.
 #[derive(Clone)]
 pub struct LookupProbe {
-    shared: Arc<Shared>,
+    source: Source,
+    run: Arc<RunCounters>,
+    net: Arc<NetCounters>,
     started: Instant,
 }
 
 impl LookupProbe {
     /// The counters so far.
     pub fn summary(&self) -> LookupSummary {
-        let nameservers = self.shared.board.nameservers();
-        // Iterative runs have no nameservers of their own (only the board's route).
-        let listed = if self.shared.iterative.is_some() {
-            &nameservers[..0]
-        } else {
-            &nameservers[..]
+        let nameservers: Vec<(String, Arc<NameserverStats>)> = match &self.source {
+            // Iterative runs have no nameservers of their own (only the board's route).
+            Source::Tasks(shared) if shared.iterative.is_some() => Vec::new(),
+            Source::Tasks(shared) => shared
+                .board
+                .nameservers()
+                .iter()
+                .map(|ns| (ns.endpoint.resolver_name(), ns.stats.clone()))
+                .collect(),
+            Source::Slots(published) => crate::sync::lock(published).clone(),
         };
         let mut summary = LookupSummary::gather(
-            &self.shared.run,
-            &self.shared.net,
-            listed
+            &self.run,
+            &self.net,
+            nameservers
                 .iter()
-                .map(|ns| (ns.endpoint.resolver_name(), &ns.stats)),
+                .map(|(name, stats)| (name.clone(), &**stats)),
             self.started.elapsed(),
         );
-        if let Some(resolver) = self.shared.iterative.as_deref() {
-            summary.connections_reused = resolver
-                .authorities
-                .reused
-                .load(std::sync::atomic::Ordering::Relaxed);
-            summary.iterative = Some(IterativeSummary::gather(resolver));
+        if let Source::Tasks(shared) = &self.source {
+            if let Some(resolver) = shared.iterative.as_deref() {
+                summary.connections_reused = resolver
+                    .authorities
+                    .reused
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                summary.iterative = Some(IterativeSummary::gather(resolver));
+            }
         }
         summary
     }

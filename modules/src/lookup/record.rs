@@ -205,6 +205,10 @@ pub fn status_of(response: &[u8]) -> String {
     mnemonic::rcode(info.rcode()).into_owned()
 }
 
+/// Finished records as they travel from an engine to its caller: in
+/// batches, so the caller is woken once per batch, not once per name.
+pub type Batch = Vec<Finished>;
+
 /// One finished name: its record (one JSON object, no newline) and status.
 #[derive(Clone, Debug)]
 pub struct Finished {

@@ -5,7 +5,7 @@
 use super::board::Board;
 use super::config::LookupConfig;
 use super::iterative::Resolver;
-use super::record::{Finished, Outcome};
+use super::record::{Batch, Finished, Outcome};
 use super::stats::RunCounters;
 use dnsluice_net::{ClientSetup, Endpoint, NetCounters, NetError, Transport};
 use std::sync::mpsc;
@@ -24,31 +24,38 @@ pub struct Shared {
     /// Socket counters.
     pub net: Arc<NetCounters>,
     /// Run counters.
-    pub run: RunCounters,
+    pub run: Arc<RunCounters>,
     /// The iterative resolver, when names are resolved from the root.
     pub iterative: Option<Arc<Resolver>>,
-    results: mpsc::Sender<Finished>,
+    results: mpsc::Sender<Batch>,
 }
 
 impl Shared {
     /// Sets up the connections and the board for `config`; records go to
-    /// `results`. Fails on TLS setup problems (a CA file that does not load).
-    pub fn new(config: LookupConfig, results: mpsc::Sender<Finished>) -> Result<Shared, NetError> {
-        let net = Arc::new(NetCounters::default());
+    /// `results`, counters to `run` and `net`. Fails on TLS setup problems
+    /// (a CA file that does not load).
+    pub fn new(
+        config: LookupConfig,
+        run: Arc<RunCounters>,
+        net: Arc<NetCounters>,
+        results: mpsc::Sender<Batch>,
+    ) -> Result<Shared, NetError> {
         let setup = ClientSetup::new(
             config.transport,
             &config.tls,
             config.timeout,
             config.doh_method,
             net.clone(),
-        )?;
+        )?
+        .with_local_addrs(&config.local_addrs);
         let tcp_setup = ClientSetup::new(
             Transport::Tcp,
             &config.tls,
             config.timeout,
             config.doh_method,
             net.clone(),
-        )?;
+        )?
+        .with_local_addrs(&config.local_addrs);
         let threads = config.threads.max(1);
         let inflight = config.inflight.max(1);
         let iterative = match &config.iterative {
@@ -90,7 +97,7 @@ impl Shared {
             setup,
             tcp_setup,
             net,
-            run: RunCounters::default(),
+            run,
             iterative,
             results,
         })
@@ -109,8 +116,11 @@ impl Shared {
     pub fn finish(&self, index: u64, name: &str, outcome: &Outcome) {
         self.run.finished(&outcome.status);
         // The engine outlives its workers, so the receiver is there.
-        let _ = self
-            .results
-            .send(Finished::new(index, name, outcome, &self.config.style));
+        let _ = self.results.send(vec![Finished::new(
+            index,
+            name,
+            outcome,
+            &self.config.style,
+        )]);
     }
 }

@@ -20,8 +20,21 @@ pub struct NameserverStats {
     pub connections_opened: AtomicU64,
     /// Exchanges with it that failed (timeouts, refused or lost connections).
     pub failures: AtomicU64,
+    /// Queries to it that got no answer in time (lost, over UDP).
+    pub timeouts: AtomicU64,
+    /// Answers from it that refused the query (REFUSED, SERVFAIL, TC=1 over
+    /// UDP), taken as a sign of load.
+    pub refusals: AtomicU64,
     /// Latency of its answers.
     pub latency: Mutex<Latency>,
+    /// Gauge: the queries per second it may be sent now (the adaptive rate;
+    /// 0 when nothing limits it). UDP lookups only.
+    pub rate: AtomicU64,
+    /// Gauge: its queries waiting for an answer now. UDP lookups only.
+    pub in_flight: AtomicU64,
+    /// Gauge: its smoothed round trip, microseconds (0 before the first
+    /// answer). UDP lookups only.
+    pub srtt_us: AtomicU64,
 }
 
 /// Run-wide counters beside the socket-level [`NetCounters`].
@@ -66,6 +79,16 @@ pub struct NameserverSummary {
     pub connections_opened: u64,
     /// Exchanges that failed.
     pub failures: u64,
+    /// Queries that got no answer in time.
+    pub timeouts: u64,
+    /// Answers that refused (REFUSED, SERVFAIL, TC=1 over UDP).
+    pub refusals: u64,
+    /// Queries per second it may be sent at the end (0: not limited).
+    pub rate: u64,
+    /// Its queries in flight at the end.
+    pub in_flight: u64,
+    /// Its smoothed round trip at the end, ms (0 before any answer).
+    pub srtt_ms: f64,
     /// Its answers' latencies (microseconds).
     pub latency: Histogram,
     /// Median latency, ms.
@@ -146,6 +169,11 @@ impl LookupSummary {
                         queries: get(&s.queries),
                         connections_opened: get(&s.connections_opened),
                         failures: get(&s.failures),
+                        timeouts: get(&s.timeouts),
+                        refusals: get(&s.refusals),
+                        rate: get(&s.rate),
+                        in_flight: get(&s.in_flight),
+                        srtt_ms: get(&s.srtt_us) as f64 / 1000.0,
                         latency: latency
                             .buckets()
                             .fold(Histogram::default(), |mut h, (us, n)| {
@@ -199,8 +227,9 @@ impl LookupSummary {
             push_json_str(ns.nameserver.as_bytes(), &mut key);
             let _ = write!(
                 s,
-                "{comma}{}:{{\"queries\":{},\"connections_opened\":{},\"failures\":{},\"p50_ms\":{:.3},\"p99_ms\":{:.3}}}",
-                String::from_utf8_lossy(&key), ns.queries, ns.connections_opened, ns.failures, ns.p50_ms, ns.p99_ms
+                "{comma}{}:{{\"queries\":{},\"connections_opened\":{},\"failures\":{},\"timeouts\":{},\"refusals\":{},\"rate\":{},\"in_flight\":{},\"srtt_ms\":{:.3},\"p50_ms\":{:.3},\"p99_ms\":{:.3}}}",
+                String::from_utf8_lossy(&key), ns.queries, ns.connections_opened, ns.failures,
+                ns.timeouts, ns.refusals, ns.rate, ns.in_flight, ns.srtt_ms, ns.p50_ms, ns.p99_ms
             );
         }
         s.push('}');
@@ -213,8 +242,11 @@ impl LookupSummary {
 
     /// The counters as a stage's statistics: every counter, `status_X` per
     /// status, and for interval statistics the breakdowns `status`,
-    /// `nameserver_queries`, `nameserver_failures` and one latency
-    /// histogram per nameserver (`latency_us NAMESERVER`).
+    /// `nameserver_queries`, `nameserver_failures`, `nameserver_timeouts`,
+    /// `nameserver_refusals`, one latency histogram per nameserver
+    /// (`latency_us NAMESERVER`), and the gauges `nameserver_rate`,
+    /// `nameserver_in_flight`, `nameserver_srtt_us` (values at the
+    /// snapshot, not counts: an interval reads them from its end).
     pub fn fill(&self, s: &mut StageStats) {
         for (key, value) in self.counters() {
             s.add_counter(key, value);
@@ -229,6 +261,12 @@ impl LookupSummary {
         for ns in &self.per_nameserver {
             s.add_breakdown("nameserver_queries", &ns.nameserver, ns.queries);
             s.add_breakdown("nameserver_failures", &ns.nameserver, ns.failures);
+            s.add_breakdown("nameserver_timeouts", &ns.nameserver, ns.timeouts);
+            s.add_breakdown("nameserver_refusals", &ns.nameserver, ns.refusals);
+            s.add_breakdown("nameserver_rate", &ns.nameserver, ns.rate);
+            s.add_breakdown("nameserver_in_flight", &ns.nameserver, ns.in_flight);
+            let srtt_us = (ns.srtt_ms * 1000.0) as u64;
+            s.add_breakdown("nameserver_srtt_us", &ns.nameserver, srtt_us);
             s.histograms
                 .insert(format!("latency_us {}", ns.nameserver), ns.latency.clone());
         }
@@ -270,8 +308,19 @@ impl LookupSummary {
         for ns in &self.per_nameserver {
             let _ = writeln!(
                 s,
-                "  {}: {} queries, {} connections, p50 {:.2} ms, p99 {:.2} ms",
-                ns.nameserver, ns.queries, ns.connections_opened, ns.p50_ms, ns.p99_ms
+                "  {}: {} queries, {} connections, {} timeouts, {} refusals, p50 {:.2} ms, p99 {:.2} ms{}",
+                ns.nameserver,
+                ns.queries,
+                ns.connections_opened,
+                ns.timeouts,
+                ns.refusals,
+                ns.p50_ms,
+                ns.p99_ms,
+                if ns.rate > 0 {
+                    format!(", {} queries/s allowed at the end", ns.rate)
+                } else {
+                    String::new()
+                }
             );
         }
         s

@@ -112,6 +112,7 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
                 connections,
                 ns: &ns,
                 pinned,
+                deadline: started + config.name_timeout,
             };
             let mut outcome =
                 modules::run(config.qtype, &config.module, &ask, &job.name, start).await;

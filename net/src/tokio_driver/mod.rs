@@ -11,7 +11,8 @@ use crate::endpoint::{Endpoint, Transport};
 use crate::error::NetError;
 use crate::stats::NetCounters;
 use crate::tls::{Alpn, TlsClient, TlsOptions};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpStream, UdpSocket};
@@ -41,6 +42,9 @@ pub struct ClientSetup {
     pub doh_method: DohMethod,
     /// Counters every connection updates.
     pub counters: Arc<NetCounters>,
+    /// Source addresses, used in turn (none: any address).
+    local_addrs: Arc<[IpAddr]>,
+    next_local: Arc<AtomicUsize>,
 }
 
 impl ClientSetup {
@@ -64,7 +68,37 @@ impl ClientSetup {
             connect_timeout,
             doh_method,
             counters,
+            local_addrs: Arc::new([]),
+            next_local: Arc::default(),
         })
+    }
+
+    /// Connections leave from these addresses, in turn (a connection to a
+    /// server of a family none of them has fails, saying so).
+    pub fn with_local_addrs(mut self, addrs: &[IpAddr]) -> ClientSetup {
+        self.local_addrs = addrs.into();
+        self
+    }
+
+    /// The source address for a connection to `server`: the next of the
+    /// given ones of its family, or any address when none were given.
+    pub(crate) fn local_for(&self, server: SocketAddr) -> Result<SocketAddr, NetError> {
+        if self.local_addrs.is_empty() {
+            return Ok(crate::sys::any_local(server));
+        }
+        let family: Vec<IpAddr> = self
+            .local_addrs
+            .iter()
+            .copied()
+            .filter(|ip| ip.is_ipv4() == server.is_ipv4())
+            .collect();
+        if family.is_empty() {
+            return Err(NetError::Setup(format!(
+                "no --local-addr of {server}'s address family"
+            )));
+        }
+        let k = self.next_local.fetch_add(1, Ordering::Relaxed) % family.len();
+        Ok(SocketAddr::new(family[k], 0))
     }
 }
 
@@ -97,7 +131,8 @@ async fn open(endpoint: &Endpoint, setup: &ClientSetup) -> Result<Connection, Ne
     let name = endpoint.resolver_name();
     match endpoint.transport {
         Transport::Udp => {
-            let socket = udp_socket(endpoint.addr)
+            let local = setup.local_for(endpoint.addr)?;
+            let socket = udp_socket(local, endpoint.addr)
                 .await
                 .map_err(|error| NetError::Connect { addr: name, error })?;
             Ok(Connection::Multiplexed(mux::Mux::udp(
@@ -106,7 +141,7 @@ async fn open(endpoint: &Endpoint, setup: &ClientSetup) -> Result<Connection, Ne
             )))
         }
         Transport::Tcp => {
-            let tcp = tcp_connect(endpoint.addr, &name).await?;
+            let tcp = tcp_connect(setup.local_for(endpoint.addr)?, endpoint.addr, &name).await?;
             Ok(Connection::Multiplexed(mux::Mux::stream(
                 tcp,
                 setup.counters.clone(),
@@ -134,19 +169,31 @@ async fn open(endpoint: &Endpoint, setup: &ClientSetup) -> Result<Connection, Ne
     }
 }
 
-async fn udp_socket(server: SocketAddr) -> std::io::Result<UdpSocket> {
-    let socket = UdpSocket::bind(crate::sys::any_local(server)).await?;
+async fn udp_socket(local: SocketAddr, server: SocketAddr) -> std::io::Result<UdpSocket> {
+    let socket = UdpSocket::bind(local).await?;
     socket.connect(server).await?;
     Ok(socket)
 }
 
-async fn tcp_connect(addr: SocketAddr, name: &str) -> Result<TcpStream, NetError> {
-    let tcp = TcpStream::connect(addr)
-        .await
-        .map_err(|error| NetError::Connect {
-            addr: name.to_string(),
-            error,
-        })?;
+async fn tcp_connect(
+    local: SocketAddr,
+    addr: SocketAddr,
+    name: &str,
+) -> Result<TcpStream, NetError> {
+    let connect_error = |error| NetError::Connect {
+        addr: name.to_string(),
+        error,
+    };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(connect_error)?;
+    if !local.ip().is_unspecified() {
+        socket.bind(local).map_err(connect_error)?;
+    }
+    let tcp = socket.connect(addr).await.map_err(connect_error)?;
     // Queries are small and latency matters more than packet count.
     let _ = tcp.set_nodelay(true);
     Ok(tcp)
@@ -162,7 +209,7 @@ async fn tls_connect(
         .as_ref()
         .ok_or_else(|| NetError::TlsSetup("no TLS configuration".to_string()))?;
     let server_name = tls.server_name(endpoint)?;
-    let tcp = tcp_connect(endpoint.addr, name).await?;
+    let tcp = tcp_connect(setup.local_for(endpoint.addr)?, endpoint.addr, name).await?;
     let connector = tokio_rustls::TlsConnector::from(tls.config());
     let stream =
         connector

@@ -44,7 +44,8 @@ pub async fn transfer(
     };
     let connected = match endpoint.transport {
         Transport::Udp | Transport::Tcp => {
-            let tcp = tokio::time::timeout(timeout, tcp_connect(endpoint.addr, &name))
+            let local = setup.local_for(endpoint.addr)?;
+            let tcp = tokio::time::timeout(timeout, tcp_connect(local, endpoint.addr, &name))
                 .await
                 .map_err(|_| connect_timed_out());
             match tcp {

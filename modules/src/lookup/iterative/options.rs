@@ -28,11 +28,6 @@ pub struct IterativeOptions {
     /// How long one step (one zone: its servers in turn) may take.
     #[option(default = Duration::from_secs(8), range = Duration::from_millis(1)..=Duration::from_secs(3600))]
     pub iteration_timeout: Duration,
-    /// How long one name may take, every step and every nested lookup
-    /// included: one budget (ZDNS's --timeout; our --timeout is the wait for
-    /// each answer, ZDNS's --network-timeout).
-    #[option(default = Duration::from_secs(20), range = Duration::from_millis(1)..=Duration::from_secs(3600))]
-    pub name_timeout: Duration,
     /// Entries in the shared cache of zone cuts, answers and negative answers.
     #[option(default = 100_000, range = 1..=100_000_000)]
     pub cache_size: usize,
@@ -72,10 +67,12 @@ pub struct IterativeConfig {
 
 impl IterativeOptions {
     /// The configuration, `None` when `iterative` is off; `name_servers` are
-    /// the roots when no hints file is given. The error names the key.
+    /// the roots when no hints file is given; `name_timeout` is the budget of
+    /// one name (`lookup.dns`'s). The error names the key.
     pub fn to_config(
         &self,
         name_servers: &[Endpoint],
+        name_timeout: Duration,
     ) -> Result<Option<IterativeConfig>, (&'static str, String)> {
         if !self.iterative {
             return Ok(None);
@@ -113,7 +110,7 @@ impl IterativeOptions {
             },
             max_depth: self.max_depth,
             iteration_timeout: self.iteration_timeout,
-            name_timeout: self.name_timeout,
+            name_timeout,
             cache_size: self.cache_size,
             port: self.authority_port,
         }))
