@@ -319,7 +319,9 @@ fn lookup_stage(summary: &LookupSummary) -> Vec<StageStats> {
 
 /// A lookup interval: the counters (names, queries, retries, timeouts,
 /// steals, connections...) of the interval, its statuses, and per
-/// nameserver its queries, failures and latency percentiles.
+/// nameserver its queries, failures, timeouts, refusals and latency
+/// percentiles, with its rate, queries in flight and round trip at the
+/// interval's end.
 fn lookup_view(interval: &Interval<'_>) -> Map<String, Value> {
     let mut out = Map::new();
     let Some(s) = interval.diff.first() else {
@@ -331,19 +333,33 @@ fn lookup_view(interval: &Interval<'_>) -> Map<String, Value> {
         }
     }
     let counts = |name: &str| s.breakdowns.get(name).cloned().unwrap_or_default();
+    // Gauges (values, not counts) are read at the interval's end.
+    let gauges = |name: &str| {
+        let now = interval.now.first().and_then(|n| n.breakdowns.get(name));
+        now.cloned().unwrap_or_default()
+    };
     out.insert("statuses".into(), json!(counts("status")));
     let (queries, failures) = (counts("nameserver_queries"), counts("nameserver_failures"));
+    let (timeouts, refusals) = (counts("nameserver_timeouts"), counts("nameserver_refusals"));
+    let (rate, in_flight) = (gauges("nameserver_rate"), gauges("nameserver_in_flight"));
+    let srtt_us = gauges("nameserver_srtt_us");
     let mut per = Map::new();
     for (name, histogram) in &s.histograms {
         let Some(ns) = name.strip_prefix("latency_us ") else {
             continue;
         };
         let ms = |q: f64| histogram.percentile(q) as f64 / 1000.0;
+        let of = |m: &std::collections::BTreeMap<String, u64>| m.get(ns).copied().unwrap_or(0);
         per.insert(
             ns.to_string(),
             json!({
-                "queries": queries.get(ns).copied().unwrap_or(0),
-                "failures": failures.get(ns).copied().unwrap_or(0),
+                "queries": of(&queries),
+                "failures": of(&failures),
+                "timeouts": of(&timeouts),
+                "refusals": of(&refusals),
+                "rate": of(&rate),
+                "in_flight": of(&in_flight),
+                "srtt_ms": of(&srtt_us) as f64 / 1000.0,
                 "p50_ms": ms(50.0),
                 "p99_ms": ms(99.0),
             }),

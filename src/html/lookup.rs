@@ -67,21 +67,35 @@ fn statuses(runs: &[Run]) -> String {
     })
 }
 
-fn per_nameserver(runs: &[Run]) -> String {
+/// A chart of one figure per nameserver over time: `levels` (a value at
+/// each interval's end) or per second.
+fn by_nameserver(
+    runs: &[Run],
+    key: &str,
+    levels: bool,
+    id: &str,
+    title: &str,
+    unit: &str,
+) -> String {
     let nameservers = keys_of(runs, "per_nameserver");
     let mut lines = Vec::new();
     for (r, run) in runs.iter().enumerate() {
         for (i, ns) in nameservers.iter().enumerate() {
-            let points =
-                run.rates(|l| Some(l["per_nameserver"][ns]["queries"].as_f64().unwrap_or(0.0)));
+            let value =
+                |l: &serde_json::Value| Some(l["per_nameserver"][ns][key].as_f64().unwrap_or(0.0));
+            let points = if levels {
+                run.levels(value)
+            } else {
+                run.rates(value)
+            };
             lines.push(line(runs, r, i, ns, points));
         }
     }
     svg::plot(&Plot {
-        id: "lookup-nameservers".into(),
-        title: "Queries per second by nameserver".into(),
+        id: id.into(),
+        title: title.into(),
         x: Axis::linear("time since start (s)"),
-        y: Axis::linear("queries per second"),
+        y: Axis::linear(unit),
         lines,
     })
 }
@@ -165,6 +179,11 @@ fn tables(runs: &[Run]) -> String {
                 "queries",
                 "connections_opened",
                 "failures",
+                "timeouts",
+                "refusals",
+                "rate",
+                "in_flight",
+                "srtt_ms",
                 "p50_ms",
                 "p99_ms",
             ] {
@@ -186,6 +205,11 @@ fn tables(runs: &[Run]) -> String {
             "queries",
             "connections",
             "failures",
+            "timeouts",
+            "refusals",
+            "rate (q/s, end)",
+            "in flight (end)",
+            "round trip (ms, end)",
             "p50 (ms)",
             "p99 (ms)",
         ],
@@ -196,12 +220,51 @@ fn tables(runs: &[Run]) -> String {
 
 /// The lookup sections.
 pub fn sections(runs: &[Run]) -> String {
-    let charts = [
+    let mut charts = vec![
         rates(runs),
         statuses(runs),
-        per_nameserver(runs),
-        connections(runs),
+        by_nameserver(
+            runs,
+            "queries",
+            false,
+            "lookup-nameservers",
+            "Queries per second by nameserver",
+            "queries per second",
+        ),
     ];
+    // The UDP engine's pacing, when a run has it.
+    let paced = runs.iter().any(|run| {
+        let per = &run.stats()["per_nameserver"];
+        per.as_object()
+            .is_some_and(|m| m.values().any(|ns| ns["rate"].as_u64().unwrap_or(0) > 0))
+    });
+    if paced {
+        charts.push(by_nameserver(
+            runs,
+            "rate",
+            true,
+            "lookup-pace",
+            "Queries per second allowed by nameserver (the adaptive rate)",
+            "queries per second",
+        ));
+        charts.push(by_nameserver(
+            runs,
+            "timeouts",
+            false,
+            "lookup-losses",
+            "Timeouts per second by nameserver",
+            "timeouts per second",
+        ));
+        charts.push(by_nameserver(
+            runs,
+            "srtt_ms",
+            true,
+            "lookup-rtt",
+            "Smoothed round trip by nameserver",
+            "ms",
+        ));
+    }
+    charts.push(connections(runs));
     format!(
         "<h2>Charts</h2><div class=\"charts\">{}</div><h2>Tables</h2><div class=\"tables\">{}</div>",
         charts.concat(),

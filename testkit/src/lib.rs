@@ -34,4 +34,4 @@ pub use fault::{Behaviour, FaultKind, FaultServer};
 pub use netem::Netem;
 pub use servers::{lookup_address, servers, servers_dir, Servers};
 pub use sockets::sink_socket;
-pub use world::{normalise_data, world, Expected, Rr, World};
+pub use world::{normalise_data, wan_world, world, Expected, Rr, World};

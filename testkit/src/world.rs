@@ -91,19 +91,31 @@ pub fn normalise_data(data: &str) -> String {
 /// When the world is not running (tests that need it must fail, not skip)
 /// or a key is missing or malformed.
 pub fn world() -> World {
-    read(&servers_dir())
+    read(&servers_dir(), "world")
+}
+
+/// The same world behind an emulated wide-area network (`world-wan`,
+/// `DNSLUICE_WORLD_WAN=1 bash tests/world/up.sh`, which
+/// `tests/servers/up.sh` runs): every authority 10 to 40 ms of round trip
+/// away, 0.5 % of datagrams lost each way; the same truth.
+///
+/// # Panics
+///
+/// As [`world()`].
+pub fn wan_world() -> World {
+    read(&servers_dir(), "world-wan")
 }
 
 impl Servers {
     /// The simulated internet that `tests/servers/up.sh` starts beside these
     /// servers (see [`world()`]).
     pub fn world(&self) -> World {
-        read(&self.dir)
+        read(&self.dir, "world")
     }
 }
 
-fn read(servers_dir: &Path) -> World {
-    let path = servers_dir.join("world/world.env");
+fn read(servers_dir: &Path, name: &str) -> World {
+    let path = servers_dir.join(name).join("world.env");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "the test world is not running: run `bash tests/servers/up.sh` or \

@@ -8,6 +8,7 @@ STATE=${DNSLUICE_SERVERS_DIR:-$ROOT/target/test-servers}
 [[ -d $STATE ]] || exit 0
 rm -f "$STATE/servers.env"
 bash "$ROOT/tests/world/down.sh"  # the simulated internet
+DNSLUICE_WORLD_WAN=1 bash "$ROOT/tests/world/down.sh"
 
 bash "$ROOT/tests/servers/stop-pids.sh" tests/servers/down.sh "$STATE"/*.pid
 echo "test DNS servers stopped"

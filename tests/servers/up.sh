@@ -289,5 +289,6 @@ listening() {
 listening nats "127.0.0.1:$NATS_PORT"
 listening nats-tls "127.0.0.1:$NATS_TLS_PORT"
 bash "$ROOT/tests/world/up.sh"  # the simulated internet (tests/world/README.md)
+DNSLUICE_WORLD_WAN=1 bash "$ROOT/tests/world/up.sh"  # and behind an emulated wide-area network
 mv "$STATE/servers.env.tmp" "$STATE/servers.env"
 echo "  wrote $STATE/servers.env"

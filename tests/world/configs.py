@@ -16,7 +16,7 @@ def knot(world, inst, d):
     conf = os.path.join(d, "knot.conf")
     busy = inst["name"] in ("root", "tld-a", "tld-b")
     os.makedirs(os.path.join(d, "db"), exist_ok=True)
-    listen = ", ".join(f"{a}@53" for a in inst["addresses"])
+    listen = ", ".join(f"{world.bind(a)}@53" for a in inst["addresses"])
     lines = [
         "# written by tests/world/gen.py",
         "server:",
@@ -70,7 +70,7 @@ def nsd(world, inst, d):
     conf = os.path.join(d, "nsd.conf")
     lines = ["# written by tests/world/gen.py", "server:"]
     for a in inst["addresses"]:
-        lines.append(f"    ip-address: {a}@53")
+        lines.append(f"    ip-address: {world.bind(a)}@53")
     v6 = any(":" in a for a in inst["addresses"])
     lines += [
         "    server-count: 1",
@@ -103,8 +103,8 @@ def dnsdist(world, inst, d):
     with open(conf, "w") as f:
         f.write("-- written by tests/world/gen.py: truncates every UDP answer\n")
         f.write("setSecurityPollSuffix('')\n")
-        f.write(f"setLocal('{inst['addresses'][0]}:53')\n")
-        f.write(f"newServer({{address='{inst['backend']}:53', checkName='{zone}', "
+        f.write(f"setLocal('{world.bind(inst['addresses'][0])}:53')\n")
+        f.write(f"newServer({{address='{world.bind(inst['backend'])}:53', checkName='{zone}', "
                 "checkType='SOA'})\n")
         f.write("addAction(TCPRule(false), TCAction())\n")
     checks = [{"addr": inst["addresses"][0], "qname": "tc.com.", "qtype": "SOA",
@@ -115,9 +115,16 @@ def dnsdist(world, inst, d):
 def netem(world, inst, d):
     a = inst["addresses"][0]
     argv = [world.a.netem, "--delay-ms", str(inst["delay_ms"]),
-            f"{a}:53={inst['backend']}:53"]
+            f"{world.bind(a)}:53={world.bind(inst['backend'])}:53"]
     return argv, [{"addr": a, "qname": "slow.com.", "qtype": "SOA", "expect": "aa",
                    "timeout": 2 * inst["delay_ms"] / 1000 + 1}]
+
+
+def netem_wan(world, inst, d):
+    """The wide-area network in front of every server (gen.py --wan)."""
+    argv = [world.a.netem, "--loss", world.a.wan_loss, "--seed", str(world.a.seed),
+            "--stats", os.path.join(d, "stats.json")]
+    return argv + inst["links"], []
 
 
 def authserver_py(world, inst, d):
@@ -136,6 +143,8 @@ def authserver_py(world, inst, d):
          "referral": [[".", TTL, "NS", "a.root-servers.net."]],
          "glue": [["a.root-servers.net.", TTL, "A", ip(0, 1)]]},
     ]
+    for server in servers:
+        server["addr"] = world.bind(server["addr"])
     with open(conf, "w") as f:
         json.dump({"zones": zones, "servers": servers}, f, indent=1)
     checks = [{"addr": ip(54, 1), "qname": "poison.com.", "qtype": "SOA", "expect": "aa"},
@@ -187,9 +196,17 @@ def unbound(world, inst, d):
         # Debian's 1.17.1 has the backported discard-timeout (default
         # 1.9 s): a client whose answer takes longer gets none at all.
         "    discard-timeout: 0",
-        "remote-control:",
-        "    control-enable: no",
     ]
+    if world.a.wan:
+        # Behind the emulator, which keeps a socket per client address: a
+        # few source ports, not a random one per query.
+        lines += [
+            "    outgoing-range: 64",
+            "    num-queries-per-thread: 32",
+            "    outgoing-port-avoid: 0-65535",
+            "    outgoing-port-permit: 40000-40063",
+        ]
+    lines += ["remote-control:", "    control-enable: no"]
     with open(conf, "w") as f:
         f.write("\n".join(lines) + "\n")
     checks = [{"addr": a, "qname": ".", "qtype": "NS", "expect": "answer", "rd": True}]

@@ -4,6 +4,17 @@
     gen.py --out DIR [--net 127.53] [--zones 5000] [--seed 1]
            [--bench-names 100000] [--leaf-instances 4] [--deep 12]
            [--delay-ms 300] [--netem PATH] [--authserver PATH]
+           [--wan BIND_NET [--wan-delay-ms 5-20] [--wan-loss 0.5%]]
+
+With --wan, the world is behind an emulated wide-area network: every server
+listens on BIND_NET.a.b instead of NET.a.b (the addresses the zones, glue and
+hints name), and one dnsluice-netem forwards each NET.a.b to its BIND_NET.a.b
+with its own one-way delay (drawn from --wan-delay-ms, per address, from the
+seed) and loss each way. Nothing else changes, so the truth (expected.jsonl)
+is the same. unbound (the truth's resolver, not an authority) stays on its
+public address and resolves through the emulated network, from 64 source
+ports (the emulator keeps a socket per client); [::1] stays direct (it is
+one address for every world on the machine).
 
 Writes into DIR (absolute paths inside, so DIR must not move):
   named.root        root hints (named.root format) for resolvers
@@ -45,10 +56,16 @@ class World:
         self.expected = []
         self.py_servers = []
         self.rng = random.Random(args.seed)
+        # Public address -> the address its server listens on (--wan).
+        self.binds = {}
 
     # --- helpers -------------------------------------------------------------
     def ip(self, a, b):
         return f"{self.net}.{a}.{b}"
+
+    def bind(self, addr):
+        """The address a server whose public address is `addr` listens on."""
+        return self.binds.get(addr, addr)
 
     def instance(self, name, software, addrs, version=None, **extra):
         self.instances[name] = dict(
@@ -449,12 +466,30 @@ class World:
             self.add_expected(apex, "AXFR", rcode, soa + rest + soa, "axfr",
                               server=self.ip(40, 1))
 
+    def wan(self):
+        """--wan: every IPv4 server moves to its BIND_NET address, and a
+        netem instance forwards each public address to it."""
+        a = self.a
+        rng = random.Random(a.seed + 7)
+        low, high = (int(x) for x in a.wan_delay_ms.split("-"))
+        links = []
+        for inst in list(self.instances.values()):
+            if inst["software"] == "unbound":
+                continue
+            for addr in inst["addresses"]:
+                if ":" in addr:
+                    continue
+                bound = a.wan + addr[len(self.net):]
+                self.binds[addr] = bound
+                links.append(f"{addr}:53={bound}:53,delay={rng.randint(low, high)}ms")
+        self.instance("wan", "netem_wan", sorted(self.binds), links=links)
+
     # --- writing -----------------------------------------------------------------
     def write(self):
         out = self.a.out
         os.makedirs(out, exist_ok=True)
         layout = {"net": self.net, "seed": self.a.seed, "zones": self.a.zones,
-                  "instances": list(self.instances.values())}
+                  "wan": self.a.wan, "instances": list(self.instances.values())}
         for inst in self.instances.values():
             os.makedirs(os.path.join(out, inst["name"]), exist_ok=True)
         for apex, insts in self.served.items():
@@ -467,7 +502,7 @@ class World:
             argv, checks = writer(self, inst, os.path.join(out, inst["name"]))
             inst["checks"] = checks
             tsv.append("\t".join([inst["name"], inst["software"],
-                                  ",".join(inst_ports(inst)), " ".join(argv)]))
+                                  ",".join(inst_ports(self, inst)), " ".join(argv)]))
         with open(os.path.join(out, "instances.tsv"), "w") as f:
             f.write("\n".join(tsv) + "\n")
         with open(os.path.join(out, "layout.json"), "w") as f:
@@ -503,8 +538,12 @@ class World:
                 f.write(f"{owner} {ttl} IN {rtype} {data}\n")
 
 
-def inst_ports(inst):
-    return [f"[{a}]:53" if ":" in a else f"{a}:53" for a in inst["addresses"]]
+def inst_ports(world, inst):
+    """The ports an instance binds: its public addresses' ports (the wan
+    instance's) or the addresses its server listens on."""
+    addrs = inst["addresses"] if inst["software"] == "netem_wan" else \
+        [world.bind(a) for a in inst["addresses"]]
+    return [f"[{a}]:53" if ":" in a else f"{a}:53" for a in addrs]
 
 
 def main():
@@ -518,6 +557,10 @@ def main():
     p.add_argument("--deep", type=int, default=12, help="zones in the deep chain")
     p.add_argument("--delay-ms", type=int, default=300)
     p.add_argument("--netem", default="dnsluice-netem")
+    p.add_argument("--wan", default=None, metavar="BIND_NET",
+                   help="put the world behind a network emulator; servers listen on BIND_NET")
+    p.add_argument("--wan-delay-ms", default="5-20", help="one-way delay range per address")
+    p.add_argument("--wan-loss", default="0.5%", help="loss each way")
     p.add_argument("--authserver", default=os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "authserver.py"))
     a = p.parse_args()
@@ -527,6 +570,8 @@ def main():
     w = World(a)
     w.build()
     w.truths()
+    if a.wan:
+        w.wan()
     w.write()
 
 

@@ -15,12 +15,23 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/tests/world
 BASE=${DNSLUICE_SERVERS_DIR:-$ROOT/target/test-servers}
-mkdir -p "$BASE/world"
-STATE=$(cd "$BASE/world" && pwd)
 OFFSET=${DNSLUICE_SERVERS_PORT_OFFSET:-0}
+# DNSLUICE_WORLD_WAN=1: the same world behind an emulated wide-area network
+# (gen.py --wan), beside the plain one: its own state (world-wan), its own
+# 127.N for the addresses the zones name and 127.B for the servers.
+WAN=${DNSLUICE_WORLD_WAN:-0}
+NAME=world
+((WAN)) && NAME=world-wan
+mkdir -p "$BASE/$NAME"
+STATE=$(cd "$BASE/$NAME" && pwd)
 # Port 53 is fixed (glue carries addresses only), so each checkout's world
 # gets its own 127.N.0.0/16, chosen by its port offset unless given.
-NET=${DNSLUICE_WORLD_NET:-127.$((53 + (OFFSET / 100) % 200))}
+if ((WAN)); then
+    NET=${DNSLUICE_WAN_WORLD_NET:-127.$((153 + (OFFSET / 100) % 50))}
+    BIND_NET=127.$((${NET#127.} + 50))
+else
+    NET=${DNSLUICE_WORLD_NET:-127.$((53 + (OFFSET / 100) % 200))}
+fi
 ZONES=${DNSLUICE_WORLD_ZONES:-5000}
 BENCH_NAMES=${DNSLUICE_WORLD_BENCH_NAMES:-100000}
 DELAY_MS=${DNSLUICE_WORLD_DELAY_MS:-300}
@@ -40,13 +51,14 @@ NETEM=${CARGO_TARGET_DIR:-$ROOT/target}/debug/dnsluice-netem
 started=$(date +%s.%N)
 # --- the world's files: made anew when the generator or its arguments change --
 params="--out $STATE --net $NET --zones $ZONES --seed $SEED --bench-names $BENCH_NAMES --delay-ms $DELAY_MS --netem $NETEM --authserver $HERE/authserver.py"
+((WAN)) && params+=" --wan $BIND_NET"
 stale=0
 [[ -s $STATE/layout.json && -f $STATE/params && $(<"$STATE/params") == "$params" ]] || stale=1
 for f in "$HERE"/gen.py "$HERE"/model.py "$HERE"/configs.py "$HERE"/authserver.py; do
     [[ $f -nt $STATE/layout.json ]] && stale=1
 done
 if ((stale)); then
-    bash "$HERE/down.sh" >/dev/null
+    DNSLUICE_WORLD_WAN=$WAN bash "$HERE/down.sh" >/dev/null
     find "$STATE" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} +
     # shellcheck disable=SC2086 # a list of arguments
     python3 "$HERE/gen.py" $params
@@ -106,7 +118,10 @@ WORLD_LAYOUT=$STATE/layout.json
 WORLD_UNBOUND=$NET.99.1:53
 WORLD_ZONES=$ZONES
 WORLD_SLOW_DELAY_MS=$DELAY_MS
+WORLD_WAN=$WAN
 ENV
 mv "$STATE/world.env.tmp" "$STATE/world.env"
 n=$(wc -l <"$STATE/instances.tsv")
-echo "  world        $NET.0.0/16 + [::1]:53 $shared_v6: $n instances, $ZONES leaf zones, up in ${took}s (state in $STATE)"
+label=world
+((WAN)) && label="world-wan"
+echo "  $(printf '%-12s' "$label") $NET.0.0/16 + [::1]:53 $shared_v6: $n instances, $ZONES leaf zones, up in ${took}s (state in $STATE)"

@@ -59,6 +59,8 @@ pub struct LookupEngine {
     closed: bool,
     /// Pinned nameservers already parsed (a host name is resolved once).
     endpoints: HashMap<String, Endpoint>,
+    /// Room to check that a name encodes.
+    scratch: Vec<u8>,
     transport: dnsluice_net::Transport,
     iterative: bool,
     has_nameservers: bool,
@@ -111,6 +113,7 @@ impl LookupEngine {
             started: Instant::now(),
             closed: false,
             endpoints: HashMap::new(),
+            scratch: Vec::with_capacity(256),
             transport,
             iterative,
             has_nameservers,
@@ -137,7 +140,14 @@ impl LookupEngine {
         if line.is_empty() || line.starts_with('#') {
             return false;
         }
-        let job = match parse_line(index, line, self.transport, &mut self.endpoints) {
+        let parsed = parse_line(
+            index,
+            line,
+            self.transport,
+            &mut self.endpoints,
+            &mut self.scratch,
+        );
+        let job = match parsed {
             Ok(job) => job,
             Err(bad) => {
                 self.reject(index, &bad.name, &bad.reason, sink);

@@ -24,12 +24,14 @@ pub struct BadLine {
 }
 
 /// Parses `name` or `name,nameserver` (nameserver as for `--name-servers`);
-/// `known` caches the nameservers parsed so far, by their text.
+/// `known` caches the nameservers parsed so far, by their text; `scratch`
+/// is room to check that the name encodes (kept between calls).
 pub fn parse_line(
     index: u64,
     line: &str,
     transport: Transport,
     known: &mut HashMap<String, Endpoint>,
+    scratch: &mut Vec<u8>,
 ) -> Result<Job, BadLine> {
     let line = line.trim();
     let (name, server) = match line.split_once(',') {
@@ -44,8 +46,8 @@ pub fn parse_line(
         return Err(bad("empty name".to_string()));
     }
     // The name must encode: checked here so the error names the line.
-    dnsluice_net::query::push_name(name, &mut Vec::new())
-        .map_err(|e| bad(format!("bad name: {e}")))?;
+    scratch.clear();
+    dnsluice_net::query::push_name(name, scratch).map_err(|e| bad(format!("bad name: {e}")))?;
     let pinned = match server {
         Some(text) => Some(match known.get(text) {
             Some(endpoint) => endpoint.clone(),
@@ -70,7 +72,14 @@ mod tests {
 
     #[test]
     fn names_and_pinned_nameservers() {
-        let job = parse_line(3, " example.com ", Transport::Udp, &mut HashMap::new()).unwrap();
+        let job = parse_line(
+            3,
+            " example.com ",
+            Transport::Udp,
+            &mut HashMap::new(),
+            &mut Vec::new(),
+        )
+        .unwrap();
         assert_eq!(
             (job.index, job.name.as_str(), job.pinned),
             (3, "example.com", None)
@@ -80,16 +89,31 @@ mod tests {
             "example.com,127.0.0.2:5300",
             Transport::Tcp,
             &mut HashMap::new(),
+            &mut Vec::new(),
         )
         .unwrap();
         assert_eq!(job.pinned.unwrap().addr.to_string(), "127.0.0.2:5300");
-        let job = parse_line(0, "example.com,[::1]", Transport::Tls, &mut HashMap::new()).unwrap();
+        let job = parse_line(
+            0,
+            "example.com,[::1]",
+            Transport::Tls,
+            &mut HashMap::new(),
+            &mut Vec::new(),
+        )
+        .unwrap();
         assert_eq!(job.pinned.unwrap().addr.to_string(), "[::1]:853");
     }
 
     #[test]
     fn bad_lines_say_why() {
-        let err = parse_line(0, "a..b", Transport::Udp, &mut HashMap::new()).unwrap_err();
+        let err = parse_line(
+            0,
+            "a..b",
+            Transport::Udp,
+            &mut HashMap::new(),
+            &mut Vec::new(),
+        )
+        .unwrap_err();
         assert_eq!(err.name, "a..b");
         assert!(err.reason.contains("empty label"), "{}", err.reason);
         let err = parse_line(
@@ -97,10 +121,18 @@ mod tests {
             "ok.example,not-an-address:x",
             Transport::Udp,
             &mut HashMap::new(),
+            &mut Vec::new(),
         )
         .unwrap_err();
         assert_eq!(err.name, "ok.example");
         assert!(err.reason.contains("port"), "{}", err.reason);
-        assert!(parse_line(0, ",127.0.0.1", Transport::Udp, &mut HashMap::new()).is_err());
+        assert!(parse_line(
+            0,
+            ",127.0.0.1",
+            Transport::Udp,
+            &mut HashMap::new(),
+            &mut Vec::new()
+        )
+        .is_err());
     }
 }

@@ -91,8 +91,7 @@ fn write_native(name: &str, outcome: &Outcome, style: &RecordStyle, out: &mut Ve
     }
     f.num(out, "attempts", u64::from(outcome.attempts));
     f.key(out, "duration_ms");
-    let ms = outcome.duration.as_secs_f64() * 1000.0;
-    out.extend_from_slice(format!("{ms:.3}").as_bytes());
+    write_millis(outcome.duration, out);
     if let Some(error) = &outcome.error {
         f.string(out, "error", error);
     }
@@ -140,6 +139,21 @@ fn write_zdns(name: &str, outcome: &Outcome, style: &RecordStyle, out: &mut Vec<
     }
     write_trace(outcome, style, &mut r, out);
     out.extend_from_slice(b"}}}");
+}
+
+/// `duration` in milliseconds with three decimals (`12.345`), without
+/// going through a formatter.
+fn write_millis(duration: Duration, out: &mut Vec<u8>) {
+    let micros = (duration.as_nanos() + 500) / 1000;
+    let mut digits = itoa::Buffer::new();
+    out.extend_from_slice(digits.format(micros / 1000).as_bytes());
+    let fraction = (micros % 1000) as u16;
+    out.extend_from_slice(&[
+        b'.',
+        b'0' + (fraction / 100) as u8,
+        b'0' + (fraction / 10 % 10) as u8,
+        b'0' + (fraction % 10) as u8,
+    ]);
 }
 
 fn write_now(out: &mut Vec<u8>) {
@@ -223,7 +237,10 @@ pub struct Finished {
 impl Finished {
     /// The record for `name` with `outcome`, written as `style` says.
     pub fn new(index: u64, name: &str, outcome: &Outcome, style: &RecordStyle) -> Finished {
-        let mut json = Vec::with_capacity(256);
+        // Room for the record's fixed part and its sections (about four
+        // times the response's bytes), so it is written without regrowing.
+        let response = outcome.response.as_ref().map_or(0, Vec::len);
+        let mut json = Vec::with_capacity(512 + 4 * response);
         write(name, outcome, style, &mut json);
         Finished {
             index,
@@ -239,6 +256,19 @@ impl Finished {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn milliseconds_have_three_decimals() {
+        let ms = |nanos: u64| {
+            let mut out = Vec::new();
+            write_millis(Duration::from_nanos(nanos), &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(ms(12_345_678), "12.346");
+        assert_eq!(ms(0), "0.000");
+        assert_eq!(ms(7_000), "0.007");
+        assert_eq!(ms(2_000_000_000), "2000.000");
+    }
 
     #[test]
     fn a_failure_has_its_line() {

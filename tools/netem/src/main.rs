@@ -110,6 +110,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
             )),
         );
     }
+    raise_open_file_limit();
     let emulator = Emulator::start(links, protocols, seed).map_err(|e| e.to_string())?;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
@@ -133,6 +134,22 @@ fn run(args: Vec<String>) -> Result<(), String> {
     }
     eprint!("dnsluice-netem: {}", emulator.to_json());
     emulator.stop().map_err(|e| e.to_string())
+}
+
+/// Raises the soft limit on open files to the hard limit: the emulator keeps
+/// a socket per client of each link.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own; setrlimit only reads it.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }
 
 /// Replaces `path` with the current counters (written aside, then renamed,

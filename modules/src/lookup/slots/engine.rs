@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 
 /// The waker's token (sockets have their index).
 pub const WAKER: Token = Token(usize::MAX);
+/// Records gathered before they go to the caller even while the loop is busy.
+const BATCH_MAX: usize = 1024;
 /// How often the gauges are published and idle rounds closed.
 const PUBLISH_EVERY: Duration = Duration::from_millis(50);
 
@@ -143,7 +145,9 @@ impl Engine {
             self.expire(now);
             self.dispatch(now);
             self.flush();
-            self.send_batch();
+            if self.out.batch.len() >= BATCH_MAX {
+                self.send_batch();
+            }
             if now.duration_since(published) >= PUBLISH_EVERY {
                 self.publish(now);
                 published = now;
@@ -159,8 +163,14 @@ impl Engine {
                     continue;
                 }
             }
-            let timeout = self.next_wake(now);
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            // The records gathered go to the caller when the loop is about
+            // to wait (one wake-up of the caller per batch, not per record).
+            let mut polled = self.poll.poll(&mut events, Some(Duration::ZERO));
+            if polled.is_ok() && events.is_empty() {
+                self.send_batch();
+                polled = self.poll.poll(&mut events, self.next_wake(now));
+            }
+            if let Err(e) = polled {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     eprintln!("dnsluice: lookup engine: poll failed: {e}");
                     break;
