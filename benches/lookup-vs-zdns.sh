@@ -113,4 +113,14 @@ for s in dict.fromkeys(r["side"] for r in everything):
 for peer in ("fifo", "zdns"):
     if "sticky" in med and peer in med:
         print(f"sticky / {peer}: {med['sticky']['wall_s'] / med[peer]['wall_s']:.2f}x the wall time (medians)")
+# A side with failed names in every run still gets its figures, said as such.
+for s in dict.fromkeys(r["side"] for r in everything):
+    if s in med or "sticky" not in med:
+        continue
+    mine = [r for r in everything if r["side"] == s]
+    wall = statistics.median(r["wall_s"] for r in mine)
+    failed = sorted(sum(n for k, n in r["statuses"].items() if k != "NOERROR") for r in mine)
+    print(f"  {s}: every run failed names ({failed[0]}..{failed[-1]} of each run's lines); median wall "
+          f"{wall:.2f} s, CPU {statistics.median(r['cpu_s'] for r in mine):.2f} s: sticky took "
+          f"{med['sticky']['wall_s'] / wall:.2f}x that time")
 PY
