@@ -106,9 +106,10 @@ fn rel(path: &Path) -> PathBuf {
     path.strip_prefix(root).unwrap_or(path).to_path_buf()
 }
 
-/// dnsluice, run in the project's directory.
+/// dnsluice, named by its path relative to the project and run in the
+/// project's directory (where cargo runs the tests too).
 fn here() -> std::process::Command {
-    let mut command = dnsluice();
+    let mut command = std::process::Command::new(rel(Path::new(env!("CARGO_BIN_EXE_dnsluice"))));
     command.current_dir(env!("CARGO_MANIFEST_DIR"));
     command
 }
