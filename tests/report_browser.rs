@@ -109,6 +109,7 @@ fn rel(path: &Path) -> PathBuf {
 /// dnsluice, named by its path relative to the project and run in the
 /// project's directory (where cargo runs the tests too).
 fn here() -> std::process::Command {
+    // spawns: (dnsluice, this workspace's binary, named relative to the project)
     let mut command = std::process::Command::new(rel(Path::new(env!("CARGO_BIN_EXE_dnsluice"))));
     command.current_dir(env!("CARGO_MANIFEST_DIR"));
     command
