@@ -1,42 +1,59 @@
 #!/usr/bin/env bash
 # Iterative resolution on the simulated internet (tests/world), beside
-# unbound resolving the same names from the same root hints, in one run.
+# unbound resolving the same names from the same root hints, and ZDNS.
 #
-# Usage: bash tests/world/up.sh && benches/iterative-vs-unbound.sh
-#        NAMES=20000 SKIP_BUILD=1 benches/iterative-vs-unbound.sh
+# Usage: bash tests/world/up.sh && cpu-lock bench benches/iterative-vs-unbound.sh
+#        NAMES=20000 ROUNDS=5 SKIP_BUILD=1 benches/iterative-vs-unbound.sh
 #
-# Cases, each a fresh process (a cold cache) given the names twice: the first
-# pass is the cold figure, the second (everything cached) the warm one:
+# Sides, each a fresh process with a cold cache, timed the same way: the
+# whole process's wall time, CPU (user + system) and peak RSS, from
+# /usr/bin/time:
 #   dnsluice-udp   dnsluice lookup A --iterative over UDP
 #   dnsluice-tcp   the same over TCP (kept connections to the authorities)
 #   unbound        a fresh unbound (2 threads, the world's settings and root
 #                  hints, iterator only, no qname minimisation) on 127.0.0.1,
-#                  asked by dnsperf with 100 queries outstanding (our 100 workers)
-#   zdns           ZDNS 2.1.1 --iterative (ZDNS=, default /opt/zdns/zdns when it exists;
-#                  ../shared/tools/zdns/build.sh builds it), the world's roots as --name-servers
+#                  asked by dnsperf with WORKERS queries outstanding: dnsperf
+#                  is the process timed; unbound's CPU (from /proc) and peak
+#                  RSS (VmHWM) are given beside it
+#   zdns           ZDNS 2.1.1 --iterative (ZDNS=, else /opt/zdns/zdns, else
+#                  `zdns` on the PATH; ../shared/tools/zdns/build.sh builds
+#                  it), the world's roots as --name-servers, WORKERS threads
+# Rounds alternate the order (round r starts r sides further on). Every run
+# must answer every name NOERROR (dnsperf: every query completed, none
+# lost, every response NOERROR), or the benchmark fails.
 #
 # Environment:
 #   NAMES=100000   how many of the world's bench names (bench-names.txt)
-#   WORKERS=100    dnsluice workers; dnsperf -q and zdns --threads
+#   WORKERS=100    dnsluice workers; dnsperf -q; zdns --threads
+#   ROUNDS=3       rounds (each runs every side once)
+#   SIDES="dnsluice-udp dnsluice-tcp unbound zdns"
 #   SKIP_BUILD=1   do not build (target/release/dnsluice must exist)
-#   OUT=DIR        inputs, records and stats (default bench-data/iterative)
-#   UNBOUND_PORT   port of the benchmark's own unbound (default 53953)
+#   OUT=DIR        inputs, records and timings (default bench-data/iterative)
+#   UNBOUND_PORT   port of the benchmark's own unbound (default 53953 plus
+#                  DNSLUICE_SERVERS_PORT_OFFSET)
 #
-# Prints for each case and pass: names, wall seconds, names/s, queries per
-# name and the names answered without a query (dnsluice), CPU seconds; for
-# each dnsluice run its queries, connections, cache hit rate and queries by
-# zone level; then dnsluice's names/s as a ratio to unbound's. Run it on an
-# idle machine, through `cpu-lock bench` where sessions share one.
+# Prints one line per run, then per side the medians (names/s, wall, CPU,
+# peak RSS) and dnsluice's median names/s as a ratio to unbound's and
+# ZDNS's. Run it on an idle machine, through `cpu-lock bench` where
+# sessions share one; the load average is printed before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NAMES=${NAMES:-100000}
 WORKERS=${WORKERS:-100}
+ROUNDS=${ROUNDS:-3}
+SIDES=${SIDES:-"dnsluice-udp dnsluice-tcp unbound zdns"}
 OUT=${OUT:-bench-data/iterative}
 BIN=${DNSLUICE_BIN:-${CARGO_TARGET_DIR:-target}/release/dnsluice}
 WORLD_ENV=${DNSLUICE_SERVERS_DIR:-target/test-servers}/world/world.env
-UNBOUND_PORT=${UNBOUND_PORT:-53953}
-if [[ -z ${ZDNS+x} && -x /opt/zdns/zdns ]]; then ZDNS=/opt/zdns/zdns; fi
+UNBOUND_PORT=${UNBOUND_PORT:-$((53953 + ${DNSLUICE_SERVERS_PORT_OFFSET:-0}))}
+if [[ -z ${ZDNS:-} ]]; then
+    if [[ -x /opt/zdns/zdns ]]; then ZDNS=/opt/zdns/zdns; else ZDNS=$(command -v zdns || true); fi
+fi
+if [[ " $SIDES " == *" zdns "* && -z $ZDNS ]]; then
+    echo "no ZDNS (set ZDNS= or run ../shared/tools/zdns/build.sh), or leave zdns out of SIDES" >&2
+    exit 1
+fi
 
 [[ -f $WORLD_ENV ]] || { echo "no $WORLD_ENV: run bash tests/world/up.sh first" >&2; exit 1; }
 # shellcheck disable=SC1090
@@ -47,76 +64,76 @@ fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 head -n "$NAMES" "$WORLD_BENCH_NAMES" >"$OUT/names.txt"
-cat "$OUT/names.txt" <(tr '[:lower:]' '[:upper:]' <"$OUT/names.txt") >"$OUT/names-twice.txt"
 awk '{ print $1, "A" }' "$OUT/names.txt" >"$OUT/dnsperf.txt"
+ROOTS=$(awk '$3 == "A" { printf "%s%s", sep, $4; sep = "," }' "$WORLD_ROOT_HINTS")
+RUNS=$OUT/runs.jsonl
+: >"$RUNS"
 
-# cpu_of PID: user+system seconds so far.
-cpu_of() {
+# timed FILE CMD...: runs CMD under /usr/bin/time (wall s, user s, system s, peak RSS KiB into FILE).
+timed() {
+    local file=$1
+    shift
+    /usr/bin/time -f "%e %U %S %M" -o "$file" "$@"
+}
+
+# record SIDE ROUND TIMEFILE RECORDS [EXTRA_CPU EXTRA_RSS]: checks the
+# records (one per name, every one NOERROR) and appends the run to $RUNS.
+record() {
+    python3 - "$@" "$NAMES" "$RUNS" <<'PY'
+import collections, json, sys
+side, rnd, timefile, records = sys.argv[1:5]
+extra_cpu, extra_rss = (float(sys.argv[5]), int(sys.argv[6])) if len(sys.argv) > 8 else (0.0, 0)
+names, runs = int(sys.argv[-2]), sys.argv[-1]
+wall, user, system, rss = open(timefile).read().split()
+statuses = collections.Counter()
+if side == "unbound":
+    import re
+    text = open(records).read()
+    num = lambda p: int(re.search(p, text).group(1))
+    done, lost = num(r"Queries completed:\s+(\d+)"), num(r"Queries lost:\s+(\d+)")
+    for code, n in re.findall(r"(\w+) (\d+) \(", re.search(r"Response codes:\s+(.*)", text).group(1)):
+        statuses[code] += int(n)
+    assert done == names and lost == 0, f"unbound: {done} of {names} completed, {lost} lost"
+else:
+    for line in open(records):
+        r = json.loads(line)
+        statuses[r["results"]["A"]["status"] if side == "zdns" else r["status"]] += 1
+assert sum(statuses.values()) == names and statuses["NOERROR"] == names, f"{side}: {dict(statuses)}"
+run = {"side": side, "round": int(rnd), "wall_s": float(wall), "cpu_s": float(user) + float(system) + extra_cpu,
+       "client_cpu_s": float(user) + float(system), "rss_mib": (int(rss) + extra_rss) / 1024,
+       "client_rss_mib": int(rss) / 1024, "names_per_s": names / float(wall)}
+print(f"{side:13} round {rnd}: {names} names NOERROR, {run['wall_s']:6.2f} s wall, {run['names_per_s']:8.0f} names/s, "
+      f"CPU {run['cpu_s']:6.2f} s, peak RSS {run['rss_mib']:6.1f} MiB")
+open(runs, "a").write(json.dumps(run) + "\n")
+PY
+}
+
+dnsluice_run() {
+    local transport=${1#dnsluice-} tag=$1-$2
+    timed "$OUT/$tag.time" "$BIN" lookup A --iterative --root-hints "$WORLD_ROOT_HINTS" \
+        --transport "$transport" --workers "$WORKERS" --cache-size 4000000 \
+        --input "$OUT/names.txt" --output "$OUT/$tag.jsonl" -q
+    record "$1" "$2" "$OUT/$tag.time" "$OUT/$tag.jsonl"
+}
+
+zdns_run() {
+    local tag=zdns-$2
+    timed "$OUT/$tag.time" "$ZDNS" A --iterative --name-servers "$ROOTS" --threads "$WORKERS" -q \
+        --input-file "$OUT/names.txt" --output-file "$OUT/$tag.jsonl" 2>"$OUT/$tag.log"
+    record zdns "$2" "$OUT/$tag.time" "$OUT/$tag.jsonl"
+}
+
+# unbound's user + system seconds so far, and its peak RSS (KiB).
+unbound_cpu() {
     python3 -c 'import os, sys
 f = open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")", 1)[1].split()
 print("%.2f" % ((int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")))' "$1"
 }
+unbound_rss() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 
-# One dnsluice process given the names, then the same names in capitals: the
-# cache is case-blind and the records keep the spelling, so the lower-case
-# records are the cold pass and the capital ones the warm pass. A pass's
-# wall time runs from the first query (the earliest record's timestamp less
-# its duration) or the end of the cold pass to its last record; its queries
-# are the sum of its records' attempts. CPU time is the whole process's.
-dnsluice_case() {
-    local transport=$1 tag=dnsluice-$1
-    /usr/bin/time -f "%e %U %S" -o "$OUT/$tag.time" \
-        "$BIN" lookup A --iterative --root-hints "$WORLD_ROOT_HINTS" \
-        --transport "$transport" --workers "$WORKERS" --cache-size 4000000 \
-        --input "$OUT/names-twice.txt" --output "$OUT/$tag.jsonl" \
-        --stats-json "$OUT/$tag.json" -q
-    python3 - "$OUT" "$tag" <<'PY'
-import datetime, json, sys
-out, tag = sys.argv[1:3]
-def ts(text):
-    day, frac = text.rstrip("Z").split(".")
-    t = datetime.datetime.fromisoformat(day).replace(tzinfo=datetime.timezone.utc).timestamp()
-    return t + float("0." + frac)
-passes = {"cold": [], "warm": []}
-for line in open(f"{out}/{tag}.jsonl"):
-    r = json.loads(line)
-    passes["warm" if r["name"].isupper() else "cold"].append(r)
-stats = json.load(open(f"{out}/{tag}.json"))
-wall, user, system = map(float, open(f"{out}/{tag}.time").read().split())
-start = min(ts(r["timestamp"]) - r["duration_ms"] / 1000 for r in passes["cold"])
-cold_end = max(ts(r["timestamp"]) for r in passes["cold"])
-summary = {}
-# The engine reads ahead (a few hundred names), so the first capital names
-# start before the last cold ones end: the warm pass counts those that
-# started after the cold pass's end (all but a few hundred).
-passes["warm"] = [r for r in passes["warm"] if ts(r["timestamp"]) - r["duration_ms"] / 1000 >= cold_end]
-for label, begin in (("cold", start), ("warm", cold_end)):
-    records = passes[label]
-    n = len(records)
-    end = max(ts(r["timestamp"]) for r in records)
-    secs = max(end - begin, 1e-6)
-    attempts = sum(r["attempts"] for r in records)
-    without = sum(r["attempts"] == 0 for r in records)
-    statuses = {}
-    for r in records:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    print(f"{tag:14} {label:5} {n:7} names {secs:7.2f} s {n / secs:9.0f} names/s "
-          f"{attempts / n:5.2f} queries/name  {100 * without / n:5.1f}% without a query  {statuses}")
-    summary[label + "_names_per_s"] = n / secs
-it = stats["iterative"]
-hit_rate = it["cache_hits"] / max(it["cache_hits"] + it["cache_misses"], 1)
-print(f"{tag:14} both passes: {wall:.2f} s wall, {user + system:.2f} s CPU; {stats['queries']} queries, "
-      f"{stats['connections_opened']} connections opened, {stats['connections_reused']} queries on kept ones; "
-      f"cache hit rate {100 * hit_rate:.1f}% ({it['cache_entries']} entries); queries by level: root "
-      f"{it['queries_root']}, TLD {it['queries_level1']}, 2nd {it['queries_level2']}, deeper "
-      f"{it['queries_level3'] + it['queries_level4'] + it['queries_deeper']}")
-json.dump(summary, open(f"{out}/{tag}.summary.json", "w"))
-PY
-}
-
-unbound_case() {
-    local dir=$OUT/unbound
-    mkdir -p "$dir"
+unbound_run() {
+    local dir=$OUT/unbound tag=unbound-$2
+    rm -rf "$dir" && mkdir -p "$dir"
     cat >"$dir/unbound.conf" <<CONF
 server:
     interface: 127.0.0.1@$UNBOUND_PORT
@@ -147,70 +164,52 @@ remote-control:
 CONF
     unbound -c "$dir/unbound.conf" &
     local pid=$!
-    trap 'kill $pid 2>/dev/null || true' RETURN
     for _ in $(seq 50); do
         kdig +timeout=1 +retry=0 @127.0.0.1 -p "$UNBOUND_PORT" . NS >/dev/null 2>&1 && break
         sleep 0.1
     done
-    # dnsperf asks every name once per pass; the first pass is cold (the
-    # check above cached the root's NS only).
-    for pass in cold warm; do
-        local before after
-        before=$(cpu_of "$pid")
-        dnsperf -s 127.0.0.1 -p "$UNBOUND_PORT" -d "$OUT/dnsperf.txt" -n 1 \
-            -q "$WORKERS" -t 20 >"$OUT/unbound-$pass.dnsperf" 2>&1
-        after=$(cpu_of "$pid")
-        python3 - "$OUT/unbound-$pass.dnsperf" "$pass" "$before" "$after" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-def num(pattern):
-    m = re.search(pattern, text)
-    return float(m.group(1)) if m else float("nan")
-done = num(r"Queries completed:\s+(\d+)")
-secs = num(r"Run time \(s\):\s+([\d.]+)")
-qps = num(r"Queries per second:\s+([\d.]+)")
-lost = num(r"Queries lost:\s+(\d+)")
-cpu = float(sys.argv[4]) - float(sys.argv[3])
-codes = " ".join(re.findall(r"Response codes:\s+(.*)", text))
-print(f"{'unbound':14} {sys.argv[2]:5} {int(done):7} names {secs:7.2f} s {qps:9.0f} names/s "
-      f"{'':>22}  {'':>17}  {'':>18}  cpu {cpu:6.2f} s  lost {int(lost)}  {codes}")
-open(sys.argv[1] + ".qps", "w").write(str(qps))
-PY
-    done
-    kill "$pid" 2>/dev/null || true
+    local before
+    before=$(unbound_cpu "$pid")
+    timed "$OUT/$tag.time" dnsperf -s 127.0.0.1 -p "$UNBOUND_PORT" -d "$OUT/dnsperf.txt" -n 1 \
+        -q "$WORKERS" -t 20 >"$OUT/$tag.dnsperf" 2>&1
+    local cpu rss
+    cpu=$(python3 -c "print($(unbound_cpu "$pid") - $before)")
+    rss=$(unbound_rss "$pid")
+    kill "$pid"
     wait "$pid" 2>/dev/null || true
+    echo "$cpu $rss" >"$OUT/$tag.server"
+    record unbound "$2" "$OUT/$tag.time" "$OUT/$tag.dnsperf" "$cpu" "$rss"
 }
 
-zdns_case() {
-    [[ -n ${ZDNS:-} ]] || return 0
-    local roots
-    roots=$(awk '$3 == "A" { printf "%s%s", sep, $4; sep = "," }' "$WORLD_ROOT_HINTS")
-    /usr/bin/time -f "%e %U %S" -o "$OUT/zdns.time" \
-        "$ZDNS" A --iterative --name-servers "$roots" --threads "$WORKERS" -q \
-        --input-file "$OUT/names.txt" --output-file "$OUT/zdns.jsonl" 2>"$OUT/zdns.log" || true
-    python3 - "$OUT" "$NAMES" <<'PY'
-import collections, json, sys
-out, n = sys.argv[1], int(sys.argv[2])
-wall, user, sys_ = map(float, open(f"{out}/zdns.time").read().split())
-statuses = collections.Counter()
-for line in open(f"{out}/zdns.jsonl"):
-    statuses[json.loads(line)["results"]["A"]["status"]] += 1
-print(f"{'zdns':14} {'cold':5} {n:7} names {wall:7.2f} s {n / wall:9.0f} names/s "
-      f"{'':>22}  {'':>17}  {'':>18}  cpu {user + sys_:6.2f} s  {dict(statuses)}")
-PY
-}
-
-echo "iterative A lookups of $NAMES world names, $WORKERS workers ($(nproc) cores)"
-dnsluice_case udp
-dnsluice_case tcp
-unbound_case
-zdns_case
-python3 - "$OUT" <<'PY'
-import json, sys
-out = sys.argv[1]
-for tag in ("dnsluice-udp", "dnsluice-tcp"):
-    s = json.load(open(f"{out}/{tag}.summary.json"))
-    for p in ("cold", "warm"):
-        ub = float(open(f"{out}/unbound-{p}.dnsperf.qps").read())
-        print(f"{tag} {p}: {s[p + '_names_per_s'] / ub:.2f}x unbound's names/s")
+read -r -a sides <<<"$SIDES"
+echo "iterative A lookups of $NAMES world names, $WORKERS workers, $ROUNDS rounds ($(nproc) cores); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((r = 0; r < ROUNDS; r++)); do
+    for ((i = 0; i < ${#sides[@]}; i++)); do
+        side=${sides[$(((i + r) % ${#sides[@]}))]}
+        case $side in
+            dnsluice-udp | dnsluice-tcp) dnsluice_run "$side" "$r" ;;
+            unbound) unbound_run "$side" "$r" ;;
+            zdns) zdns_run "$side" "$r" ;;
+            *) echo "unknown side $side" >&2; exit 2 ;;
+        esac
+    done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$RUNS" <<'PY'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+sides = list(dict.fromkeys(r["side"] for r in runs))
+med = {s: {k: statistics.median(r[k] for r in runs if r["side"] == s)
+           for k in ("names_per_s", "wall_s", "cpu_s", "client_cpu_s", "rss_mib", "client_rss_mib")} for s in sides}
+print("medians:")
+for s in sides:
+    m = med[s]
+    extra = (f" (dnsperf {m['client_cpu_s']:.2f} s, {m['client_rss_mib']:.1f} MiB; unbound the rest)"
+             if s == "unbound" else "")
+    print(f"  {s:13} {m['names_per_s']:8.0f} names/s  {m['wall_s']:6.2f} s wall  CPU {m['cpu_s']:6.2f} s"
+          f"  peak RSS {m['rss_mib']:6.1f} MiB{extra}")
+for ours in ("dnsluice-udp", "dnsluice-tcp"):
+    for peer in ("unbound", "zdns"):
+        if ours in med and peer in med:
+            print(f"{ours} / {peer}: {med[ours]['names_per_s'] / med[peer]['names_per_s']:.2f}x the names/s (medians)")
 PY

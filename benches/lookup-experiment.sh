@@ -52,16 +52,7 @@ doh_set="${fast_doh[0]},$SLOW_DOH"
 
 # make_input FILE NAMESERVERS(comma-separated or empty): LINES lines.
 make_input() {
-    python3 - "$1" "$2" "$LINES" "$SEED" <<'PY'
-import random, sys
-path, servers, lines, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-rng = random.Random(seed)
-servers = [s for s in servers.split(",") if s]
-with open(path, "w") as f:
-    for _ in range(lines):
-        name = "n%d.lookup.test" % rng.randrange(100000)
-        f.write("%s,%s\n" % (name, rng.choice(servers)) if servers else name + "\n")
-PY
+    python3 benches/lookup-input.py "$1" "$2" "$LINES" "$SEED"
 }
 
 # run CASE SCHEDULER INPUT ARGS...: one run; prints its table row.

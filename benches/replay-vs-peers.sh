@@ -12,7 +12,8 @@
 #           rate = queries sent / whole-process wall time
 #   udp     dnsluice replay (output.dnscli, udp)  vs  dnsperf -m udp
 #   tcp     dnsluice replay --transport tcp       vs  dnsperf -m tcp
-#           (both to knot; rate = answered / the tool's own elapsed time)
+#           (both to knot; rate = answers / the whole process's wall time,
+#           /usr/bin/time, for both)
 #   dot     dnsluice replay --transport tls       vs  dnsperf -m dot
 #           (both to dnsdist's DoT; we verify the certificate, dnsperf does not)
 # Request/response pairs use INFLIGHT queries outstanding (dnsperf -q) and
@@ -23,8 +24,11 @@
 #   CLIENTS=1  SKIP_BUILD=1  DNSLUICE_BIN=...  DATA_DIR=<repo>/bench-data
 #   DNSLUICE_SERVERS_DIR (where servers.env is; default <repo>/target/test-servers)
 #
-# For request/response pairs the CPU time (user + system, /usr/bin/time) per
-# query of each client is printed too.
+# For request/response pairs the CPU time (user + system) per query and the
+# peak RSS of each client (/usr/bin/time) are printed too. A round where
+# either side lost a query (ours: sent but not answered; dnsperf: "Queries
+# lost", whose rate then includes its timeout wait) is printed with both
+# sides' losses and left out.
 # Runs alternate (ours, peer, peer, ours, ...); the ratio is the median of
 # the per-round ratios ours/peer (> 1: ours is faster).
 set -euo pipefail
@@ -72,38 +76,42 @@ port_of() { echo "${1##*:}"; }
 TMP=$(mktemp -d)
 trap 'kill $SINK_PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
 SINK_PID=
-# The last run's CPU time (user + system) per query, in microseconds.
-cpu_us() { awk -v n="$COUNT" '{print ($1 + $2) * 1e6 / n}' "$TMP/cpu"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# timed CMD...: runs CMD under /usr/bin/time into $TMP/time (wall s, user s, system s, peak RSS KiB).
+timed() { /usr/bin/time -f "%e %U %S %M" -o "$TMP/time" "$@"; }
+# figures ANSWERED LOST: "rate lost cpu_us rss_mib" of the last timed run:
+# answers per second of the whole process's wall time, CPU per query.
+figures() {
+    awk -v done="$1" -v lost="$2" -v n="$COUNT" \
+        '{printf "%.0f %d %.2f %.1f\n", done / $1, lost, ($2 + $3) * 1e6 / n, $4 / 1024}' "$TMP/time"
+}
 
-# ours_rr TRANSPORT SERVER EXTRA...: prints "qps connections handshakes".
+# ours_rr TRANSPORT SERVER EXTRA...: prints "rate lost cpu_us rss_mib connections handshakes".
 ours_rr() {
     local transport=$1 server=$2
     shift 2
-    /usr/bin/time -f "%U %S" -o "$TMP/cpu" \
-        "$BIN" replay "$PCAP" --server "$server" --transport "$transport" --inflight "$INFLIGHT" \
+    timed "$BIN" replay "$PCAP" --server "$server" --transport "$transport" --inflight "$INFLIGHT" \
         --clients "$CLIENTS" -q --stats-json "$TMP/ours.json" "$@"
-    cpu_us >> "$TMP/ours.cpu"
-    python3 -c 'import json,sys
+    local answered lost rest
+    read -r answered lost rest < <(python3 -c 'import json,sys
 s = json.load(open(sys.argv[1]))
-assert s["answered"] == s["sent"] == int(sys.argv[2]), ("not all answered", s["sent"], s["answered"], s["timeouts"], s["errors"])
-print(s["answered"] / s["elapsed_s"], s["connections_opened"], s["tls_handshakes"])' "$TMP/ours.json" "$COUNT"
+assert s["sent"] == int(sys.argv[2]), ("not all sent", s["sent"])
+print(s["answered"], s["sent"] - s["answered"], s["connections_opened"], s["tls_handshakes"])' "$TMP/ours.json" "$COUNT")
+    echo "$(figures "$answered" "$lost") $rest"
 }
 
-# peer_rr MODE SERVER: dnsperf; prints "qps completed".
+# peer_rr MODE SERVER: dnsperf; prints "rate lost cpu_us rss_mib".
 peer_rr() {
-    /usr/bin/time -f "%U %S" -o "$TMP/cpu" \
-        dnsperf -m "$1" -s "$(host_of "$2")" -p "$(port_of "$2")" -d "$NAMES" -n 1 \
+    timed dnsperf -m "$1" -s "$(host_of "$2")" -p "$(port_of "$2")" -d "$NAMES" -n 1 \
         -q "$INFLIGHT" -c "$CLIENTS" -t 5 > "$TMP/peer.txt" 2>&1 || true
-    cpu_us >> "$TMP/peer.cpu"
-    local completed qps
+    local completed lost
     completed=$(awk '/Queries completed:/ {print $3}' "$TMP/peer.txt")
-    qps=$(awk '/Queries per second:/ {print $4}' "$TMP/peer.txt")
-    [[ -n $completed && -n $qps ]] || { echo "dnsperf failed:" >&2; cat "$TMP/peer.txt" >&2; exit 1; }
+    lost=$(awk '/Queries lost:/ {print $3}' "$TMP/peer.txt")
+    [[ -n $completed && -n $lost ]] || { echo "dnsperf failed:" >&2; cat "$TMP/peer.txt" >&2; exit 1; }
     # dnsperf loses the queries in flight when a server closes its TCP
-    # connection (knot does, after a while); its qps counts completed ones.
-    [[ $completed == "$COUNT" ]] || echo "note: dnsperf completed $completed of $COUNT" >&2
-    echo "$qps"
+    # connection (knot does, after a while), and then waits out its
+    # timeout: such a round is left out.
+    figures "$completed" "$lost"
 }
 
 ours_ff() {
@@ -128,8 +136,7 @@ peer_ff() {
 echo "replay-vs-peers: $COUNT queries (lookup.test A), runs $RUNS, inflight $INFLIGHT, clients $CLIENTS; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-7s %14s %14s %8s  %s\n' pair "ours q/s" "peer q/s" ratio notes
 for pair in $PAIRS; do
-    ratios=() ours_all=() peer_all=() notes=""
-    : > "$TMP/ours.cpu"; : > "$TMP/peer.cpu"
+    ratios=() ours_all=() peer_all=() ours_cpu=() peer_cpu=() ours_rss=() peer_rss=() notes="" left=0
     if [[ $pair == udp-ff ]]; then
         SINK_PORT=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
         python3 -c 'import socket,sys,time; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",int(sys.argv[1]))); time.sleep(3600)' "$SINK_PORT" &
@@ -137,28 +144,40 @@ for pair in $PAIRS; do
         sleep 0.3
     fi
     for ((r = 0; r < RUNS; r++)); do
+        ol=0 pl=0 oc="" pc="" orss="" prss=""
         for side in $( ((r % 2)) && echo "peer ours" || echo "ours peer"); do
             case $pair/$side in
                 udp-ff/ours) o=$(ours_ff) ;;
                 udp-ff/peer) p=$(peer_ff) ;;
-                udp/ours) read -r o c h < <(ours_rr udp "$KNOT"); notes="ours: $c sockets" ;;
-                udp/peer) p=$(peer_rr udp "$KNOT") ;;
-                tcp/ours) read -r o c h < <(ours_rr tcp "$KNOT"); notes="ours: $c connections" ;;
-                tcp/peer) p=$(peer_rr tcp "$KNOT") ;;
-                dot/ours) read -r o c h < <(ours_rr tls "$DOT" --ca-file "$CA_FILE" --tls-name "$TLS_NAME"); notes="ours: $c connections, $h TLS handshakes" ;;
-                dot/peer) p=$(peer_rr dot "$DOT") ;;
+                udp/ours) read -r o ol oc orss c h < <(ours_rr udp "$KNOT"); notes="ours: $c sockets" ;;
+                udp/peer) read -r p pl pc prss < <(peer_rr udp "$KNOT") ;;
+                tcp/ours) read -r o ol oc orss c h < <(ours_rr tcp "$KNOT"); notes="ours: $c connections" ;;
+                tcp/peer) read -r p pl pc prss < <(peer_rr tcp "$KNOT") ;;
+                dot/ours) read -r o ol oc orss c h < <(ours_rr tls "$DOT" --ca-file "$CA_FILE" --tls-name "$TLS_NAME"); notes="ours: $c connections, $h TLS handshakes" ;;
+                dot/peer) read -r p pl pc prss < <(peer_rr dot "$DOT") ;;
                 *) echo "unknown pair $pair" >&2; exit 2 ;;
             esac
         done
+        if ((ol || pl)); then
+            echo "$pair round $r: left out, queries lost: ours $ol, dnsperf $pl (ours $o q/s, dnsperf $p q/s)" >&2
+            left=$((left + 1))
+            continue
+        fi
         ours_all+=("$o") peer_all+=("$p")
+        [[ -n $oc ]] && ours_cpu+=("$oc") peer_cpu+=("$pc") ours_rss+=("$orss") peer_rss+=("$prss")
         ratios+=("$(python3 -c "print($o / $p)")")
     done
     if [[ $pair == udp-ff ]]; then kill "$SINK_PID"; SINK_PID=; fi
-    printf '%-7s %14.0f %14.0f %8.2f  %s\n' "$pair" \
+    if ((${#ratios[@]} == 0)); then
+        printf '%-7s every round lost queries (%d left out)\n' "$pair" "$left"
+        continue
+    fi
+    printf '%-7s %14.0f %14.0f %8.2f  %s; %d of %d rounds without a loss\n' "$pair" \
         "$(printf '%s\n' "${ours_all[@]}" | median)" "$(printf '%s\n' "${peer_all[@]}" | median)" \
-        "$(printf '%s\n' "${ratios[@]}" | median)" "$notes"
-    if [[ -s $TMP/ours.cpu ]]; then
-        printf '%-7s CPU per query (user+sys, median): ours %.2f us, peer %.2f us\n' "$pair" \
-            "$(median < "$TMP/ours.cpu")" "$(median < "$TMP/peer.cpu")"
+        "$(printf '%s\n' "${ratios[@]}" | median)" "$notes" "${#ratios[@]}" "$RUNS"
+    if ((${#ours_cpu[@]})); then
+        printf '%-7s medians: CPU per query (user+sys) ours %.2f us, dnsperf %.2f us; peak RSS ours %.1f MiB, dnsperf %.1f MiB\n' "$pair" \
+            "$(printf '%s\n' "${ours_cpu[@]}" | median)" "$(printf '%s\n' "${peer_cpu[@]}" | median)" \
+            "$(printf '%s\n' "${ours_rss[@]}" | median)" "$(printf '%s\n' "${peer_rss[@]}" | median)"
     fi
 done

@@ -9,8 +9,9 @@
 //! - a first line `{"type":"start","command","version","argv","started",
 //!   "interval_s",...}` (the command adds its own keys: server, transport...);
 //! - one `{"type":"interval","index","t0_s","t1_s",...}` line per interval
-//!   (seconds since the start), the keys the command's view gives; the last
-//!   one ends with the run, so the intervals add up to the totals;
+//!   (seconds since the start), the keys the command's view gives, written
+//!   out as it is made (a run can be followed); the last one ends with the
+//!   run, so the intervals add up to the totals;
 //! - a last line `{"type":"end","t_s","stats","stages"}`: `stats` is what
 //!   `--stats-json` writes, `stages` every stage in full (breakdowns,
 //!   histograms, top lists).
@@ -179,7 +180,9 @@ impl Recorder {
             let result = serde_json::to_writer(&mut *out, &record)
                 .map_err(anyhow::Error::from)
                 .and_then(|()| {
+                    // Each line is there to be read while the run goes on.
                     out.write_all(b"\n")?;
+                    out.flush()?;
                     Ok(())
                 });
             if let Err(e) = result {

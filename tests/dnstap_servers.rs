@@ -33,9 +33,6 @@ const QUERIES: [(&str, u16); 6] = [
 ];
 const TCP_FROM: usize = 4;
 
-/// How long an emitter gets to write out its dnstap before it is stopped.
-const FLUSH_WAIT: Duration = Duration::from_millis(2500);
-
 /// One exchange as the test's socket saw it.
 #[derive(Debug)]
 struct Exchange {
@@ -174,7 +171,8 @@ fn read_back(tap: &Path) -> Vec<Tapped> {
 }
 
 /// Our collector: input.dnstap listening at `listen` (a TOML key and
-/// value), ending after one sender's connection, writing `output.dnstap`.
+/// value), ending after one sender's connection, writing `output.dnstap`,
+/// and its interval statistics every 20 ms to `tap` + `.jsonl`.
 fn collector(listen: &str, tap: &Path) -> Child {
     let text = format!(
         "[[stage]]\nmodule = \"input.dnstap\"\n{listen}\nconnections = 1\nidle_timeout = \"60s\"\n[[stage]]\nmodule = \"output.dnstap\"\npath = \"{}\"\n",
@@ -185,9 +183,95 @@ fn collector(listen: &str, tap: &Path) -> Child {
     dnsluice()
         .arg("run")
         .arg(&file)
+        .args(["--stats-interval", "20ms", "--stats-jsonl"])
+        .arg(intervals(tap))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// Where [`collector`] writes its interval statistics.
+fn intervals(tap: &Path) -> PathBuf {
+    tap.with_extension("jsonl")
+}
+
+/// Waits until the collector writing `tap` has taken in more than `count`
+/// messages (its input's count, summed over its intervals), asking
+/// `server` a question from `pump` every 20 ms meanwhile: an emitter
+/// writes in order, so once a message after the first `count` is in, all
+/// of those are, and it may be stopped. (The collector writes an interval
+/// when messages flow, so the pump also makes the last ones counted.)
+/// Fails after 20 s.
+fn wait_collected(tap: &Path, count: u64, server: SocketAddr, pump: &UdpSocket) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let query = testkit::wire::query(0x7777, "www.tap.test.", 1, None);
+    let mut seen = 0;
+    while seen <= count {
+        assert!(
+            Instant::now() < deadline,
+            "the collector took in {seen} of {count} messages"
+        );
+        pump.send_to(&query, server).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let text = std::fs::read_to_string(intervals(tap)).unwrap_or_default();
+        seen = text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|v| v["type"] == "interval")
+            .filter_map(|v| v["stages"][0]["out"].as_u64())
+            .sum();
+    }
+}
+
+/// The messages of `tapped` that are not the pump's (see [`wait_collected`]).
+fn not_pumped<'a>(tapped: &'a [Tapped], pump: &UdpSocket) -> Vec<&'a Tapped> {
+    let pump = pump.local_addr().unwrap();
+    tapped
+        .iter()
+        .filter(|t| t.src() != pump && t.dst() != pump)
+        .collect()
+}
+
+/// Waits until `server` accepts TCP connections (it listens on UDP from
+/// the same moment): ready, without a DNS message it would tap.
+fn wait_listening(server: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(server).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {server}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `dnstap-ldns -r FILE`'s reading of each message: its type (`CQ`, `RR`,
+/// ...), transport, size and question, in the file's order.
+fn ldns_messages(tap: &Path) -> Vec<String> {
+    dnstap_ldns(tap)
+        .lines()
+        .map(|line| {
+            // `DATE TIME TYPE ADDRESS PROTOCOL SIZEb "QNAME" CLASS QTYPE`
+            let f: Vec<&str> = line.split_whitespace().collect();
+            assert!(f.len() >= 9, "dnstap-ldns: {line}");
+            format!("{} {} {} {} {}", f[2], f[4], f[5], f[6], f[8])
+        })
+        .collect()
+}
+
+/// The same of our reading of the file (input.dnstap as JSON).
+fn our_messages(tapped: &[Tapped]) -> Vec<String> {
+    tapped
+        .iter()
+        .map(|t| {
+            let kind: String = t.kind().split('_').map(|w| &w[..1]).collect();
+            let question = &t.json["dns"]["question"][0];
+            format!(
+                "{kind} {} {}b \"{}\" {}",
+                t.transport().to_ascii_uppercase(),
+                t.wire.len(),
+                t.qname(),
+                question["type"].as_str().unwrap()
+            )
+        })
+        .collect()
 }
 
 /// Waits for the collector to end by itself; its stderr.
@@ -349,14 +433,22 @@ fn unbound_client_and_resolver_messages_to_our_unix_socket() {
     std::fs::write(dir.join("unbound.conf"), conf).unwrap();
     let conf = dir.join("unbound.conf").display().to_string();
     let unbound = start("unbound", "unbound", &["-d", "-c", &conf], &dir);
-    wait_answering(server, "tap.test.", &dir, "unbound");
+    wait_listening(server);
     let exchanges = ask(server);
     // unbound writes its dnstap from a thread of its own, and a SIGTERM
-    // may drop what it has not written yet: give it time to write.
-    std::thread::sleep(FLUSH_WAIT);
+    // drops what it has not written yet: stop it once the collector has
+    // every message, a client query and response for each exchange and a
+    // resolver query and response for each question (none twice).
+    let questions: std::collections::BTreeSet<_> = QUERIES.iter().collect();
+    let messages = 2 * QUERIES.len() + 2 * questions.len();
+    let pump = UdpSocket::bind("127.0.0.1:0").unwrap();
+    wait_collected(&tap, messages as u64, server, &pump);
     unbound.stop();
     let stderr = collector_done(collector);
     let tapped = read_back(&tap);
+    assert_eq!(not_pumped(&tapped, &pump).len(), messages, "{stderr}");
+    // dnstap-ldns reads the file as we do: type, transport, size, question.
+    assert_eq!(ldns_messages(&tap), our_messages(&tapped));
     check_client_side(
         &tapped,
         &exchanges,
@@ -421,14 +513,22 @@ fn dnsdist_dnstap_log_actions_to_our_tcp_collector() {
         &["--supervised", "--disable-syslog", "-C", &conf],
         &dir,
     );
-    wait_answering(server, "tap.test.", &dir, "dnsdist");
+    wait_listening(server);
     let exchanges = ask(server);
     // dnsdist's Frame Streams writer flushes once a second (fstrm's
-    // default), and a SIGTERM drops what it has not flushed.
-    std::thread::sleep(FLUSH_WAIT);
+    // default), and a SIGTERM drops what it has not flushed: stop it once
+    // the collector has a query and a response for each exchange.
+    let pump = UdpSocket::bind("127.0.0.1:0").unwrap();
+    wait_collected(&tap, 2 * QUERIES.len() as u64, server, &pump);
     dnsdist.stop();
-    let _ = collector_done(collector);
+    let stderr = collector_done(collector);
     let tapped = read_back(&tap);
+    assert_eq!(
+        not_pumped(&tapped, &pump).len(),
+        2 * QUERIES.len(),
+        "{stderr}"
+    );
+    assert_eq!(ldns_messages(&tap), our_messages(&tapped));
     check_client_side(
         &tapped,
         &exchanges,

@@ -526,6 +526,39 @@ fn a_following_worker_makes_the_stream_and_waits_for_work() {
 }
 
 /// Waits (at most 20 s) until stream `url` exists.
+/// Whether process `pid` holds an established TCP connection to local
+/// port `port` (its socket inodes among /proc/net/tcp's rows).
+fn connected_to(pid: u32, port: u16) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    let inodes: Vec<String> = fds
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().to_string();
+            Some(
+                link.strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    let remote = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .map(|row| row.split_whitespace().collect::<Vec<_>>())
+            .any(|f| {
+                f.len() > 9
+                    && f[2].ends_with(&remote)
+                    && f[3] == "01"
+                    && inodes.contains(&f[9].to_string())
+            })
+    })
+}
+
 fn wait_for_stream(url: &str) {
     let start = Instant::now();
     while !dnsluice()
@@ -1176,13 +1209,35 @@ fn malformed_line_gets_an_error_record_and_is_acknowledged() {
     assert_eq!(put_status["messages"], 2);
     assert_eq!(put_status["lines_per_item"], 2, "n1 and bad..name");
     // `queue get` started before any worker: it waits for the results stream.
-    let getter = dnsluice()
+    let mut getter = dnsluice()
         .args(["queue", "get", &results, "--expect", "3"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    let broker = testkit::servers().nats.port();
+    let start = Instant::now();
+    while !connected_to(getter.id(), broker) {
+        assert!(getter.try_wait().unwrap().is_none(), "queue get ended");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "queue get never connected"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Connected, and the results stream is not there yet: it waits for it.
+    let absent = dnsluice()
+        .args(["queue", "status", &results])
+        .output()
+        .unwrap();
+    assert!(
+        !absent.status.success(),
+        "the results stream exists already"
+    );
+    assert!(
+        getter.try_wait().unwrap().is_none(),
+        "queue get did not wait"
+    );
     let mut worker = lookup_worker(&dir, "worker", &work, &results, &["--idle-exit", "1"]);
     wait_ok(&mut worker, &dir, "worker");
     let out = ok(getter.wait_with_output().unwrap(), "queue get");
