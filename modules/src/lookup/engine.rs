@@ -339,6 +339,10 @@ impl LookupProbe {
                     .authorities
                     .reused
                     .load(std::sync::atomic::Ordering::Relaxed);
+                summary.timeouts = resolver
+                    .counters
+                    .timeouts
+                    .load(std::sync::atomic::Ordering::Relaxed);
                 summary.iterative = Some(IterativeSummary::gather(resolver));
             }
         }

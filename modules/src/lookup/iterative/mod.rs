@@ -57,6 +57,9 @@ pub struct IterativeCounters {
     pub referrals: AtomicU64,
     /// Responses from a server not used (REFUSED, SERVFAIL, upward referral, empty).
     pub lame_responses: AtomicU64,
+    /// Queries to an authority that got no answer in time (the zone's next
+    /// server is asked, and the silent ones again in the next round).
+    pub timeouts: AtomicU64,
     /// Nameserver addresses looked up because a referral had no usable glue.
     pub glueless_lookups: AtomicU64,
     /// UDP answers with TC=1 asked again over TCP.

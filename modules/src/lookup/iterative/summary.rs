@@ -36,6 +36,7 @@ impl IterativeSummary {
             ("cache_entries", resolver.cache.len() as u64),
             ("referrals", get(&r.referrals)),
             ("lame_responses", get(&r.lame_responses)),
+            ("timeouts", get(&r.timeouts)),
             ("glueless_lookups", get(&r.glueless_lookups)),
             ("tcp_fallbacks", get(&r.tcp_fallbacks)),
             ("edns_fallbacks", get(&r.edns_fallbacks)),

@@ -297,6 +297,7 @@ impl<'a> Walk<'a> {
                         (Some(verdict), text, raw)
                     }
                     Tried::Failed(NetError::Timeout) => {
+                        self.r.counters.timeouts.fetch_add(1, Ordering::Relaxed);
                         timed_out = true;
                         again.push(addr);
                         (None, "timeout".to_string(), None)
