@@ -128,7 +128,8 @@ PY
 }
 
 # cpu_of PID: its user + system CPU seconds so far.
-cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
+CLK_TCK=$(python3 -c "import os; print(os.sysconf('SC_CLK_TCK'))")
+cpu_of() { awk -v hz="$CLK_TCK" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
 
 # run TOOL CASE SERVER COUNT: one timed run; prints a result line.
 run() {

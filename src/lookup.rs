@@ -241,9 +241,21 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
             }
         })
     };
-    for (k, line) in input.split(b'\n').enumerate() {
-        let line = line.with_context(|| format!("cannot read {}", args.input.display()))?;
-        if args.shard.is_some_and(|s| !s.takes(k as u64)) {
+    let (mut input, mut line, mut k) = (input, Vec::with_capacity(256), 0u64);
+    loop {
+        line.clear();
+        let read = input
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("cannot read {}", args.input.display()))?;
+        if read == 0 {
+            break;
+        }
+        k += 1;
+        let k = k - 1;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        if args.shard.is_some_and(|s| !s.takes(k)) {
             continue;
         }
         if output.error.is_some() {

@@ -126,6 +126,10 @@ impl ReplayPlan {
             }
             stages.push(("output.udpcli".to_string(), output));
         } else {
+            if paced && !output.contains_key("inflight") {
+                // A pace of R/s to a server T away needs R × T in flight.
+                output.insert("grow_inflight".into(), toml::Value::Boolean(true));
+            }
             if !paced
                 && client.cli.client.transport != Transport::Https
                 && !output.contains_key("send_batch")

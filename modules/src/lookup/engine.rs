@@ -140,13 +140,13 @@ impl LookupEngine {
         if line.is_empty() || line.starts_with('#') {
             return false;
         }
-        let parsed = parse_line(
-            index,
-            line,
-            self.transport,
-            &mut self.endpoints,
-            &mut self.scratch,
-        );
+        // The UDP engine checks the name as it builds the query (the same
+        // error); the workers are handed names already checked.
+        let check = match self.backend {
+            Some(Backend::Slots(_)) => None,
+            _ => Some(&mut self.scratch),
+        };
+        let parsed = parse_line(index, line, self.transport, &mut self.endpoints, check);
         let job = match parsed {
             Ok(job) => job,
             Err(bad) => {

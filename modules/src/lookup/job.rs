@@ -25,13 +25,14 @@ pub struct BadLine {
 
 /// Parses `name` or `name,nameserver` (nameserver as for `--name-servers`);
 /// `known` caches the nameservers parsed so far, by their text; `scratch`
-/// is room to check that the name encodes (kept between calls).
+/// is room to check that the name encodes (kept between calls; `None`:
+/// the caller's engine checks it when it builds the query).
 pub fn parse_line(
     index: u64,
     line: &str,
     transport: Transport,
     known: &mut HashMap<String, Endpoint>,
-    scratch: &mut Vec<u8>,
+    scratch: Option<&mut Vec<u8>>,
 ) -> Result<Job, BadLine> {
     let line = line.trim();
     let (name, server) = match line.split_once(',') {
@@ -46,8 +47,10 @@ pub fn parse_line(
         return Err(bad("empty name".to_string()));
     }
     // The name must encode: checked here so the error names the line.
-    scratch.clear();
-    dnsluice_net::query::push_name(name, scratch).map_err(|e| bad(format!("bad name: {e}")))?;
+    if let Some(scratch) = scratch {
+        scratch.clear();
+        dnsluice_net::query::push_name(name, scratch).map_err(|e| bad(format!("bad name: {e}")))?;
+    }
     let pinned = match server {
         Some(text) => Some(match known.get(text) {
             Some(endpoint) => endpoint.clone(),
@@ -77,7 +80,7 @@ mod tests {
             " example.com ",
             Transport::Udp,
             &mut HashMap::new(),
-            &mut Vec::new(),
+            Some(&mut Vec::new()),
         )
         .unwrap();
         assert_eq!(
@@ -89,7 +92,7 @@ mod tests {
             "example.com,127.0.0.2:5300",
             Transport::Tcp,
             &mut HashMap::new(),
-            &mut Vec::new(),
+            Some(&mut Vec::new()),
         )
         .unwrap();
         assert_eq!(job.pinned.unwrap().addr.to_string(), "127.0.0.2:5300");
@@ -98,7 +101,7 @@ mod tests {
             "example.com,[::1]",
             Transport::Tls,
             &mut HashMap::new(),
-            &mut Vec::new(),
+            Some(&mut Vec::new()),
         )
         .unwrap();
         assert_eq!(job.pinned.unwrap().addr.to_string(), "[::1]:853");
@@ -111,7 +114,7 @@ mod tests {
             "a..b",
             Transport::Udp,
             &mut HashMap::new(),
-            &mut Vec::new(),
+            Some(&mut Vec::new()),
         )
         .unwrap_err();
         assert_eq!(err.name, "a..b");
@@ -121,7 +124,7 @@ mod tests {
             "ok.example,not-an-address:x",
             Transport::Udp,
             &mut HashMap::new(),
-            &mut Vec::new(),
+            Some(&mut Vec::new()),
         )
         .unwrap_err();
         assert_eq!(err.name, "ok.example");
@@ -131,7 +134,7 @@ mod tests {
             ",127.0.0.1",
             Transport::Udp,
             &mut HashMap::new(),
-            &mut Vec::new()
+            Some(&mut Vec::new())
         )
         .is_err());
     }

@@ -37,7 +37,7 @@ pub struct Outcome {
     /// From the first query to the end.
     pub duration: Duration,
     /// The nameserver asked (`ip:port` or URL); `None` when none was.
-    pub nameserver: Option<String>,
+    pub nameserver: Option<std::sync::Arc<str>>,
     /// `udp`, `tcp`, `DoT` or `DoH` (the transport of the final answer).
     pub protocol: &'static str,
     /// What a module (NSLOOKUP, MXLOOKUP, AXFR, ...) found.

@@ -64,7 +64,12 @@ impl RunCounters {
     pub fn finished(&self, status: &str) {
         self.names.fetch_add(1, Ordering::Relaxed);
         let mut statuses = self.statuses.lock().unwrap_or_else(|p| p.into_inner());
-        *statuses.entry(status.to_string()).or_insert(0) += 1;
+        match statuses.get_mut(status) {
+            Some(n) => *n += 1,
+            None => {
+                statuses.insert(status.to_string(), 1);
+            }
+        }
     }
 }
 

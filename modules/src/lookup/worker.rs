@@ -116,7 +116,7 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
             };
             let mut outcome =
                 modules::run(config.qtype, &config.module, &ask, &job.name, start).await;
-            outcome.nameserver = Some(ns.endpoint.resolver_name());
+            outcome.nameserver = Some(ns.endpoint.resolver_name().into());
             outcome
         }
     };

@@ -172,7 +172,7 @@ impl Ask for IterativeAsk<'_> {
                 outcome.protocol = protocol;
             }
             if let Some(server) = walk.last_server.take() {
-                outcome.nameserver = Some(server);
+                outcome.nameserver = Some(server.into());
             }
             if let Some(trace) = &mut outcome.trace {
                 trace.append(&mut walk.steps);

@@ -90,6 +90,8 @@ pub struct Engine {
     pub(super) fallback: Fallback,
     /// Set when the pacing held work back in the last dispatch.
     pub(super) blocked: bool,
+    /// Room for the copy of an answer a record is written from.
+    pub(super) answer_buffer: Vec<u8>,
 }
 
 impl Engine {
@@ -125,6 +127,7 @@ impl Engine {
             global,
             fallback,
             blocked: false,
+            answer_buffer: Vec::new(),
         }
     }
 

@@ -116,13 +116,20 @@ impl Engine {
             (None, Some((status, error))) => (status.to_string(), Some(error)),
             (None, None) => ("ERROR".to_string(), Some("no answer".to_string())),
         };
+        // The answer's copy goes in a buffer kept from name to name.
+        let response = answer.map(|answer| {
+            let mut buffer = std::mem::take(&mut self.answer_buffer);
+            buffer.clear();
+            buffer.extend_from_slice(answer);
+            buffer
+        });
         let outcome = Outcome {
             status,
-            response: answer.map(<[u8]>::to_vec),
+            response,
             error,
             attempts: s.tries,
             duration: now.duration_since(s.started),
-            nameserver: last_ns.map(|ns| self.nameservers.get(ns).name.to_string()),
+            nameserver: last_ns.map(|ns| self.nameservers.get(ns).name.clone()),
             protocol: "udp",
             trace: s.trace.take(),
             ..Outcome::default()
@@ -130,6 +137,9 @@ impl Engine {
         self.out.run.finished(&outcome.status);
         let record = Finished::new(s.index, &s.name, &outcome, &self.config.style);
         self.out.batch.push(record);
+        if let Some(buffer) = outcome.response {
+            self.answer_buffer = buffer;
+        }
         self.table.give_back(slot);
     }
 

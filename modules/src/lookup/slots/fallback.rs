@@ -197,7 +197,7 @@ impl Context {
             error,
             attempts: name.attempts + 1,
             duration: name.started.elapsed(),
-            nameserver: Some(server),
+            nameserver: Some(server.into()),
             protocol: "tcp",
             trace,
             ..Outcome::default()

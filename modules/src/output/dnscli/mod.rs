@@ -49,7 +49,7 @@ const MODULE: &str = "output.dnscli";
 
 /// Queries waiting in the channel between the chain and the runtime.
 const QUEUE: usize = 1024;
-/// The most a growing window holds (see `DnsCliOptions::inflight`).
+/// The most a growing window holds (see `DnsCliOptions::grow_inflight`).
 pub const MAX_GROWN_INFLIGHT: usize = 100_000;
 
 /// Options of the replay client, `filter.dnscli`'s and (with `responses`)
@@ -69,13 +69,18 @@ pub struct DnsCliOptions {
     /// sockets or connections, so the server sees many clients.
     #[option(default = 1, range = 1..=100_000)]
     pub clients: u32,
-    /// Queries outstanding at most, over all clients. By default the window
-    /// starts at 100 and doubles whenever it is full and no query timed out
-    /// since it last grew, up to 100,000 (udp, tcp, tls): a pace of R
-    /// queries/s to a server T seconds away needs R × T in flight. Given, it
-    /// is fixed (dnsperf's -q); https uses 100 by default.
-    #[option(default, range = 1..=1_000_000)]
-    pub inflight: Option<u32>,
+    /// Queries outstanding at most, over all clients (dnsperf's -q); with
+    /// grow_inflight, where the window starts.
+    #[option(default = 100, range = 1..=1_000_000)]
+    pub inflight: u32,
+    /// Let the in-flight window grow, doubling whenever it is full and no
+    /// query timed out since it last grew, up to 100,000 (udp, tcp, tls): a
+    /// pace of R queries/s to a server T seconds away needs R × T in flight.
+    /// For paced replays: `dnsluice replay` turns it on when it paces
+    /// (--rate, --speed, --keep-timing) and --inflight is not given. As fast
+    /// as possible, a growing window would grow until the server drops.
+    #[option(default)]
+    pub grow_inflight: bool,
     /// How long a connect and TLS handshake may take.
     #[option(default = Duration::from_secs(5), range = Duration::from_millis(1)..=Duration::from_secs(3600))]
     pub connect_timeout: Duration,
@@ -164,9 +169,9 @@ impl DnsCli {
                 connect_timeout,
                 timeout,
                 clients: options.clients,
-                inflight: match options.inflight {
-                    Some(fixed) => (fixed as usize, fixed as usize),
-                    None => (direct::window::START, MAX_GROWN_INFLIGHT),
+                inflight: match options.grow_inflight {
+                    false => (options.inflight as usize, options.inflight as usize),
+                    true => (options.inflight as usize, MAX_GROWN_INFLIGHT),
                 },
                 keep_outcomes: responses.is_some(),
                 send_batch: options.send_batch as usize,
@@ -191,9 +196,7 @@ impl DnsCli {
                 }),
                 map: ClientMap::new(options.clients),
                 server_name: endpoint.resolver_name(),
-                inflight: options
-                    .inflight
-                    .map_or(direct::window::START, |n| n as usize),
+                inflight: options.inflight as usize,
                 skipped: 0,
                 handed_on: 0,
                 module: MODULE,
@@ -227,9 +230,7 @@ impl DnsCli {
             shared,
             map: ClientMap::new(options.clients),
             server_name,
-            inflight: options
-                .inflight
-                .map_or(direct::window::START, |n| n as usize),
+            inflight: options.inflight as usize,
             skipped: 0,
             handed_on: 0,
             module: MODULE,

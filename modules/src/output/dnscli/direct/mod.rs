@@ -23,7 +23,7 @@ mod receive;
 mod send;
 mod shared;
 mod sweep;
-pub(super) mod window;
+mod window;
 
 use super::outcome::Outcome;
 use super::tally::Tally;

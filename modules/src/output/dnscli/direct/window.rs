@@ -2,18 +2,15 @@
 //! condition variable when it is full, and the receiver wakes it only when
 //! it said it is waiting and enough room opened.
 //!
-//! A window may grow, from [`START`] up to its cap, doubling each time the
-//! sender finds it full (see `Core::wait_for_room`): a replay paced at R
-//! queries a second to a server T away needs R × T in flight, which no
+//! A window may grow, from where it starts up to its cap, doubling each
+//! time the sender finds it full (see `Core::wait_for_room`): a replay paced
+//! at R queries a second to a server T away needs R × T in flight, which no
 //! fixed default fits from loopback to the other side of the world.
 
 use crate::sync::lock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
-
-/// Where a growing window starts (dnsperf's default of outstanding queries).
-pub const START: usize = 100;
 
 pub(super) struct Window {
     /// The limit now.
