@@ -131,24 +131,26 @@ fn open_output(path: &Path, append: bool) -> Result<Box<dyn Write>> {
     Ok(Box::new(BufWriter::with_capacity(1 << 16, file)))
 }
 
-/// Writes records, one per line, remembering the first write error.
+/// Writes records, one per line, remembering the first write error; keeps
+/// the records written for the engine to reuse.
 struct RecordWriter {
     out: Box<dyn Write>,
     error: Option<io::Error>,
+    written: Vec<Finished>,
 }
 
 impl RecordWriter {
     fn write(&mut self, done: Finished) {
-        if self.error.is_some() {
-            return;
+        if self.error.is_none() {
+            let result = self
+                .out
+                .write_all(done.json.as_bytes())
+                .and_then(|()| self.out.write_all(b"\n"));
+            if let Err(e) = result {
+                self.error = Some(e);
+            }
         }
-        let result = self
-            .out
-            .write_all(done.json.as_bytes())
-            .and_then(|()| self.out.write_all(b"\n"));
-        if let Err(e) = result {
-            self.error = Some(e);
-        }
+        self.written.push(done);
     }
 }
 
@@ -204,6 +206,7 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
     let mut output = RecordWriter {
         out: open_output(&args.output, args.resume)?,
         error: None,
+        written: Vec::new(),
     };
     let mut header = Map::new();
     header.insert("command".into(), json!("lookup"));
@@ -270,10 +273,12 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
         while let Some(done) = engine.try_result() {
             output.write(done);
         }
+        engine.recycle(output.written.drain(..));
     }
     engine.close_input();
     while let Some(done) = engine.next_result() {
         output.write(done);
+        engine.recycle(output.written.drain(..));
     }
     drop(ticker);
     let (progress, recorder) = std::mem::replace(

@@ -11,7 +11,7 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
-/// Datagrams per [`receive_from`] call.
+/// Datagrams per [`Received::read`].
 pub const RECV_BATCH: usize = 32;
 /// Room for one datagram: the largest a UDP socket can receive.
 pub const RECV_SLOT: usize = 65536;
@@ -130,23 +130,35 @@ pub fn send_to(
     data: &[u8],
     datagrams: &[(usize, usize, SocketAddr)],
 ) -> io::Result<usize> {
+    use std::mem::MaybeUninit;
     let count = datagrams.len().min(SEND_BATCH);
-    // SAFETY: all-zero bytes are valid for these plain C structs.
-    let mut names: [libc::sockaddr_storage; SEND_BATCH] = unsafe { std::mem::zeroed() };
-    let mut iovecs: [libc::iovec; SEND_BATCH] = unsafe { std::mem::zeroed() };
-    let mut messages: [libc::mmsghdr; SEND_BATCH] = unsafe { std::mem::zeroed() };
+    // Only the `count` entries used are set up (zeroing them all would cost
+    // more than the datagrams of a small batch).
+    let mut names = [const { MaybeUninit::<libc::sockaddr_storage>::uninit() }; SEND_BATCH];
+    let mut iovecs = [const { MaybeUninit::<libc::iovec>::uninit() }; SEND_BATCH];
+    let mut messages = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; SEND_BATCH];
     for (i, &(start, len, to)) in datagrams[..count].iter().enumerate() {
-        iovecs[i].iov_base = data[start..start + len].as_ptr() as *mut libc::c_void;
-        iovecs[i].iov_len = len;
-        let header = &mut messages[i].msg_hdr;
-        header.msg_iov = &mut iovecs[i];
-        header.msg_iovlen = 1;
-        header.msg_namelen = to_c(to, &mut names[i]);
-        header.msg_name = &mut names[i] as *mut libc::sockaddr_storage as *mut libc::c_void;
+        let iovec = iovecs[i].write(libc::iovec {
+            iov_base: data[start..start + len].as_ptr() as *mut libc::c_void,
+            iov_len: len,
+        });
+        // SAFETY: all-zero bytes are a valid sockaddr_storage and mmsghdr.
+        let name = names[i].write(unsafe { std::mem::zeroed() });
+        let namelen = to_c(to, name);
+        let mut message: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        message.msg_hdr.msg_iov = iovec;
+        message.msg_hdr.msg_iovlen = 1;
+        message.msg_hdr.msg_name = name as *mut libc::sockaddr_storage as *mut libc::c_void;
+        message.msg_hdr.msg_namelen = namelen;
+        messages[i].write(message);
     }
+    // SAFETY: the first `count` messages were written just above.
+    let messages = unsafe {
+        std::slice::from_raw_parts_mut(messages.as_mut_ptr() as *mut libc::mmsghdr, count)
+    };
     // The messages point into `data` and at our address storage, all alive
     // for the call.
-    let n = crate::sys::sendmmsg(socket.as_raw_fd(), &mut messages[..count])?;
+    let n = crate::sys::sendmmsg(socket.as_raw_fd(), messages)?;
     Ok(n.max(1))
 }
 
@@ -161,52 +173,87 @@ pub fn send_to(
     socket.send_to(&data[start..start + len], to).map(|_| 1)
 }
 
-/// Reads up to [`RECV_BATCH`] waiting datagrams with one `recvmmsg`:
-/// datagram `i` into `scratch[i * RECV_SLOT..]`, its length and sender in
-/// `got[i]`. How many were read; an error (`WouldBlock` too) if none.
-#[cfg(target_os = "linux")]
-pub fn receive_from(
-    socket: &UdpSocket,
-    scratch: &mut [u8],
-    got: &mut [(usize, Option<SocketAddr>); RECV_BATCH],
-) -> io::Result<usize> {
-    let slots = (scratch.len() / RECV_SLOT).min(RECV_BATCH);
-    // SAFETY: all-zero bytes are valid for these plain C structs.
-    let mut names: [libc::sockaddr_storage; RECV_BATCH] = unsafe { std::mem::zeroed() };
-    let mut iovecs: [libc::iovec; RECV_BATCH] = unsafe { std::mem::zeroed() };
-    let mut messages: [libc::mmsghdr; RECV_BATCH] = unsafe { std::mem::zeroed() };
-    for i in 0..slots {
-        iovecs[i].iov_base = scratch[i * RECV_SLOT..].as_mut_ptr() as *mut libc::c_void;
-        iovecs[i].iov_len = RECV_SLOT;
-        let header = &mut messages[i].msg_hdr;
-        header.msg_iov = &mut iovecs[i];
-        header.msg_iovlen = 1;
-        header.msg_name = &mut names[i] as *mut libc::sockaddr_storage as *mut libc::c_void;
-        header.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    }
-    // Each message points at its own RECV_SLOT bytes of `scratch` and its
-    // own address storage, alive for the call.
-    let n = crate::sys::recvmmsg(socket.as_raw_fd(), &mut messages[..slots])?;
-    for i in 0..n {
-        got[i] = (
-            (messages[i].msg_len as usize).min(RECV_SLOT),
-            from_c(&names[i]),
-        );
-    }
-    Ok(n)
+/// Room for one `recvmmsg` of [`RECV_BATCH`] datagrams with their senders,
+/// set up once and used for every read (nothing to zero or allocate per call).
+pub struct Received {
+    scratch: Box<[u8]>,
+    names: Box<[libc::sockaddr_storage]>,
+    iovecs: Box<[libc::iovec]>,
+    messages: Box<[libc::mmsghdr]>,
+    count: usize,
 }
 
-/// One `recv_from` (platforms without `recvmmsg`).
-#[cfg(not(target_os = "linux"))]
-pub fn receive_from(
-    socket: &UdpSocket,
-    scratch: &mut [u8],
-    got: &mut [(usize, Option<SocketAddr>); RECV_BATCH],
-) -> io::Result<usize> {
-    socket.set_nonblocking(true)?;
-    let (len, from) = socket.recv_from(&mut scratch[..RECV_SLOT])?;
-    got[0] = (len, Some(from));
-    Ok(1)
+// SAFETY: the raw pointers inside point into the boxes this struct owns
+// (heap memory that moves with it), never shared.
+unsafe impl Send for Received {}
+
+impl Default for Received {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Received {
+    /// Room for a batch.
+    pub fn new() -> Received {
+        fn zeroed<T>() -> Box<[T]> {
+            // SAFETY: all-zero bytes are valid for these plain C structs.
+            (0..RECV_BATCH).map(|_| unsafe { std::mem::zeroed() }).collect()
+        }
+        let mut r = Received {
+            scratch: vec![0u8; RECV_BATCH * RECV_SLOT].into_boxed_slice(),
+            names: zeroed(),
+            iovecs: zeroed(),
+            messages: zeroed(),
+            count: 0,
+        };
+        for i in 0..RECV_BATCH {
+            r.iovecs[i].iov_base = r.scratch[i * RECV_SLOT..].as_mut_ptr() as *mut libc::c_void;
+            r.iovecs[i].iov_len = RECV_SLOT;
+            let header = &mut r.messages[i].msg_hdr;
+            header.msg_iov = &mut r.iovecs[i];
+            header.msg_iovlen = 1;
+            header.msg_name = &mut r.names[i] as *mut libc::sockaddr_storage as *mut libc::c_void;
+        }
+        r
+    }
+
+    /// Reads up to [`RECV_BATCH`] waiting datagrams from `socket` with one
+    /// `recvmmsg`; how many (an error, `WouldBlock` too, if none).
+    #[cfg(target_os = "linux")]
+    pub fn read(&mut self, socket: &UdpSocket) -> io::Result<usize> {
+        self.count = 0;
+        for message in self.messages.iter_mut() {
+            message.msg_hdr.msg_namelen =
+                std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        }
+        // Each message points at its own RECV_SLOT bytes of `scratch` and its
+        // own address storage, owned by `self`.
+        self.count = crate::sys::recvmmsg(socket.as_raw_fd(), &mut self.messages)?;
+        Ok(self.count)
+    }
+
+    /// One `recv_from` (platforms without `recvmmsg`).
+    #[cfg(not(target_os = "linux"))]
+    pub fn read(&mut self, socket: &UdpSocket) -> io::Result<usize> {
+        self.count = 0;
+        socket.set_nonblocking(true)?;
+        let (len, from) = socket.recv_from(&mut self.scratch[..RECV_SLOT])?;
+        self.messages[0].msg_len = len as _;
+        let _ = to_c(from, &mut self.names[0]);
+        self.count = 1;
+        Ok(1)
+    }
+
+    /// Datagram `i` of the last read, and its sender.
+    pub fn datagram(&self, i: usize) -> Option<(&[u8], SocketAddr)> {
+        if i >= self.count {
+            return None;
+        }
+        let len = (self.messages[i].msg_len as usize).min(RECV_SLOT);
+        let from = from_c(&self.names[i])?;
+        Some((&self.scratch[i * RECV_SLOT..][..len], from))
+    }
 }
 
 #[cfg(test)]
@@ -244,16 +291,14 @@ mod tests {
             peer.send_to(format!("from {i}").as_bytes(), from).unwrap();
         }
         sender.set_nonblocking(true).unwrap();
-        let mut scratch = vec![0u8; RECV_BATCH * RECV_SLOT];
-        let mut got = [(0, None); RECV_BATCH];
+        let mut received = Received::new();
         let mut seen = Vec::new();
         while seen.len() < 3 {
-            match receive_from(&sender, &mut scratch, &mut got) {
+            match received.read(&sender) {
                 Ok(n) => {
-                    for (i, &(len, from)) in got[..n].iter().enumerate() {
-                        let text =
-                            String::from_utf8(scratch[i * RECV_SLOT..][..len].to_vec()).unwrap();
-                        seen.push((text, from.unwrap()));
+                    for i in 0..n {
+                        let (bytes, from) = received.datagram(i).unwrap();
+                        seen.push((String::from_utf8(bytes.to_vec()).unwrap(), from));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),

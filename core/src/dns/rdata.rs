@@ -43,6 +43,22 @@ fn name_in(msg: &[u8], at: usize, end: usize, out: &mut Vec<u8>) -> Option<usize
     (after <= end).then_some(after)
 }
 
+/// An IPv4 address in dotted decimal, without the formatting machinery.
+fn write_ipv4(octets: [u8; 4], out: &mut Vec<u8>) {
+    for (i, octet) in octets.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        if octet >= 100 {
+            out.push(b'0' + octet / 100);
+        }
+        if octet >= 10 {
+            out.push(b'0' + octet / 10 % 10);
+        }
+        out.push(b'0' + octet % 10);
+    }
+}
+
 fn write_typed(
     msg: &[u8],
     rtype: u16,
@@ -55,7 +71,7 @@ fn write_typed(
         // A
         1 => {
             let octets: [u8; 4] = rdata.try_into().ok()?;
-            let _ = write!(out, "{}", Ipv4Addr::from(octets));
+            write_ipv4(octets, out);
         }
         // AAAA
         28 => {

@@ -75,8 +75,8 @@ impl DnsInfo {
     }
 }
 
-/// A section of the message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A section of the message (in message order: answer, authority, additional).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Section {
     /// Answer.
     Answer,

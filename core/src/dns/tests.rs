@@ -502,3 +502,20 @@ fn an_opt_record_whose_options_do_not_parse_is_flagged() {
     let fine = opt(&[0, 10, 0, 2, 0xab, 0xcd, 0, 8, 0, 0]);
     assert_eq!(scan(&fine, false).error, None);
 }
+
+#[test]
+fn ipv4_addresses_print_as_std_prints_them() {
+    for octets in [
+        [0, 0, 0, 0],
+        [10, 0, 48, 57],
+        [255, 255, 255, 255],
+        [1, 20, 100, 199],
+    ] {
+        let mut m = header(1, 0x8180, [0, 1, 0, 0]);
+        rr(&mut m, &[0], 1, 1, 60, &octets);
+        assert_eq!(
+            rdata_strings(&m),
+            [std::net::Ipv4Addr::from(octets).to_string()]
+        );
+    }
+}

@@ -53,16 +53,26 @@ impl Default for Fields {
 /// Appends `text` as a JSON string: quotes, backslashes and control bytes
 /// escaped; other bytes as they are (callers pass ASCII or UTF-8).
 pub fn push_json_str(text: &[u8], out: &mut Vec<u8>) {
+    out.reserve(text.len() + 2);
     out.push(b'"');
-    for &b in text {
-        match b {
+    // Runs of bytes that need no escape are copied whole.
+    let mut rest = text;
+    while let Some(at) = rest.iter().position(|&b| needs_escape(b)) {
+        out.extend_from_slice(&rest[..at]);
+        match rest[at] {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
-            0..=0x1f | 0x7f => {
+            b => {
                 let _ = write!(out, "\\u{b:04x}");
             }
-            _ => out.push(b),
         }
+        rest = &rest[at + 1..];
     }
+    out.extend_from_slice(rest);
     out.push(b'"');
+}
+
+/// Whether `b` is written escaped in a JSON string.
+fn needs_escape(b: u8) -> bool {
+    matches!(b, b'"' | b'\\' | 0..=0x1f | 0x7f)
 }

@@ -43,6 +43,12 @@ pub enum Written {
     Nothing,
 }
 
+/// Whether [`write_fields`] writes fields for a record of type `rtype` (not
+/// for A, AAAA, NS, CNAME, PTR and TXT: their RDATA is their answer alone).
+pub fn has_fields(rtype: u16) -> bool {
+    !matches!(rtype, 1 | 28 | 2 | 5 | 12 | 16)
+}
+
 /// Writes `record`'s RDATA fields into the open object `f` (`out` holds it).
 pub fn write_fields(
     msg: &[u8],

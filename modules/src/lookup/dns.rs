@@ -297,19 +297,21 @@ struct LookupPush {
 }
 
 impl LookupPush {
+    /// Pushes `done` on (unless an earlier push failed); gives it back for
+    /// the engine to reuse.
     fn forward(
         next: &mut dyn Receiver,
         records: &mut u64,
         done: Finished,
         failed: &mut Option<StageError>,
-    ) {
-        if failed.is_some() {
-            return;
+    ) -> Finished {
+        if failed.is_none() {
+            *records += 1;
+            if let Err(e) = next.receive(&mut record_object(&done)) {
+                *failed = Some(e);
+            }
         }
-        *records += 1;
-        if let Err(e) = next.receive(&mut record_object(&done)) {
-            *failed = Some(e);
-        }
+        done
     }
 }
 
@@ -329,12 +331,14 @@ impl Receiver for LookupPush {
         let next = &mut self.next;
         let records = &mut self.core.records;
         let engine = self.core.engine.as_mut().expect("engine present");
+        let mut spent = Vec::new();
         engine.submit_as(text, number.saturating_sub(1), &mut |done| {
-            Self::forward(next.as_mut(), records, done, &mut failed)
+            spent.push(Self::forward(next.as_mut(), records, done, &mut failed));
         });
         while let Some(done) = engine.try_result() {
-            Self::forward(next.as_mut(), records, done, &mut failed);
+            spent.push(Self::forward(next.as_mut(), records, done, &mut failed));
         }
+        engine.recycle(spent);
         failed.map_or(Ok(()), Err)
     }
 
@@ -343,12 +347,13 @@ impl Receiver for LookupPush {
         let engine = self.core.engine.as_mut().expect("engine present");
         engine.close_input();
         while let Some(done) = engine.next_result() {
-            Self::forward(
+            let done = Self::forward(
                 self.next.as_mut(),
                 &mut self.core.records,
                 done,
                 &mut failed,
             );
+            engine.recycle([done]);
         }
         if let Some(e) = failed {
             return Err(e);

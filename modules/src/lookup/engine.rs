@@ -51,6 +51,8 @@ pub struct LookupEngine {
     results: mpsc::Receiver<Batch>,
     /// Records received and not handed out yet.
     received: VecDeque<Finished>,
+    /// Records handed back ([`LookupEngine::recycle`]) not yet sent back.
+    spent: Vec<Finished>,
     /// Outstanding names at most.
     bound: u64,
     outstanding: u64,
@@ -107,6 +109,7 @@ impl LookupEngine {
             style,
             results,
             received: VecDeque::new(),
+            spent: Vec::new(),
             bound: bound as u64,
             outstanding: 0,
             next_index: 0,
@@ -227,6 +230,17 @@ impl LookupEngine {
             self.received.extend(batch);
         }
         self.hand_out()
+    }
+
+    /// Takes back records the caller has written: the engine that made
+    /// them writes new ones in them (the UDP engine; the other drops them).
+    pub fn recycle(&mut self, done: impl IntoIterator<Item = Finished>) {
+        if let Some(Backend::Slots(engine)) = &self.backend {
+            self.spent.extend(done);
+            if self.spent.len() >= 256 {
+                engine.give_back(std::mem::take(&mut self.spent));
+            }
+        }
     }
 
     fn hand_out(&mut self) -> Option<Finished> {

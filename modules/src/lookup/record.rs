@@ -14,7 +14,7 @@
 
 use super::format::{OutputFormat, RecordStyle};
 use super::results::{self, ModuleData};
-use super::sections::{flags_json, write_sections};
+use super::sections::{write_flags, write_sections};
 use super::trace::{self, TraceStep};
 use crate::json::Fields;
 use dnsluice_core::dns::{self, mnemonic};
@@ -187,7 +187,7 @@ fn write_data(outcome: &Outcome, style: &RecordStyle, out: &mut Vec<u8>) {
             style.normal()
         };
         if let (true, Some(header)) = (flags, dns::Header::parse(response)) {
-            f.raw(out, "flags", &flags_json(&header));
+            write_flags(&header, "flags", &mut f, out);
         }
     }
     if let Some((v4, v6)) = &outcome.addresses {
@@ -224,7 +224,7 @@ pub fn status_of(response: &[u8]) -> String {
 pub type Batch = Vec<Finished>;
 
 /// One finished name: its record (one JSON object, no newline) and status.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Finished {
     /// Input order.
     pub index: u64,
@@ -237,19 +237,32 @@ pub struct Finished {
 impl Finished {
     /// The record for `name` with `outcome`, written as `style` says.
     pub fn new(index: u64, name: &str, outcome: &Outcome, style: &RecordStyle) -> Finished {
+        let mut record = Finished {
+            index,
+            status: String::new(),
+            json: String::new(),
+        };
+        record.rewrite(index, name, outcome, style);
+        record
+    }
+
+    /// [`Finished::new`] into this record's strings (a record handed back
+    /// by its writer: no allocation once they are large enough).
+    pub fn rewrite(&mut self, index: u64, name: &str, outcome: &Outcome, style: &RecordStyle) {
+        self.index = index;
+        self.status.clear();
+        self.status.push_str(&outcome.status);
+        let mut json = std::mem::take(&mut self.json).into_bytes();
+        json.clear();
         // Room for the record's fixed part and its sections (about four
         // times the response's bytes), so it is written without regrowing.
         let response = outcome.response.as_ref().map_or(0, Vec::len);
-        let mut json = Vec::with_capacity(512 + 4 * response);
+        json.reserve(512 + 4 * response);
         write(name, outcome, style, &mut json);
-        Finished {
-            index,
-            status: outcome.status.clone(),
-            // Built from `&str`s and escaped ASCII: valid UTF-8, so the
-            // fallback (a lossy copy) never runs.
-            json: String::from_utf8(json)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-        }
+        // Built from `&str`s and escaped ASCII: valid UTF-8, so the fallback
+        // (a lossy copy) never runs.
+        self.json = String::from_utf8(json)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     }
 }
 

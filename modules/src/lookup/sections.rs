@@ -19,15 +19,22 @@ pub const SECTIONS: [(&str, Section); 3] = [
 ];
 
 /// Writes the sections of `msg` into the open object `f`: all three as
-/// arrays in dnsluice's shape; in ZDNS's, only those with records.
+/// arrays in dnsluice's shape; in ZDNS's, only those with records. The
+/// records come in section order, so one pass over the message writes all
+/// three.
 pub fn write_sections(msg: &[u8], style: &RecordStyle, f: &mut Fields, out: &mut Vec<u8>) {
+    let mut records = dns::records(msg).peekable();
     for (key, section) in SECTIONS {
-        let in_section = |r: &Record| r.section == section;
-        if style.zdns() && !dns::records(msg).any(|r| in_section(&r)) {
+        // Records of a section the iterator passed (out of order) are not
+        // written; a message's sections are in order.
+        while records.next_if(|r| r.section < section).is_some() {}
+        let has_records = records.peek().is_some_and(|r| r.section == section);
+        if style.zdns() && !has_records {
             continue;
         }
         f.key(out, key);
-        write_records(msg, dns::records(msg).filter(in_section), style, out);
+        let in_section = std::iter::from_fn(|| records.next_if(|r| r.section == section));
+        write_records(msg, in_section, style, out);
     }
 }
 
@@ -52,6 +59,12 @@ pub fn write_records(
     out.push(b']');
 }
 
+thread_local! {
+    /// Room for a record's owner name and answer before they are escaped
+    /// into the record (kept from record to record).
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// One record as an object.
 pub fn write_record(msg: &[u8], record: &Record, style: &RecordStyle, out: &mut Vec<u8>) {
     let mut f = Fields::new();
@@ -61,13 +74,15 @@ pub fn write_record(msg: &[u8], record: &Record, style: &RecordStyle, out: &mut 
         out.push(b'}');
         return;
     }
-    let mut owner = Vec::new();
-    let _ = dns::name::write(msg, record.name as usize, &mut owner);
-    if owner.len() > 1 && owner.last() == Some(&b'.') {
-        owner.pop();
-    }
-    f.key(out, "name");
-    push_json_str(&owner, out);
+    SCRATCH.with_borrow_mut(|owner| {
+        owner.clear();
+        let _ = dns::name::write(msg, record.name as usize, owner);
+        if owner.len() > 1 && owner.last() == Some(&b'.') {
+            owner.pop();
+        }
+        f.key(out, "name");
+        push_json_str(owner, out);
+    });
     // ZDNS's CERT and SSHFP records carry their own `type` (the
     // certificate's or the fingerprint's) in place of the record's.
     if !(style.zdns() && matches!(record.rtype, TYPE_CERT | TYPE_SSHFP)) {
@@ -82,11 +97,15 @@ pub fn write_record(msg: &[u8], record: &Record, style: &RecordStyle, out: &mut 
             f.string(out, "answer", &text);
         }
     } else {
-        let mut text = Vec::new();
-        dns::rdata::write(msg, record, &mut text);
-        f.key(out, "answer");
-        push_json_str(&text, out);
-        rdata::write_fields(msg, record, Style::Native, &mut f, out);
+        SCRATCH.with_borrow_mut(|text| {
+            text.clear();
+            dns::rdata::write(msg, record, text);
+            f.key(out, "answer");
+            push_json_str(text, out);
+        });
+        if rdata::has_fields(record.rtype) {
+            rdata::write_fields(msg, record, Style::Native, &mut f, out);
+        }
     }
     out.push(b'}');
 }
@@ -105,18 +124,25 @@ fn write_edns(record: &Record, f: &mut Fields, out: &mut Vec<u8>) {
     f.num(out, "udpsize", u64::from(record.class));
 }
 
-/// The header flags as ZDNS writes them (`error_code`: the RCODE).
-pub fn flags_json(h: &dns::Header) -> String {
-    format!(
-        "{{\"response\":{},\"opcode\":{},\"authoritative\":{},\"truncated\":{},\"recursion_desired\":{},\"recursion_available\":{},\"authenticated\":{},\"checking_disabled\":{},\"error_code\":{}}}",
-        h.qr(),
-        h.opcode(),
-        h.aa(),
-        h.tc(),
-        h.rd(),
-        h.ra(),
-        h.ad(),
-        h.cd(),
-        h.rcode()
-    )
+/// Writes the header flags as ZDNS writes them (`error_code`: the RCODE),
+/// as the value of the field `key` of `f`.
+pub fn write_flags(h: &dns::Header, key: &str, f: &mut Fields, out: &mut Vec<u8>) {
+    f.key(out, key);
+    let mut flags = Fields::new();
+    let boolean = |set: bool| if set { "true" } else { "false" };
+    out.push(b'{');
+    flags.raw(out, "response", boolean(h.qr()));
+    flags.num(out, "opcode", u64::from(h.opcode()));
+    for (name, set) in [
+        ("authoritative", h.aa()),
+        ("truncated", h.tc()),
+        ("recursion_desired", h.rd()),
+        ("recursion_available", h.ra()),
+        ("authenticated", h.ad()),
+        ("checking_disabled", h.cd()),
+    ] {
+        flags.raw(out, name, boolean(set));
+    }
+    flags.num(out, "error_code", u64::from(h.rcode()));
+    out.push(b'}');
 }

@@ -6,7 +6,7 @@
 //! `error`.
 
 use super::format::RecordStyle;
-use super::sections::{flags_json, write_sections};
+use super::sections::{write_flags, write_sections};
 use crate::json::Fields;
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ pub fn write(steps: &[TraceStep], style: &RecordStyle, out: &mut Vec<u8>) {
         if let Some(response) = &step.response {
             write_sections(response, style, &mut r, out);
             if let Some(header) = dnsluice_core::dns::Header::parse(response) {
-                r.raw(out, "flags", &flags_json(&header));
+                write_flags(&header, "flags", &mut r, out);
             }
         }
         r.string(out, "protocol", step.protocol);

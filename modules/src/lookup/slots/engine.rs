@@ -15,7 +15,7 @@ use super::Msg;
 use crate::lookup::format::RecordStyle;
 use crate::lookup::record::Batch;
 use crate::lookup::stats::RunCounters;
-use dnsluice_net::datagrams::{RECV_BATCH, RECV_SLOT};
+use dnsluice_net::datagrams::{Received, RECV_BATCH};
 use dnsluice_net::query::QueryOptions;
 use dnsluice_net::NetCounters;
 use mio::{Events, Poll, Token};
@@ -92,6 +92,8 @@ pub struct Engine {
     pub(super) blocked: bool,
     /// Room for the copy of an answer a record is written from.
     pub(super) answer_buffer: Vec<u8>,
+    /// Records their writer handed back ([`Msg::Spent`]), to write new ones in.
+    pub(super) spare: Vec<crate::lookup::record::Finished>,
 }
 
 impl Engine {
@@ -128,6 +130,7 @@ impl Engine {
             fallback,
             blocked: false,
             answer_buffer: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -136,8 +139,7 @@ impl Engine {
     /// names may still be on their way.
     pub fn run(mut self) -> Fallback {
         let mut events = Events::with_capacity(256);
-        let mut scratch = vec![0u8; RECV_BATCH * RECV_SLOT];
-        let mut got = [(0usize, None); RECV_BATCH];
+        let mut received = Received::new();
         let mut published = Instant::now();
         loop {
             let now = Instant::now();
@@ -187,10 +189,9 @@ impl Engine {
                 }
                 let socket = event.token().0;
                 loop {
-                    let n = self.sockets.read_batch(socket, &mut scratch, &mut got);
-                    for (i, &(len, from)) in got[..n].iter().enumerate() {
-                        if let Some(from) = from {
-                            let message = &scratch[i * RECV_SLOT..][..len];
+                    let n = self.sockets.read_batch(socket, &mut received);
+                    for i in 0..n {
+                        if let Some((message, from)) = received.datagram(i) {
                             self.on_datagram(socket as u16, message, from, now);
                         }
                     }
@@ -208,7 +209,8 @@ impl Engine {
     /// Hands the records finished so far to the caller.
     fn send_batch(&mut self) {
         if !self.out.batch.is_empty() {
-            let batch = std::mem::take(&mut self.out.batch);
+            let room = self.out.batch.len().next_power_of_two();
+            let batch = std::mem::replace(&mut self.out.batch, Vec::with_capacity(room));
             // The handle outlives the engine, so the receiver is there.
             let _ = self.out.results.send(batch);
         }
@@ -234,6 +236,12 @@ impl Engine {
                 }) => self.start_name(index, name, pinned, now),
                 Ok(Msg::Close) | Err(mpsc::TryRecvError::Disconnected) => {
                     self.input_open = false;
+                }
+                Ok(Msg::Spent(mut records)) => {
+                    // Kept up to a table's worth: more would only sit here.
+                    let room = self.table.capacity().saturating_sub(self.spare.len());
+                    records.truncate(room);
+                    self.spare.append(&mut records);
                 }
                 Err(mpsc::TryRecvError::Empty) => break,
             }

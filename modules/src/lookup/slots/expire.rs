@@ -11,7 +11,7 @@ use super::engine::Engine;
 use super::fallback::Handover;
 use super::pace::Verdict;
 use super::table::Phase;
-use crate::lookup::record::{status_of, Finished, Outcome};
+use crate::lookup::record::{status_of, Outcome};
 use std::cmp::Reverse;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -135,7 +135,9 @@ impl Engine {
             ..Outcome::default()
         };
         self.out.run.finished(&outcome.status);
-        let record = Finished::new(s.index, &s.name, &outcome, &self.config.style);
+        // A record its writer handed back, else a new one.
+        let mut record = self.spare.pop().unwrap_or_default();
+        record.rewrite(s.index, &s.name, &outcome, &self.config.style);
         self.out.batch.push(record);
         if let Some(buffer) = outcome.response {
             self.answer_buffer = buffer;

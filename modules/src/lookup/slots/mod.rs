@@ -62,6 +62,9 @@ pub enum Msg {
     },
     /// No more names: finish those in the table, then stop.
     Close,
+    /// Records their writer is done with, to write new ones in (their
+    /// strings are freed on the thread that made them, and reused).
+    Spent(Vec<super::record::Finished>),
 }
 
 /// Whether `config` is a lookup the UDP engine runs: UDP, one record type,
@@ -196,6 +199,11 @@ impl SlotEngine {
         if self.hungry.swap(false, Ordering::SeqCst) {
             let _ = self.waker.wake();
         }
+    }
+
+    /// Hands back records the caller is done with.
+    pub fn give_back(&self, records: Vec<super::record::Finished>) {
+        self.send(Msg::Spent(records));
     }
 
     /// No more names.

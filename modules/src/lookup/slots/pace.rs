@@ -19,7 +19,8 @@
 //!   to what was delivered, at least by 15 % and at most by half, and slow
 //!   start is over;
 //! - otherwise, when the round's answers took longer on average than in
-//!   the quickest of the last rounds by more than [`QUEUE_DELAY`]: a queue
+//!   the quickest of the last rounds by more than [`QUEUE_DELAY`] (or a
+//!   thirty-second of that round trip, the noise of a long path): a queue
 //!   builds at the server before it overflows, so slow start ends, or
 //!   after it the rate eases by 5 % (a server's socket buffer holds a few
 //!   milliseconds of queries: this keeps it from dropping them);
@@ -147,7 +148,7 @@ impl Pace {
         let usual = self.mean_rtts.iter().flatten().min().copied();
         self.mean_rtts.rotate_left(1);
         self.mean_rtts[HISTORY - 1] = Some(mean);
-        usual.is_some_and(|usual| mean > usual + QUEUE_DELAY)
+        usual.is_some_and(|usual| mean > usual + QUEUE_DELAY.max(usual / 32))
     }
 
     /// The current rate, queries per second (infinite when nothing caps it).
@@ -439,7 +440,12 @@ mod tests {
     fn a_queue_building_at_the_server_stops_the_rate_before_it_overflows() {
         // knot on two cores: about 60,000 answers a second, a socket buffer
         // of about 270 queries; on loopback and 50 ms away.
-        for base in [Duration::from_micros(100), Duration::from_millis(50)] {
+        // On a long path the queue shows later, against the path's own noise
+        // (a thirty-second of it): a little more overflows.
+        for (base, most_lost) in [
+            (Duration::from_micros(100), 0.02),
+            (Duration::from_millis(50), 0.03),
+        ] {
             let (answered, lost) = simulate_queue(
                 60_000.0,
                 270.0,
@@ -447,14 +453,9 @@ mod tests {
                 Duration::from_secs(6),
                 Duration::from_secs(4),
             );
-            assert!(
-                answered >= 0.9 * 60_000.0,
-                "{base:?}: answered {answered}/s, lost {lost}/s"
-            );
-            assert!(
-                lost <= 0.02 * answered,
-                "{base:?}: answered {answered}/s, lost {lost}/s"
-            );
+            let seen = format!("{base:?}: answered {answered}/s, lost {lost}/s");
+            assert!(answered >= 0.9 * 60_000.0, "{seen}");
+            assert!(lost <= most_lost * answered, "{seen}");
         }
     }
 

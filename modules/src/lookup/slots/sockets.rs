@@ -6,7 +6,7 @@
 //! answer finds its name with one array read. Queries are held and sent
 //! together (`sendmmsg`); answers are read many per call (`recvmmsg`).
 
-use dnsluice_net::datagrams::{self, RECV_BATCH};
+use dnsluice_net::datagrams::{self, Received};
 use dnsluice_net::wire::ids::QueryIds;
 use dnsluice_net::wire::question::set_id;
 use mio::unix::SourceFd;
@@ -190,20 +190,15 @@ impl SocketSet {
         }
     }
 
-    /// Reads up to [`RECV_BATCH`] datagrams waiting on `socket`: datagram
-    /// `i` is `scratch[i * RECV_SLOT..][..got[i].0]`, from `got[i].1`. How
-    /// many were read; 0 when none is waiting (or the socket keeps failing).
-    pub fn read_batch(
-        &self,
-        socket: usize,
-        scratch: &mut [u8],
-        got: &mut [(usize, Option<SocketAddr>); RECV_BATCH],
-    ) -> usize {
+    /// Reads up to a batch of datagrams waiting on `socket` into
+    /// `received`; how many (0 when none is waiting, or the socket keeps
+    /// failing).
+    pub fn read_batch(&self, socket: usize, received: &mut Received) -> usize {
         let Some(sock) = self.sockets.get(socket) else {
             return 0;
         };
         for _ in 0..8 {
-            match datagrams::receive_from(&sock.socket, scratch, got) {
+            match received.read(&sock.socket) {
                 Ok(n) => return n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return 0,
                 // Interrupted, or an ICMP error from an earlier datagram (a
