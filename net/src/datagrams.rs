@@ -198,7 +198,9 @@ impl Received {
     pub fn new() -> Received {
         fn zeroed<T>() -> Box<[T]> {
             // SAFETY: all-zero bytes are valid for these plain C structs.
-            (0..RECV_BATCH).map(|_| unsafe { std::mem::zeroed() }).collect()
+            (0..RECV_BATCH)
+                .map(|_| unsafe { std::mem::zeroed() })
+                .collect()
         }
         let mut r = Received {
             scratch: vec![0u8; RECV_BATCH * RECV_SLOT].into_boxed_slice(),
