@@ -265,7 +265,11 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
             // The output is gone (a closed pipe, a full disk): stop resolving.
             break;
         }
-        let text = String::from_utf8_lossy(&line);
+        // Valid UTF-8 (nearly every line) is taken as it is, checked fast.
+        let text = match std::str::from_utf8(&line) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(&line),
+        };
         if !done.is_empty() && done.contains(crate::resume::name_of(&text)) {
             continue;
         }

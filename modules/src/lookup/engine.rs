@@ -187,7 +187,7 @@ impl LookupEngine {
         self.outstanding += 1;
         match (self.backend.as_ref(), route) {
             (Some(Backend::Slots(engine)), _) => {
-                engine.submit(job.index, job.name, job.pinned.map(|e| e.addr));
+                engine.submit(job.index, &job.name, job.pinned.map(|e| e.addr));
             }
             (Some(Backend::Tasks { shared, .. }), Some(ns)) => shared.board.offer(job, &ns),
             _ => {}

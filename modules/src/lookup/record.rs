@@ -215,8 +215,13 @@ fn write_data(outcome: &Outcome, style: &RecordStyle, out: &mut Vec<u8>) {
 
 /// The status of a response: its RCODE's mnemonic (extended RCODEs included).
 pub fn status_of(response: &[u8]) -> String {
+    rcode_of(response).into_owned()
+}
+
+/// [`status_of`], without a copy for the RCODEs that have a mnemonic.
+pub fn rcode_of(response: &[u8]) -> std::borrow::Cow<'static, str> {
     let info = dns::scan(response, false);
-    mnemonic::rcode(info.rcode()).into_owned()
+    mnemonic::rcode(info.rcode())
 }
 
 /// Finished records as they travel from an engine to its caller: in

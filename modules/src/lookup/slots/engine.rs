@@ -27,6 +27,9 @@ use std::time::{Duration, Instant};
 
 /// The waker's token (sockets have their index).
 pub const WAKER: Token = Token(usize::MAX);
+/// Records handed back kept to write new ones in: enough for the records
+/// on their way between the threads (a batch or two).
+const SPARE_RECORDS: usize = 2048;
 /// Records gathered before they go to the caller even while the loop is busy.
 const BATCH_MAX: usize = 1024;
 /// How often the gauges are published and idle rounds closed.
@@ -92,6 +95,8 @@ pub struct Engine {
     pub(super) blocked: bool,
     /// Room for the copy of an answer a record is written from.
     pub(super) answer_buffer: Vec<u8>,
+    /// Room for its status.
+    pub(super) status_buffer: String,
     /// Records their writer handed back ([`Msg::Spent`]), to write new ones in.
     pub(super) spare: Vec<crate::lookup::record::Finished>,
 }
@@ -130,6 +135,7 @@ impl Engine {
             fallback,
             blocked: false,
             answer_buffer: Vec::new(),
+            status_buffer: String::new(),
             spare: Vec::new(),
         }
     }
@@ -238,8 +244,8 @@ impl Engine {
                     self.input_open = false;
                 }
                 Ok(Msg::Spent(mut records)) => {
-                    // Kept up to a table's worth: more would only sit here.
-                    let room = self.table.capacity().saturating_sub(self.spare.len());
+                    // More would only sit here.
+                    let room = SPARE_RECORDS.saturating_sub(self.spare.len());
                     records.truncate(room);
                     self.spare.append(&mut records);
                 }
@@ -255,7 +261,7 @@ impl Engine {
     fn start_name(
         &mut self,
         index: u64,
-        name: String,
+        name: super::JobName,
         pinned: Option<std::net::SocketAddr>,
         now: Instant,
     ) {
@@ -266,7 +272,8 @@ impl Engine {
         let config = &self.config;
         let s = self.table.get_mut(slot);
         s.index = index;
-        s.name = name;
+        s.name.clear();
+        s.name.push_str(name.as_str());
         s.pinned = pinned;
         s.started = now;
         s.deadline = now + config.name_timeout;

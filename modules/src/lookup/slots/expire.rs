@@ -11,7 +11,7 @@ use super::engine::Engine;
 use super::fallback::Handover;
 use super::pace::Verdict;
 use super::table::Phase;
-use crate::lookup::record::{status_of, Outcome};
+use crate::lookup::record::{rcode_of, Outcome};
 use std::cmp::Reverse;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -111,10 +111,22 @@ impl Engine {
     ) {
         let last_ns = self.release_tries(slot);
         let s = self.table.get_mut(slot);
-        let (status, error) = match (answer, failure) {
-            (Some(answer), _) => (status_of(answer), None),
-            (None, Some((status, error))) => (status.to_string(), Some(error)),
-            (None, None) => ("ERROR".to_string(), Some("no answer".to_string())),
+        // The status is written in a buffer kept from name to name.
+        let mut status = std::mem::take(&mut self.status_buffer);
+        status.clear();
+        let error = match (answer, failure) {
+            (Some(answer), _) => {
+                status.push_str(&rcode_of(answer));
+                None
+            }
+            (None, Some((failed, error))) => {
+                status.push_str(failed);
+                Some(error)
+            }
+            (None, None) => {
+                status.push_str("ERROR");
+                Some("no answer".to_string())
+            }
         };
         // The answer's copy goes in a buffer kept from name to name.
         let response = answer.map(|answer| {
@@ -142,6 +154,7 @@ impl Engine {
         if let Some(buffer) = outcome.response {
             self.answer_buffer = buffer;
         }
+        self.status_buffer = outcome.status;
         self.table.give_back(slot);
     }
 

@@ -49,6 +49,49 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+/// A name as the handle sends it: in place when it is short (most are),
+/// so sending a name allocates nothing (and the engine frees nothing the
+/// handle's thread allocated).
+pub enum JobName {
+    /// Up to [`JobName::INLINE`] bytes, in place.
+    Short {
+        /// How many bytes of `bytes` are the name.
+        len: u8,
+        /// The name's bytes (UTF-8).
+        bytes: [u8; JobName::INLINE],
+    },
+    /// A longer name.
+    Long(String),
+}
+
+impl JobName {
+    /// Names up to this many bytes travel in place.
+    pub const INLINE: usize = 64;
+
+    /// `name`, in place when it fits.
+    pub fn new(name: &str) -> JobName {
+        match u8::try_from(name.len()) {
+            Ok(len) if name.len() <= Self::INLINE => {
+                let mut bytes = [0u8; Self::INLINE];
+                bytes[..name.len()].copy_from_slice(name.as_bytes());
+                JobName::Short { len, bytes }
+            }
+            _ => JobName::Long(name.to_string()),
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            // Copied from a `&str` whole, so valid UTF-8.
+            JobName::Short { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            JobName::Long(name) => name,
+        }
+    }
+}
+
 /// What the handle sends the engine.
 pub enum Msg {
     /// A name to resolve.
@@ -56,7 +99,7 @@ pub enum Msg {
         /// Its input line's index.
         index: u64,
         /// The name.
-        name: String,
+        name: JobName,
         /// The nameserver its line named.
         pinned: Option<SocketAddr>,
     },
@@ -190,10 +233,10 @@ impl SlotEngine {
     }
 
     /// Hands the engine a name (`pinned`: the nameserver its line named).
-    pub fn submit(&self, index: u64, name: String, pinned: Option<SocketAddr>) {
+    pub fn submit(&self, index: u64, name: &str, pinned: Option<SocketAddr>) {
         self.send(Msg::Job {
             index,
-            name,
+            name: JobName::new(name),
             pinned,
         });
         if self.hungry.swap(false, Ordering::SeqCst) {
@@ -254,5 +297,23 @@ impl Drop for SlotEngine {
             let _ = self.waker.wake();
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobName;
+
+    #[test]
+    fn names_travel_in_place_when_short_and_whole_either_way() {
+        let short = "n12345.lookup.test";
+        assert!(matches!(JobName::new(short), JobName::Short { .. }));
+        assert_eq!(JobName::new(short).as_str(), short);
+        let exactly = "ä".repeat(32); // 64 bytes of two-byte characters
+        assert!(matches!(JobName::new(&exactly), JobName::Short { .. }));
+        assert_eq!(JobName::new(&exactly).as_str(), exactly);
+        let long = format!("{}.example", "a".repeat(63));
+        assert!(matches!(JobName::new(&long), JobName::Long(_)));
+        assert_eq!(JobName::new(&long).as_str(), long);
     }
 }

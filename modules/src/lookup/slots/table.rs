@@ -135,11 +135,6 @@ impl Table {
         self.free.push(slot);
     }
 
-    /// Slots in all.
-    pub fn capacity(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Slots in use.
     pub fn in_use(&self) -> usize {
         self.slots.len() - self.free.len()
