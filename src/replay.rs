@@ -190,6 +190,9 @@ pub fn replay(registry: &Registry, args: &ReplayArgs) -> Result<ExitCode> {
     for warning in stats.iter().flat_map(|s| &s.warnings) {
         eprintln!("dnsluice: warning: {warning}");
     }
+    if let Some(hint) = dnsluice_modules::output::dnscli::window_hint(&stats) {
+        eprintln!("dnsluice: warning: {hint}");
+    }
     let summary = replay_stats(&stats, elapsed);
     let shown_transport = if args.no_responses {
         "udp (fire and forget)".to_string()

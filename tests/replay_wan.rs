@@ -73,7 +73,10 @@ fn a_window_too_small_for_the_pace_says_so() {
     );
     assert_eq!(stats["answered"], 2_000, "{stats}");
     assert!(
-        stderr.contains("the in-flight window was full at its cap of 50 queries")
+        stderr.contains("cannot keep this pace")
+            && stderr.contains(
+                "held back by the in-flight window: it was full at its cap of 50 queries"
+            )
             && stderr.contains("raise --inflight"),
         "{stderr}"
     );

@@ -415,7 +415,7 @@ impl DnsCli {
         };
         let mut stats = tally.stats(self.module, &self.shared.counters);
         if let Some(direct) = &self.direct {
-            window_report(direct.window(), &tally, &mut stats);
+            window_report(direct.window(), &mut stats);
         }
         stats.add_counter(tally::keys::SKIPPED, self.skipped);
         stats.input += self.skipped;
@@ -431,24 +431,40 @@ impl DnsCli {
     }
 }
 
-/// The window's size at the end (`inflight_window`), and a warning when it
-/// held the sender back at its cap, saying which cap and what to raise.
-fn window_report(
-    (max, cap, bound): (usize, usize, u64),
-    tally: &tally::Tally,
-    stats: &mut StageStats,
-) {
+/// The window's size at the end (`inflight_window`), its cap
+/// (`inflight_cap`) and the times the sender found it full at its cap
+/// (`window_full`): what says whether the window held a pace back.
+fn window_report((max, cap, bound): (usize, usize, u64), stats: &mut StageStats) {
     stats.add_counter(tally::keys::INFLIGHT_WINDOW, max as u64);
-    if bound == 0 {
-        return;
+    stats.add_counter(tally::keys::INFLIGHT_CAP, cap as u64);
+    stats.add_counter(tally::keys::WINDOW_FULL, bound);
+}
+
+/// When a paced chain fell behind (`filter.timing`'s `late`) while this
+/// client's window was full at its cap: why, which cap, and what to raise.
+pub fn window_hint(stats: &[StageStats]) -> Option<String> {
+    let late = stats
+        .iter()
+        .find(|s| s.module == "filter.timing")
+        .and_then(|s| s.counters.get("late"))?;
+    let client = stats
+        .iter()
+        .find(|s| s.module == MODULE || s.module == chain::MODULE)?;
+    let count = |key: &str| client.counters.get(key).copied().unwrap_or(0);
+    let (full, cap) = (
+        count(tally::keys::WINDOW_FULL),
+        count(tally::keys::INFLIGHT_CAP),
+    );
+    if *late == 0 || full == 0 {
+        return None;
     }
-    let p50_ms = tally.latency_percentile_ms(50.0);
-    stats.warnings.push(format!(
-        "{MODULE}: the in-flight window was full at its cap of {cap} queries {bound} times \
-         (answers took {p50_ms:.1} ms at the median): a pace of R queries/s needs about \
-         R × {:.3} in flight; raise --inflight (inflight) to go faster",
+    let p50_ms = count("latency_us.p50") as f64 / 1000.0;
+    Some(format!(
+        "the pace was held back by the in-flight window: it was full at its cap of {cap} \
+         queries {full} times, and answers took {p50_ms:.1} ms at the median, so a pace of R \
+         queries/s needs about R × {:.3} in flight: raise --inflight (inflight)",
         p50_ms / 1000.0
-    ));
+    ))
 }
 
 /// The registry entry.

@@ -43,6 +43,10 @@ pub mod keys {
     pub const ANSWERED_PER_S: &str = "answered_per_s";
     /// Queries the window let be outstanding at the end (udp, tcp, tls).
     pub const INFLIGHT_WINDOW: &str = "inflight_window";
+    /// The most the window lets be outstanding (udp, tcp, tls).
+    pub const INFLIGHT_CAP: &str = "inflight_cap";
+    /// Times the sender found the window full at its cap (udp, tcp, tls).
+    pub const WINDOW_FULL: &str = "window_full";
 }
 
 /// The outcome counts of one client stage.
@@ -124,11 +128,6 @@ impl Tally {
     /// Queries that timed out so far.
     pub fn timeouts(&self) -> u64 {
         self.timeouts
-    }
-
-    /// The answers' latency at percentile `q`, in milliseconds.
-    pub fn latency_percentile_ms(&self, q: f64) -> f64 {
-        self.latency.percentile_ms(q)
     }
 
     /// The counts as a stage's statistics (see [`keys`]).

@@ -19,17 +19,23 @@ use std::time::{Duration, Instant};
 impl Core {
     /// Waits while the window is full (then until it is down to its low
     /// water), sending retries meanwhile. A window that may grow doubles
-    /// instead, unless queries timed out since it last grew (the server,
-    /// not the window, is then the limit).
+    /// instead, once it is three quarters full (before the sender has to
+    /// wait: a paced sender that waits falls behind and then sends its
+    /// backlog in one burst), unless queries timed out since it last grew
+    /// (the server, not the window, is then the limit).
     pub fn wait_for_room(&self) {
+        if self.window.may_grow() && self.window.count() * 4 >= self.window.max() * 3 {
+            let timeouts = lock(&self.tally).timeouts();
+            if self.grown_at_timeouts.swap(timeouts, Ordering::Relaxed) == timeouts {
+                self.window.grow();
+            }
+        }
         if !self.window.is_full() {
             return;
         }
-        let timeouts = lock(&self.tally).timeouts();
-        if self.grown_at_timeouts.load(Ordering::Relaxed) == timeouts && self.window.grow() {
-            return;
+        if !self.window.may_grow() {
+            self.window.grow(); // counts the time it was found full at its cap
         }
-        self.grown_at_timeouts.store(timeouts, Ordering::Relaxed);
         // The held queries go out before we wait for their answers.
         self.send_all_held();
         let low = self.window.low_water();

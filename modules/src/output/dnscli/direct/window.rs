@@ -58,6 +58,11 @@ impl Window {
         self.count() >= self.max()
     }
 
+    /// Whether the limit is below its cap.
+    pub fn may_grow(&self) -> bool {
+        self.max() < self.cap
+    }
+
     /// Doubles the limit, up to the cap; false at the cap.
     pub fn grow(&self) -> bool {
         let max = self.max();
