@@ -190,7 +190,8 @@ fn a_limit_that_slips_sends_names_to_tcp() {
 }
 
 /// A scan killed (SIGKILL) at a random moment and resumed with `--resume`
-/// ends with each name's record exactly once, and none cut short.
+/// ends with each name's record exactly once, and none cut short (the half
+/// record a kill can leave at the end is cut off first).
 #[test]
 fn resume_after_a_kill_gives_each_name_once() {
     let servers = testkit::servers();
@@ -232,12 +233,18 @@ fn resume_after_a_kill_gives_each_name_once() {
             !status.success(),
             "round {round}: the run ended before the kill"
         );
-        let before = std::fs::read_to_string(&out).unwrap_or_default();
+        let mut before = std::fs::read_to_string(&out).unwrap_or_default();
         let whole = before.lines().count();
         assert!(
             whole < count as usize,
             "round {round}: nothing left to resume"
         );
+        // A kill can leave a record half written (its line not ended): make
+        // sure of one, so the cut is tested whatever the kill left.
+        if before.ends_with('\n') || before.is_empty() {
+            before.push_str("{\"name\":\"n1.lookup.test\",\"class\":\"IN\",\"sta");
+            std::fs::write(&out, &before).unwrap();
+        }
         lookup(netem.addr, &names, &out, &["--resume"]);
         let after = std::fs::read_to_string(&out).unwrap();
         assert!(after.ends_with('\n'));
