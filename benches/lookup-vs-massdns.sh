@@ -19,7 +19,8 @@
 # on the same two cores). A name is lost when it has no record, or no
 # record with its address (massdns writes nothing for a name it gives up).
 # The bench's knot serves a zone of NAMES_LOOPBACK names on its own port,
-# beside the test servers' (its socket buffers are the kernel's defaults).
+# beside the test servers' (benches/bench-knot.sh: 4 MiB receive buffers,
+# KNOT_RCVBUF=0 for the kernel's default).
 #
 # Environment:
 #   MASSDNS      massdns's program (default: on the PATH, else /opt/massdns/massdns;
@@ -28,6 +29,7 @@
 #   SKIP_BUILD=1 do not build (target/release/dnsluice and dnsluice-netem must exist)
 #   OUT=DIR      zone, names and records (default bench-data/massdns)
 #   KNOT_PORT    the bench knot's port (default 53950)
+#   KNOT_RCVBUF  its UDP receive buffer in bytes (default 4194304; 0: the kernel's)
 # Run it on an idle machine, through `cpu-lock bench` where sessions share one.
 set -euo pipefail
 export LC_ALL=C
@@ -53,49 +55,16 @@ fi
 mkdir -p "$OUT"
 
 # --- the bench's own knot, with a zone of NAMES_LOOPBACK names ---------------
-ZONES="$OUT/zones"
-if [[ ! -s $ZONES/lookup.test.zone || $(grep -c '^n[0-9]* ' "$ZONES/lookup.test.zone") -lt $NAMES_LOOPBACK ]]; then
-    python3 tests/servers/gen_zone.py "$ZONES" "$NAMES_LOOPBACK" >&2
-fi
-mkdir -p "$OUT/knot/db"
-cat > "$OUT/knot.conf" <<CONF
-server:
-    rundir: "$OUT/knot"
-    listen: [ 127.0.0.1@$KNOT_PORT ]
-    udp-workers: 2
-    background-workers: 1
-log:
-  - target: stderr
-    any: warning
-database:
-    storage: "$OUT/knot/db"
-template:
-  - id: default
-    storage: "$ZONES"
-    file: "%s.zone"
-    zonefile-sync: -1
-    zonefile-load: whole
-    journal-content: none
-zone:
-  - domain: lookup.test.
-CONF
-knotd -c "$OUT/knot.conf" > "$OUT/knot.log" 2>&1 &
-KNOT_PID=$!
+# shellcheck source=benches/bench-knot.sh
+source benches/bench-knot.sh
 NETEM_PID=
 cleanup() {
     [[ -n $NETEM_PID ]] && kill "$NETEM_PID" 2>/dev/null || true
-    kill "$KNOT_PID" 2>/dev/null || true
+    stop_bench_knot
     wait 2>/dev/null || true
 }
 trap cleanup EXIT
-KNOT="127.0.0.1:$KNOT_PORT"
-want=$(python3 -c "import sys; sys.path.insert(0, 'tests/servers'); import gen_zone; print(gen_zone.address_of(12345))")
-for _ in $(seq 300); do
-    got=$(kdig +short +timeout=1 +retry=0 @127.0.0.1 -p "$KNOT_PORT" n12345.lookup.test A 2>/dev/null || true)
-    [[ $got == "$want" ]] && break
-    sleep 0.2
-done
-[[ $got == "$want" ]] || { echo "the bench knot does not answer: $(tail -5 "$OUT/knot.log")" >&2; exit 1; }
+start_bench_knot "$OUT" "$KNOT_PORT" "$NAMES_LOOPBACK"
 
 names() { # names COUNT: the file of n0 .. n{COUNT-1}
     local file="$OUT/names-$1.txt"

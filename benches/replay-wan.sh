@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A paced replay to a server across an emulated network: tools/netem, 25 ms
-# each way, in front of the test servers' knot; dnsluice replay and dnsperf
-# asked for the same pace on the same queries, alternating, several rounds.
+# each way, in front of a knot of the bench's own (benches/bench-knot.sh:
+# 4 MiB receive buffers, KNOT_RCVBUF=0 for the kernel's default); dnsluice
+# replay and dnsperf asked for the same pace on the same queries,
+# alternating, several rounds.
 #
-# Usage: bash tests/servers/up.sh && benches/replay-wan.sh
+# Usage: benches/replay-wan.sh
 #        RATE=20000 COUNT=100000 ROUNDS=3 SKIP_BUILD=1 benches/replay-wan.sh
 #
 # Sides (each a whole process under /usr/bin/time: wall, CPU, peak RSS):
@@ -16,7 +18,8 @@
 # Every side's queries answered and lost are printed; a side that lost
 # queries is marked.
 # Environment: RATE (20000), COUNT (100000), ROUNDS (3), DELAY (25ms),
-# SKIP_BUILD=1, DATA_DIR (bench-data). Run on an idle machine, through
+# SKIP_BUILD=1, DATA_DIR (bench-data), KNOT_PORT (53951), KNOT_RCVBUF.
+# Run on an idle machine, through
 # `cpu-lock bench` where sessions share one.
 set -euo pipefail
 export LC_ALL=C
@@ -29,10 +32,7 @@ DELAY=${DELAY:-25ms}
 DATA_DIR=${DATA_DIR:-$ROOT/bench-data}
 BIN=$ROOT/target/release/dnsluice
 NETEM=$ROOT/target/release/dnsluice-netem
-ENV_FILE=${DNSLUICE_SERVERS_DIR:-$ROOT/target/test-servers}/servers.env
-[[ -f $ENV_FILE ]] || { echo "no $ENV_FILE: run tests/servers/up.sh first" >&2; exit 1; }
-# shellcheck disable=SC1090
-source "$ENV_FILE"
+KNOT_PORT=${KNOT_PORT:-53951}
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     cargo build --release -p dnsluice -p dnsluice-netem
 fi
@@ -48,10 +48,14 @@ for l in sys.stdin:
     print(q["name"], q["type"])' > "$NAMES"
 fi
 TMP=$(mktemp -d)
+NETEM_PID=
+# shellcheck source=benches/bench-knot.sh
+source benches/bench-knot.sh
+trap '[[ -n $NETEM_PID ]] && kill $NETEM_PID 2>/dev/null; stop_bench_knot; rm -rf "$TMP"' EXIT
+start_bench_knot "$DATA_DIR/replay-knot" "$KNOT_PORT" 100000
 LISTEN=127.0.0.8:$((50000 + RANDOM % 10000))
 "$NETEM" --udp-only --delay "$DELAY" "$LISTEN=$KNOT" 2> "$TMP/netem.log" &
 NETEM_PID=$!
-trap 'kill $NETEM_PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
 sleep 0.5
 HOST=${LISTEN%:*} PORT=${LISTEN##*:}
 RTT_S=$(python3 -c "print(2 * float('${DELAY%ms}') / 1000)")   # DELAY in ms

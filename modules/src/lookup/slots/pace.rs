@@ -227,6 +227,10 @@ impl Pace {
 
     /// Closes the round if it is over.
     pub fn end_round_if_due(&mut self, now: Instant, round: Duration) {
+        // In slow start a round is half as long (about one round trip, as
+        // TCP doubles per round trip): the rate reaches the path's in a
+        // few round trips, at the cost of seeing a loss a round later.
+        let round = if self.slow_start { round / 2 } else { round };
         let length = round.clamp(Duration::from_millis(20), Duration::from_secs(1));
         let elapsed = now.saturating_duration_since(self.round_started);
         if elapsed < length {
