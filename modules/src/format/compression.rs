@@ -7,6 +7,9 @@
 //! (RFC 1952 §2.3.1), xz streams `fd 37 7a 58 5a 00` (the .xz format, §2.1.1).
 //! None of them starts a pcap or pcapng file.
 
+/// Where a decoder leaves its note when the stream ends inside a frame.
+pub type CutOff = std::sync::Arc<std::sync::Mutex<Option<String>>>;
+
 /// A compression a capture may be stored in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {

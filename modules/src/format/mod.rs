@@ -8,12 +8,18 @@
 //! position and says what is there ([`Step`]) using offsets only, so the
 //! same code serves the memory-mapped and the buffered-read inputs
 //! (`input::reader`). Writing: [`write`], used by `output.pcap`.
+//!
+//! Below the layouts, the readers inputs and outputs share: [`stream`] (a
+//! window over bytes, [`stream::RecordSource`], and the growable read buffer
+//! [`stream::BufferedStream`]) and [`framestream::reader`] (Frame Streams
+//! frames from such a buffer, for `input.dnstap` and `output.dnstap`).
 
 pub mod compression;
 pub mod dnstap;
 pub mod framestream;
 pub mod pcap;
 pub mod pcapng;
+pub mod stream;
 pub mod write;
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! differentially, over both native inputs.
 
 use super::check_layers;
-use crate::input::fpcap::BufferedStream;
-use crate::input::{mmpcap, CaptureReader, RecordSource};
+use crate::format::stream::{BufferedStream, RecordSource};
+use crate::input::{mmpcap, CaptureReader};
 use dnsluice_core::{LinkType, Producer, StageError, StageStats};
 use std::io::{self, Cursor, Read};
 use std::path::{Path, PathBuf};

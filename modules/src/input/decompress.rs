@@ -15,7 +15,7 @@
 //! warning naming the file and how far it got. Any other decoder error
 //! (bad checksum, bad block) is an error that says the stream is corrupt.
 
-use crate::format::compression::{Compression, MAGIC_LEN};
+use crate::format::compression::{Compression, CutOff, MAGIC_LEN};
 use std::io::{self, BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -47,9 +47,6 @@ enum Inner {
     /// Decoding on a thread of its own.
     Thread(ThreadReader),
 }
-
-/// Where a decoder leaves its note when the stream ends inside a frame.
-pub type CutOff = Arc<Mutex<Option<String>>>;
 
 /// A stream opened by [`decompressed`].
 pub struct Opened {

@@ -14,21 +14,20 @@
 //!
 //! [`Origin::Dnstap`]: dnsluice_core::Origin::Dnstap
 
-pub(crate) mod frames;
 mod listen;
 pub mod message;
 
 use crate::format::dnstap::{Dnstap, CONTENT_TYPE, TYPE_MESSAGE};
+use crate::format::framestream::reader::{FrameReader, Next};
 use crate::format::framestream::{Frame, START};
+use crate::format::stream::BufferedStream;
 use crate::input::decompress::decompressed;
-use crate::input::fpcap::BufferedStream;
 use dnsluice_core::dns::check;
 use dnsluice_core::object::{CaptureMeta, DnsMessage, Flow, PacketRef};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::wire::parse_layers;
 use dnsluice_core::{LinkType, Object, Packet, Producer, StageError, StageStats};
 use dnsluice_options::Options;
-use frames::{FrameReader, Next};
 use listen::{Address, Collector, Event};
 use message::Made;
 use prost::Message as _;

@@ -4,9 +4,9 @@
 //! own, and its packets are views into the decompressed buffer.
 
 use super::decompress::Decompressed;
-use super::fpcap::BufferedStream;
-use super::{CaptureReader, RecordSource};
+use super::CaptureReader;
 use crate::format::compression::Compression;
+use crate::format::stream::{BufferedStream, RecordSource};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Producer, StageError};
 use dnsluice_options::Options;

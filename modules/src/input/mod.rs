@@ -14,4 +14,4 @@ pub mod pcap;
 mod reader;
 pub mod shard;
 
-pub use reader::{CaptureReader, RecordSource};
+pub use reader::CaptureReader;

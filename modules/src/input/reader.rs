@@ -1,36 +1,10 @@
 //! The record walker shared by the native inputs: a [`CaptureFormat`] over a
 //! [`RecordSource`] (an mmap or a read buffer), producing zero-copy packets.
 
+use crate::format::stream::RecordSource;
 use crate::format::{CaptureFormat, FormatError, RecordInfo, Step};
 use dnsluice_core::{CaptureMeta, Object, Packet, Producer, Reading, StageError, StageStats};
-use std::io;
 use std::path::PathBuf;
-
-/// Bytes the walker reads from: a window starting at the current position.
-pub trait RecordSource {
-    /// The bytes available from the current position.
-    fn window(&self) -> &[u8];
-    /// Moves the current position forward by `n` bytes (`n <= window().len()`).
-    fn consume(&mut self, n: usize);
-    /// Tries to make at least `needed` bytes available in the window. Returns
-    /// `Ok(false)` at the end of the data (the window may then be shorter).
-    fn fill(&mut self, needed: usize) -> io::Result<bool>;
-    /// Absolute offset of the current position in the file.
-    fn offset(&self) -> u64;
-    /// At the end of the data: why it ended early, if it did (a compressed
-    /// stream cut off inside a frame).
-    fn end_note(&self) -> Option<String> {
-        None
-    }
-    /// The compression the bytes were decompressed from (`zstd`, ...), if any.
-    fn compression(&self) -> Option<&'static str> {
-        None
-    }
-    /// The size of the whole source, when known (a regular file).
-    fn total(&self) -> Option<u64> {
-        None
-    }
-}
 
 /// A capture reader: walks records of a pcap or pcapng file and produces packets.
 pub struct CaptureReader<S> {

@@ -14,9 +14,9 @@
 //! address of [`crate::synth`].
 
 use crate::format::dnstap::{self, Dnstap, Message, CONTENT_TYPE, TYPE_MESSAGE};
+use crate::format::framestream::reader::{FrameReader, Next};
 use crate::format::framestream::{self, Frame, ACCEPT, FINISH, READY, START, STOP};
-use crate::input::dnstap::frames::{FrameReader, Next};
-use crate::input::fpcap::BufferedStream;
+use crate::format::stream::BufferedStream;
 use crate::synth;
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::wire::Transport;

@@ -5,10 +5,10 @@
 //! STOP → FINISH; a sender that starts with START is read as
 //! unidirectional) and hands the data frames to the input's thread.
 
-use super::frames::{FrameReader, Next};
 use crate::format::dnstap::CONTENT_TYPE;
+use crate::format::framestream::reader::{FrameReader, Next};
 use crate::format::framestream::{self, Frame, ACCEPT, FINISH, READY, START, STOP};
-use crate::input::fpcap::BufferedStream;
+use crate::format::stream::BufferedStream;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;

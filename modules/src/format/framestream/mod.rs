@@ -10,6 +10,8 @@
 //! sender offers READY with its content types, the receiver answers
 //! ACCEPT, then START, data, STOP, and the receiver answers FINISH.
 
+pub mod reader;
+
 /// Control frame type ACCEPT: the receiver takes one of the offered content types.
 pub const ACCEPT: u32 = 1;
 /// Control frame type START: data frames of one content type follow.

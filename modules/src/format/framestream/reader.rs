@@ -1,10 +1,10 @@
 //! Frames read from a byte stream (a file, standard input, a socket): the
-//! Frame Streams layout of [`crate::format::framestream`] over the growable
-//! read buffer the capture inputs use.
+//! Frame Streams layout of [`super`] over the growable read buffer the
+//! capture inputs use ([`BufferedStream`]).
 
-use crate::format::framestream::{self, Frame, FrameError};
-use crate::input::fpcap::BufferedStream;
-use crate::input::RecordSource;
+use super::{Frame, FrameError};
+use crate::format::framestream;
+use crate::format::stream::{BufferedStream, RecordSource};
 use std::io;
 
 /// Reads one frame at a time; a frame borrows the buffer until the next call.
