@@ -21,7 +21,7 @@ use dnsluice_core::StageStats;
 use dnsluice_modules::filter::timing::TimingOptions;
 use dnsluice_modules::output::dnscli::tally::keys;
 use dnsluice_modules::output::dnscli::DnsCliOutputOptions;
-use dnsluice_net::Transport;
+use dnsluice_net::DnsTransport;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -104,7 +104,7 @@ impl ReplayPlan {
         }
         let mut output = args.client.table.clone();
         if args.no_responses {
-            if client.cli.client.transport != Transport::Udp {
+            if client.cli.client.transport != DnsTransport::Udp {
                 bail!(
                     "--no-responses sends over UDP only (got --transport {})",
                     client.cli.client.transport
@@ -131,7 +131,7 @@ impl ReplayPlan {
                 output.insert("grow_inflight".into(), toml::Value::Boolean(true));
             }
             if !paced
-                && client.cli.client.transport != Transport::Https
+                && client.cli.client.transport != DnsTransport::Https
                 && !output.contains_key("send_batch")
             {
                 // As fast as possible, queries go out 16 at a time (one

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 /// How DNS messages travel to a nameserver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Choice)]
-pub enum Transport {
+pub enum DnsTransport {
     /// Plain DNS over UDP.
     Udp,
     /// Plain DNS over TCP, pipelined (RFC 7766).
@@ -21,13 +21,13 @@ pub enum Transport {
     Https,
 }
 
-impl Transport {
+impl DnsTransport {
     /// The port a nameserver listens on when none is given.
     pub fn default_port(self) -> u16 {
         match self {
-            Transport::Udp | Transport::Tcp => 53,
-            Transport::Tls => 853,
-            Transport::Https => 443,
+            DnsTransport::Udp | DnsTransport::Tcp => 53,
+            DnsTransport::Tls => 853,
+            DnsTransport::Https => 443,
         }
     }
 
@@ -39,16 +39,16 @@ impl Transport {
     /// The name ZDNS uses in its `protocol` field (`udp`, `tcp`, `DoT`, `DoH`).
     pub fn protocol_name(self) -> &'static str {
         match self {
-            Transport::Udp => "udp",
-            Transport::Tcp => "tcp",
-            Transport::Tls => "DoT",
-            Transport::Https => "DoH",
+            DnsTransport::Udp => "udp",
+            DnsTransport::Tcp => "tcp",
+            DnsTransport::Tls => "DoT",
+            DnsTransport::Https => "DoH",
         }
     }
 
     /// Whether queries travel over a connection that is worth keeping.
     pub fn is_stream(self) -> bool {
-        !matches!(self, Transport::Udp)
+        !matches!(self, DnsTransport::Udp)
     }
 }
 
@@ -58,7 +58,7 @@ pub struct Endpoint {
     /// Where to connect.
     pub addr: SocketAddr,
     /// How to talk to it.
-    pub transport: Transport,
+    pub transport: DnsTransport,
     /// The host name of a DoH URL (for TLS's server name and HTTP's authority),
     /// `None` when the nameserver was given as an address.
     pub host: Option<String>,
@@ -69,7 +69,7 @@ pub struct Endpoint {
 impl Endpoint {
     /// Parses `IP`, `IP:PORT`, `[IPv6]:PORT`, `HOST:PORT`, or for HTTPS a URL
     /// `https://HOST[:PORT][/PATH]`; the port defaults by transport.
-    pub fn parse(text: &str, transport: Transport) -> Result<Endpoint, NetError> {
+    pub fn parse(text: &str, transport: DnsTransport) -> Result<Endpoint, NetError> {
         let bad = |why: &str| NetError::BadEndpoint {
             text: text.to_string(),
             why: why.to_string(),
@@ -80,7 +80,7 @@ impl Endpoint {
         }
         let (authority, path, transport) = match text_trimmed.strip_prefix("https://") {
             Some(rest) => {
-                if transport != Transport::Https {
+                if transport != DnsTransport::Https {
                     return Err(bad(
                         "a URL names a DNS-over-HTTPS server: use --transport https",
                     ));
@@ -150,7 +150,7 @@ impl Endpoint {
     /// How results name this resolver: `ip:port`, or the URL for HTTPS.
     pub fn resolver_name(&self) -> String {
         match self.transport {
-            Transport::Https => {
+            DnsTransport::Https => {
                 let host = match &self.host {
                     Some(h) => h.clone(),
                     None => match self.addr.ip() {
@@ -175,39 +175,42 @@ impl fmt::Display for Endpoint {
 mod tests {
     use super::*;
 
-    fn parse(text: &str, transport: Transport) -> Endpoint {
+    fn parse(text: &str, transport: DnsTransport) -> Endpoint {
         Endpoint::parse(text, transport).unwrap()
     }
 
     #[test]
     fn default_ports_follow_the_transport() {
         assert_eq!(
-            parse("127.0.0.1", Transport::Udp).addr.to_string(),
+            parse("127.0.0.1", DnsTransport::Udp).addr.to_string(),
             "127.0.0.1:53"
         );
         assert_eq!(
-            parse("127.0.0.1", Transport::Tls).addr.to_string(),
+            parse("127.0.0.1", DnsTransport::Tls).addr.to_string(),
             "127.0.0.1:853"
         );
-        assert_eq!(parse("::1", Transport::Tcp).addr.to_string(), "[::1]:53");
-        assert_eq!(parse("[::1]", Transport::Tls).addr.to_string(), "[::1]:853");
+        assert_eq!(parse("::1", DnsTransport::Tcp).addr.to_string(), "[::1]:53");
+        assert_eq!(
+            parse("[::1]", DnsTransport::Tls).addr.to_string(),
+            "[::1]:853"
+        );
     }
 
     #[test]
     fn explicit_ports_and_urls() {
         assert_eq!(
-            parse("127.0.0.2:5300", Transport::Tcp).addr.to_string(),
+            parse("127.0.0.2:5300", DnsTransport::Tcp).addr.to_string(),
             "127.0.0.2:5300"
         );
         assert_eq!(
-            parse("[::1]:5300", Transport::Udp).addr.to_string(),
+            parse("[::1]:5300", DnsTransport::Udp).addr.to_string(),
             "[::1]:5300"
         );
-        let doh = parse("https://127.0.0.1:8443/q", Transport::Https);
+        let doh = parse("https://127.0.0.1:8443/q", DnsTransport::Https);
         assert_eq!(doh.addr.to_string(), "127.0.0.1:8443");
         assert_eq!(doh.path, "/q");
         assert_eq!(doh.resolver_name(), "https://127.0.0.1:8443/q");
-        let doh = parse("https://localhost", Transport::Https);
+        let doh = parse("https://localhost", DnsTransport::Https);
         assert_eq!(doh.addr.port(), 443);
         assert_eq!(doh.path, "/dns-query");
         assert_eq!(doh.host.as_deref(), Some("localhost"));
@@ -216,10 +219,10 @@ mod tests {
     #[test]
     fn bad_endpoints_say_why() {
         for (text, transport, why) in [
-            ("", Transport::Udp, "empty"),
-            ("127.0.0.1:99999", Transport::Udp, "port"),
-            ("https://127.0.0.1", Transport::Udp, "--transport https"),
-            ("[::1", Transport::Udp, "IPv6"),
+            ("", DnsTransport::Udp, "empty"),
+            ("127.0.0.1:99999", DnsTransport::Udp, "port"),
+            ("https://127.0.0.1", DnsTransport::Udp, "--transport https"),
+            ("[::1", DnsTransport::Udp, "IPv6"),
         ] {
             let err = Endpoint::parse(text, transport).unwrap_err().to_string();
             assert!(err.contains(why), "{text}: {err}");

@@ -69,7 +69,7 @@ pub enum NetError {
     /// A zone transfer that failed on the server's side (refused, a message
     /// for another query, no opening SOA).
     #[error("zone transfer: {0}")]
-    Transfer(crate::wire::transfer::TransferError),
+    Transfer(crate::protocol::transfer::TransferError),
     /// A query that cannot be sent (too short to carry a DNS header, too long).
     #[error("bad query: {0}")]
     BadQuery(&'static str),

@@ -8,7 +8,7 @@
 //!
 //! The crate is layered so that the logic is written once:
 //!
-//! - [`wire`]: sans-I/O pieces (framing, ids, matching by id and question,
+//! - [`protocol`]: sans-I/O pieces (framing, ids, matching by id and question,
 //!   deadlines, building queries), and [`health`]: the dead-connection and
 //!   reconnect rules; [`tls`]: the TLS client setup, verified by default.
 //! - Two drivers that are thin users of them: [`tokio_driver`] (async, a
@@ -28,18 +28,18 @@ pub mod health;
 pub mod latency;
 pub mod options;
 pub mod poll_driver;
+pub mod protocol;
 pub mod stats;
 pub mod sys;
 pub mod tls;
 pub mod tokio_driver;
-pub mod wire;
 
-pub use endpoint::{Endpoint, Transport};
+pub use endpoint::{DnsTransport, Endpoint};
 pub use error::NetError;
 pub use latency::{Latency, Percentiles};
 pub use options::ClientOptions;
+/// Building queries (kept at this path: `dnsluice_net::query`).
+pub use protocol::query;
 pub use stats::NetCounters;
 pub use tls::{TlsClient, TlsOptions};
 pub use tokio_driver::{connect, transfer, ClientSetup, Connection, DohMethod, Exchange, Transfer};
-/// Building queries (kept at this path: `dnsluice_net::query`).
-pub use wire::query;

@@ -3,7 +3,7 @@
 //! with `#[option(flatten)]`, so the keys, their defaults and their docs are
 //! the same everywhere.
 
-use crate::{DohMethod, TlsOptions, Transport};
+use crate::{DnsTransport, DohMethod, TlsOptions};
 use dnsluice_options::Options;
 use std::time::Duration;
 
@@ -15,8 +15,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Clone, Debug, Options)]
 pub struct ClientOptions {
     /// How queries travel: udp, tcp, tls (DNS-over-TLS) or https (DNS-over-HTTPS).
-    #[option(default = Transport::Udp)]
-    pub transport: Transport,
+    #[option(default = DnsTransport::Udp)]
+    pub transport: DnsTransport,
     /// How long to wait for each answer. UDP lookups of one record type
     /// wait this long for a nameserver's first answers, then as long as its
     /// round trip says (twice it, at least 100 ms), doubled per try, never

@@ -18,7 +18,7 @@ mod listen;
 pub mod message;
 
 use crate::format::dnstap::{Dnstap, CONTENT_TYPE, TYPE_MESSAGE};
-use crate::format::framestream::reader::{FrameReader, Next};
+use crate::format::framestream::reader::{FrameStreamReader, Next};
 use crate::format::framestream::{Frame, START};
 use crate::format::stream::BufferedStream;
 use crate::input::decompress::decompressed;
@@ -69,7 +69,7 @@ pub fn entry() -> ModuleEntry {
 }
 
 enum Source {
-    File(FrameReader),
+    File(FrameStreamReader),
     Collector {
         collector: Collector,
         /// The payload of the frame being made into an object.
@@ -324,7 +324,7 @@ impl Producer for DnstapInput {
     }
 }
 
-fn open_file(path: &std::path::Path) -> Result<FrameReader, StageError> {
+fn open_file(path: &std::path::Path) -> Result<FrameStreamReader, StageError> {
     let reader: Box<dyn Read + Send> = if path.as_os_str() == "-" {
         Box::new(io::stdin())
     } else {
@@ -333,5 +333,5 @@ fn open_file(path: &std::path::Path) -> Result<FrameReader, StageError> {
     let opened = decompressed(reader, true).map_err(|e| StageError::io(path, e))?;
     let stream = BufferedStream::new(opened.reader, 1 << 20)
         .decompressed_from(opened.compression, opened.cut_off);
-    Ok(FrameReader::new(stream))
+    Ok(FrameStreamReader::new(stream))
 }

@@ -316,11 +316,11 @@ impl Board {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dnsluice_net::Transport;
+    use dnsluice_net::DnsTransport;
 
     fn endpoints(n: usize) -> Vec<Endpoint> {
         (1..=n)
-            .map(|i| Endpoint::parse(&format!("127.0.0.{i}"), Transport::Udp).unwrap())
+            .map(|i| Endpoint::parse(&format!("127.0.0.{i}"), DnsTransport::Udp).unwrap())
             .collect()
     }
 

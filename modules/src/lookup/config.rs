@@ -6,7 +6,7 @@ use super::iterative::IterativeConfig;
 use super::modules::ModuleOptions;
 use super::qtype::LookupType;
 use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{DohMethod, Endpoint, TlsOptions, Transport};
+use dnsluice_net::{DnsTransport, DohMethod, Endpoint, TlsOptions};
 use std::time::Duration;
 
 /// Everything a lookup run is configured with, made from the declared
@@ -16,7 +16,7 @@ pub struct LookupConfig {
     /// What to ask.
     pub qtype: LookupType,
     /// How to reach the nameservers.
-    pub transport: Transport,
+    pub transport: DnsTransport,
     /// The nameservers unpinned names go to.
     pub nameservers: Vec<Endpoint>,
     /// Workers.

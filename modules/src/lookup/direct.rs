@@ -10,7 +10,7 @@ use super::shared::Shared;
 use super::trace::TraceStep;
 use super::transfer::transfer_from;
 use dnsluice_core::dns;
-use dnsluice_net::{connect, Connection, NetError, Transport};
+use dnsluice_net::{connect, Connection, DnsTransport, NetError};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -37,7 +37,7 @@ struct Cell {
     last_used: u64,
 }
 
-type Key = (usize, Transport);
+type Key = (usize, DnsTransport);
 
 /// A worker's connections, by nameserver and transport. Each key has its own
 /// lock, held while dialling, so jobs for one nameserver wait for the one
@@ -74,7 +74,7 @@ impl Connections {
         &self,
         shared: &Shared,
         ns: &Nameserver,
-        transport: Transport,
+        transport: DnsTransport,
     ) -> Result<Arc<Slot>, NetError> {
         let scheduler = shared.board.scheduler();
         if scheduler == Scheduler::Random {
@@ -115,7 +115,7 @@ impl Connections {
 async fn dial(
     shared: &Shared,
     ns: &Nameserver,
-    transport: Transport,
+    transport: DnsTransport,
 ) -> Result<Arc<Slot>, NetError> {
     let mut endpoint = ns.endpoint.clone();
     endpoint.transport = transport;
@@ -186,8 +186,8 @@ async fn transfer(
     if let Some(ip) = server {
         endpoint.addr = SocketAddr::new(ip, endpoint.addr.port());
     }
-    if endpoint.transport == Transport::Udp {
-        endpoint.transport = Transport::Tcp;
+    if endpoint.transport == DnsTransport::Udp {
+        endpoint.transport = DnsTransport::Tcp;
     }
     let setup = shared.setup_for(endpoint.transport);
     let config = &shared.config;
@@ -255,19 +255,20 @@ async fn ask(
                     refusal = Some(response);
                     continue;
                 }
-                if !(truncated && config.transport == Transport::Udp && config.tcp_fallback) {
+                if !(truncated && config.transport == DnsTransport::Udp && config.tcp_fallback) {
                     return Ok(response);
                 }
                 // TC=1 over UDP: ask again over TCP (RFC 7766 §5).
                 shared.run.tcp_fallbacks.fetch_add(1, Ordering::Relaxed);
                 outcome.attempts += 1;
-                outcome.protocol = Transport::Tcp.protocol_name();
+                outcome.protocol = DnsTransport::Tcp.protocol_name();
                 let started = Instant::now();
-                let result = exchange_once(shared, connections, ns, Transport::Tcp, &query).await;
+                let result =
+                    exchange_once(shared, connections, ns, DnsTransport::Tcp, &query).await;
                 note_step(
                     outcome,
                     ns,
-                    Transport::Tcp,
+                    DnsTransport::Tcp,
                     question,
                     attempt,
                     &result,
@@ -288,7 +289,7 @@ async fn ask(
 fn note_step(
     outcome: &mut Outcome,
     ns: &Nameserver,
-    transport: Transport,
+    transport: DnsTransport,
     question: Question<'_>,
     attempt: u32,
     result: &Result<Vec<u8>, NetError>,
@@ -325,7 +326,7 @@ async fn exchange_once(
     shared: &Shared,
     connections: &Connections,
     ns: &Nameserver,
-    transport: Transport,
+    transport: DnsTransport,
     query: &[u8],
 ) -> Result<Vec<u8>, NetError> {
     match exchange_on_kept(shared, connections, ns, transport, query).await {
@@ -345,7 +346,7 @@ async fn exchange_on_kept(
     shared: &Shared,
     connections: &Connections,
     ns: &Nameserver,
-    transport: Transport,
+    transport: DnsTransport,
     query: &[u8],
 ) -> Result<Vec<u8>, (NetError, bool)> {
     let slot = match connections.get(shared, ns, transport).await {

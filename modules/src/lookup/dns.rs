@@ -17,7 +17,7 @@ use super::{LookupType, Scheduler};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats, Text, TextKind};
 use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{ClientOptions, Transport};
+use dnsluice_net::{ClientOptions, DnsTransport};
 use dnsluice_options::Options;
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -146,7 +146,7 @@ impl LookupOptions {
             .iterative
             .to_config(&nameservers, self.name_timeout)
             .map_err(|(key, why)| StageError::option(MODULE, Some(key), why))?;
-        if iterative.is_some() && !matches!(transport, Transport::Udp | Transport::Tcp) {
+        if iterative.is_some() && !matches!(transport, DnsTransport::Udp | DnsTransport::Tcp) {
             return Err(StageError::option(
                 MODULE,
                 Some("transport"),
@@ -177,7 +177,7 @@ impl LookupOptions {
         let modules_or_iterative =
             iterative.is_some() || !matches!(self.qtype, LookupType::Single(_));
         let workers = self.workers.unwrap_or(match transport {
-            Transport::Udp if modules_or_iterative => 1000,
+            DnsTransport::Udp if modules_or_iterative => 1000,
             _ => 100,
         });
         Ok(LookupConfig {

@@ -63,7 +63,7 @@ pub struct LookupEngine {
     endpoints: HashMap<String, Endpoint>,
     /// Room to check that a name encodes.
     scratch: Vec<u8>,
-    transport: dnsluice_net::Transport,
+    transport: dnsluice_net::DnsTransport,
     iterative: bool,
     has_nameservers: bool,
 }

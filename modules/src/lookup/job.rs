@@ -1,6 +1,6 @@
 //! One unit of lookup work: a name, what to ask, and where.
 
-use dnsluice_net::{Endpoint, Transport};
+use dnsluice_net::{DnsTransport, Endpoint};
 use std::collections::HashMap;
 
 /// A name to resolve, from one input line.
@@ -30,7 +30,7 @@ pub struct BadLine {
 pub fn parse_line(
     index: u64,
     line: &str,
-    transport: Transport,
+    transport: DnsTransport,
     known: &mut HashMap<String, Endpoint>,
     scratch: Option<&mut Vec<u8>>,
 ) -> Result<Job, BadLine> {
@@ -78,7 +78,7 @@ mod tests {
         let job = parse_line(
             3,
             " example.com ",
-            Transport::Udp,
+            DnsTransport::Udp,
             &mut HashMap::new(),
             Some(&mut Vec::new()),
         )
@@ -90,7 +90,7 @@ mod tests {
         let job = parse_line(
             0,
             "example.com,127.0.0.2:5300",
-            Transport::Tcp,
+            DnsTransport::Tcp,
             &mut HashMap::new(),
             Some(&mut Vec::new()),
         )
@@ -99,7 +99,7 @@ mod tests {
         let job = parse_line(
             0,
             "example.com,[::1]",
-            Transport::Tls,
+            DnsTransport::Tls,
             &mut HashMap::new(),
             Some(&mut Vec::new()),
         )
@@ -112,7 +112,7 @@ mod tests {
         let err = parse_line(
             0,
             "a..b",
-            Transport::Udp,
+            DnsTransport::Udp,
             &mut HashMap::new(),
             Some(&mut Vec::new()),
         )
@@ -122,7 +122,7 @@ mod tests {
         let err = parse_line(
             0,
             "ok.example,not-an-address:x",
-            Transport::Udp,
+            DnsTransport::Udp,
             &mut HashMap::new(),
             Some(&mut Vec::new()),
         )
@@ -132,7 +132,7 @@ mod tests {
         assert!(parse_line(
             0,
             ",127.0.0.1",
-            Transport::Udp,
+            DnsTransport::Udp,
             &mut HashMap::new(),
             Some(&mut Vec::new())
         )

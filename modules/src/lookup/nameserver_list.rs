@@ -3,11 +3,11 @@
 //! resolver lists are kept (`#` starts a comment; blank lines are skipped).
 //! A bad entry is an error that names the file and line.
 
-use dnsluice_net::{Endpoint, Transport};
+use dnsluice_net::{DnsTransport, Endpoint};
 
 /// Every nameserver of `given` (entries and the lines of `@FILE` entries),
 /// parsed for `transport`.
-pub fn parse(given: &[String], transport: Transport) -> Result<Vec<Endpoint>, String> {
+pub fn parse(given: &[String], transport: DnsTransport) -> Result<Vec<Endpoint>, String> {
     let mut endpoints = Vec::new();
     for entry in given {
         let Some(path) = entry.trim().strip_prefix('@') else {
@@ -47,7 +47,7 @@ mod tests {
         )
         .unwrap();
         let given = vec![format!("@{}", file.display()), "127.0.0.9".to_string()];
-        let list: Vec<String> = parse(&given, Transport::Udp)
+        let list: Vec<String> = parse(&given, DnsTransport::Udp)
             .unwrap()
             .iter()
             .map(|e| e.addr.to_string())
@@ -57,16 +57,16 @@ mod tests {
             ["127.0.0.1:5300", "127.0.0.2:53", "[::1]:53", "127.0.0.9:53"]
         );
         std::fs::write(&file, "127.0.0.1\nnot-an-address:x\n").unwrap();
-        let e = parse(&given, Transport::Udp).unwrap_err();
+        let e = parse(&given, DnsTransport::Udp).unwrap_err();
         assert!(
             e.starts_with(&format!("@{} line 2: ", file.display())),
             "{e}"
         );
         std::fs::write(&file, "# nothing\n").unwrap();
-        assert!(parse(&given, Transport::Udp)
+        assert!(parse(&given, DnsTransport::Udp)
             .unwrap_err()
             .contains("no nameserver"));
-        let e = parse(&["@/nonexistent/r.txt".to_string()], Transport::Udp).unwrap_err();
+        let e = parse(&["@/nonexistent/r.txt".to_string()], DnsTransport::Udp).unwrap_err();
         assert!(e.starts_with("@/nonexistent/r.txt: "), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -7,7 +7,7 @@ use super::config::LookupConfig;
 use super::iterative::Resolver;
 use super::record::{Batch, Finished, Outcome};
 use super::stats::RunCounters;
-use dnsluice_net::{ClientSetup, Endpoint, NetCounters, NetError, Transport};
+use dnsluice_net::{ClientSetup, DnsTransport, Endpoint, NetCounters, NetError};
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -49,7 +49,7 @@ impl Shared {
         )?
         .with_local_addrs(&config.local_addrs);
         let tcp_setup = ClientSetup::new(
-            Transport::Tcp,
+            DnsTransport::Tcp,
             &config.tls,
             config.timeout,
             config.doh_method,
@@ -104,7 +104,7 @@ impl Shared {
     }
 
     /// The setup for connections over `transport`.
-    pub fn setup_for(&self, transport: Transport) -> &ClientSetup {
+    pub fn setup_for(&self, transport: DnsTransport) -> &ClientSetup {
         if transport == self.config.transport {
             &self.setup
         } else {

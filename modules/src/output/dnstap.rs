@@ -14,7 +14,7 @@
 //! address of [`crate::synth`].
 
 use crate::format::dnstap::{self, Dnstap, Message, CONTENT_TYPE, TYPE_MESSAGE};
-use crate::format::framestream::reader::{FrameReader, Next};
+use crate::format::framestream::reader::{FrameStreamReader, Next};
 use crate::format::framestream::{self, Frame, ACCEPT, FINISH, READY, START, STOP};
 use crate::format::stream::BufferedStream;
 use crate::synth;
@@ -32,7 +32,7 @@ const MODULE: &str = "output.dnstap";
 
 /// Whose view the messages are written from (the dnstap type's first word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Choice)]
-pub enum Role {
+pub enum DnstapRole {
     /// AUTH_QUERY / AUTH_RESPONSE: an authoritative server's traffic.
     Auth,
     /// RESOLVER_QUERY / RESOLVER_RESPONSE: a resolver's queries upstream.
@@ -57,8 +57,8 @@ pub struct DnstapOutputOptions {
     /// Send to the collector listening on this TCP address (`IP:PORT`).
     pub tcp: Option<String>,
     /// The type of messages that do not come from dnstap.
-    #[option(default = Role::Client)]
-    pub role: Role,
+    #[option(default = DnstapRole::Client)]
+    pub role: DnstapRole,
     /// The `identity` written in every frame (none when not given).
     pub identity: Option<String>,
     /// The `version` written in every frame.
@@ -71,8 +71,8 @@ pub struct DnstapWriter {
     name: PathBuf,
     out: BufWriter<Box<dyn Write>>,
     /// The collector's replies, on a socket.
-    replies: Option<FrameReader>,
-    role: Role,
+    replies: Option<FrameStreamReader>,
+    role: DnstapRole,
     frame: Dnstap,
     encoded: Vec<u8>,
     received: u64,
@@ -125,7 +125,7 @@ impl DnstapWriter {
         let mut writer = DnstapWriter {
             name,
             out: BufWriter::with_capacity(1 << 16, sink),
-            replies: replies.map(|r| FrameReader::new(BufferedStream::new(r, 4096))),
+            replies: replies.map(|r| FrameStreamReader::new(BufferedStream::new(r, 4096))),
             role: o.role,
             frame: Dnstap {
                 identity: o.identity.map(String::into_bytes),

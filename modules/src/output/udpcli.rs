@@ -10,7 +10,7 @@ use crate::clients::{query_bytes, ClientMap};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_net::sys::{gso_unsupported, send_some};
-use dnsluice_net::{Endpoint, Transport};
+use dnsluice_net::{DnsTransport, Endpoint};
 use dnsluice_options::Options;
 use std::io;
 use std::net::UdpSocket;
@@ -63,7 +63,7 @@ impl UdpCli {
     /// Opens `options.clients` sockets connected to the server.
     pub fn new(options: &UdpCliOptions) -> Result<Self, StageError> {
         let bad = |key: &str, message: String| StageError::option(MODULE, Some(key), message);
-        let endpoint = Endpoint::parse(&options.server, Transport::Udp)
+        let endpoint = Endpoint::parse(&options.server, DnsTransport::Udp)
             .map_err(|e| bad("server", e.to_string()))?;
         let local = dnsluice_net::sys::any_local(endpoint.addr);
         let open = || -> io::Result<UdpSocket> {

@@ -7,10 +7,10 @@
 //! writes with [`UdpConn`]'s and [`StreamConn`]'s senders.
 //!
 //! What the bytes mean is not decided here: framing is
-//! [`crate::wire::frame`], ids and matching [`crate::wire::inflight`], the
+//! [`crate::protocol::frame`], ids and matching [`crate::protocol::inflight`], the
 //! TLS session rustls' sans-I/O state machine from [`TlsClient::session`].
 //! A driver talking to many servers (an iterative resolver) keeps one
-//! [`Conn`] and one [`crate::wire::inflight::InFlight`] per server and token.
+//! [`Conn`] and one [`crate::protocol::inflight::InFlight`] per server and token.
 
 mod stream;
 mod udp;
@@ -18,7 +18,7 @@ mod udp;
 pub use stream::StreamConn;
 pub use udp::{UdpConn, RECV_SCRATCH};
 
-use crate::endpoint::{Endpoint, Transport};
+use crate::endpoint::{DnsTransport, Endpoint};
 use crate::error::NetError;
 use crate::stats::NetCounters;
 use crate::tls::TlsClient;
@@ -68,7 +68,7 @@ impl Dialer<'_> {
             error,
         };
         match endpoint.transport {
-            Transport::Udp => {
+            DnsTransport::Udp => {
                 let socket = std::net::UdpSocket::bind(crate::sys::any_local(addr))
                     .map_err(connect_error)?;
                 socket.connect(addr).map_err(connect_error)?;
@@ -79,13 +79,13 @@ impl Dialer<'_> {
                     .map_err(connect_error)?;
                 Ok(Conn::Udp(UdpConn::new(socket)))
             }
-            Transport::Tcp | Transport::Tls => {
+            DnsTransport::Tcp | DnsTransport::Tls => {
                 let mut tcp = std::net::TcpStream::connect_timeout(&addr, self.connect_timeout)
                     .map_err(connect_error)?;
                 // Queries are small and latency matters more than packet count.
                 let _ = tcp.set_nodelay(true);
                 let tls = match (self.tls, endpoint.transport) {
-                    (Some((client, server_name)), Transport::Tls) => {
+                    (Some((client, server_name)), DnsTransport::Tls) => {
                         let session = stream::handshake(
                             &mut tcp,
                             client,
@@ -96,7 +96,7 @@ impl Dialer<'_> {
                         NetCounters::bump(&self.counters.tls_handshakes);
                         Some(session)
                     }
-                    (None, Transport::Tls) => {
+                    (None, DnsTransport::Tls) => {
                         return Err(NetError::TlsSetup("no TLS configuration".into()))
                     }
                     _ => None,
@@ -108,7 +108,7 @@ impl Dialer<'_> {
                     .map_err(connect_error)?;
                 Ok(Conn::Stream(Box::new(StreamConn::new(tcp, tls))))
             }
-            Transport::Https => Err(NetError::TlsSetup(
+            DnsTransport::Https => Err(NetError::TlsSetup(
                 "the epoll driver does not speak HTTPS".into(),
             )),
         }

@@ -2,8 +2,8 @@
 //! socket takes them, bytes read and cut into messages.
 
 use crate::error::NetError;
+use crate::protocol::frame::{push_frame, FrameReader};
 use crate::tls::TlsClient;
-use crate::wire::frame::{push_frame, FrameReader};
 use rustls::pki_types::ServerName;
 use rustls::ClientConnection;
 use std::io::{self, Read, Write};

@@ -3,8 +3,8 @@
 //! and read many per call (`recvmmsg`).
 
 use crate::health::udp_error_is_transient;
+use crate::protocol::question::set_id;
 use crate::sys::{gso_unsupported, recv_batch, send_some, wait_writable, RECV_BATCH, RECV_SLOT};
-use crate::wire::question::set_id;
 use std::io;
 
 /// Bytes of scratch space [`UdpConn::receive`] wants: room for a full batch

@@ -1,13 +1,13 @@
 //! The tokio driver: connections to one nameserver, of every transport, with
 //! many queries in flight, for async callers (the lookups; DoH everywhere).
 //! Framing, ids, matching and the dead-connection rule come from
-//! [`crate::wire`] and [`crate::health`]; this module only moves bytes.
+//! [`crate::protocol`] and [`crate::health`]; this module only moves bytes.
 
 mod https;
 mod mux;
 mod transfer;
 
-use crate::endpoint::{Endpoint, Transport};
+use crate::endpoint::{DnsTransport, Endpoint};
 use crate::error::NetError;
 use crate::stats::NetCounters;
 use crate::tls::{Alpn, TlsClient, TlsOptions};
@@ -33,7 +33,7 @@ pub struct Exchange {
 #[derive(Clone)]
 pub struct ClientSetup {
     /// The transport.
-    pub transport: Transport,
+    pub transport: DnsTransport,
     /// The TLS client (TLS and HTTPS only).
     tls: Option<TlsClient>,
     /// How long a connect (and TLS handshake) may take.
@@ -51,16 +51,16 @@ impl ClientSetup {
     /// Prepares to connect over `transport`; loads the CA file or the system roots
     /// once, here, for TLS and HTTPS.
     pub fn new(
-        transport: Transport,
+        transport: DnsTransport,
         tls_options: &TlsOptions,
         connect_timeout: Duration,
         doh_method: DohMethod,
         counters: Arc<NetCounters>,
     ) -> Result<ClientSetup, NetError> {
         let tls = match transport {
-            Transport::Tls => Some(TlsClient::new(tls_options, Alpn::Dot)?),
-            Transport::Https => Some(TlsClient::new(tls_options, Alpn::H2)?),
-            Transport::Udp | Transport::Tcp => None,
+            DnsTransport::Tls => Some(TlsClient::new(tls_options, Alpn::Dot)?),
+            DnsTransport::Https => Some(TlsClient::new(tls_options, Alpn::H2)?),
+            DnsTransport::Udp | DnsTransport::Tcp => None,
         };
         Ok(ClientSetup {
             transport,
@@ -130,7 +130,7 @@ pub async fn connect(endpoint: &Endpoint, setup: &ClientSetup) -> Result<Connect
 async fn open(endpoint: &Endpoint, setup: &ClientSetup) -> Result<Connection, NetError> {
     let name = endpoint.resolver_name();
     match endpoint.transport {
-        Transport::Udp => {
+        DnsTransport::Udp => {
             let local = setup.local_for(endpoint.addr)?;
             let socket = udp_socket(local, endpoint.addr)
                 .await
@@ -140,21 +140,21 @@ async fn open(endpoint: &Endpoint, setup: &ClientSetup) -> Result<Connection, Ne
                 setup.counters.clone(),
             )))
         }
-        Transport::Tcp => {
+        DnsTransport::Tcp => {
             let tcp = tcp_connect(setup.local_for(endpoint.addr)?, endpoint.addr, &name).await?;
             Ok(Connection::Multiplexed(mux::Mux::stream(
                 tcp,
                 setup.counters.clone(),
             )))
         }
-        Transport::Tls => {
+        DnsTransport::Tls => {
             let tls = tls_connect(endpoint, setup, &name).await?;
             Ok(Connection::Multiplexed(mux::Mux::stream(
                 tls,
                 setup.counters.clone(),
             )))
         }
-        Transport::Https => {
+        DnsTransport::Https => {
             let tls = tls_connect(endpoint, setup, &name).await?;
             let negotiated_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
             if !negotiated_h2 {

@@ -5,10 +5,10 @@
 
 use crate::error::NetError;
 use crate::health::{udp_error_is_transient, Liveness};
+use crate::protocol::frame::{push_frame, FrameReader};
+use crate::protocol::inflight::{Asked, InFlight};
+use crate::protocol::question::{first_question, set_id};
 use crate::stats::NetCounters;
-use crate::wire::frame::{push_frame, FrameReader};
-use crate::wire::inflight::{Asked, InFlight};
-use crate::wire::question::{first_question, set_id};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
@@ -42,12 +42,12 @@ struct Table {
     liveness: Liveness,
 }
 
-struct Shared {
+struct AnswerDispatch {
     table: Mutex<Table>,
     counters: Arc<NetCounters>,
 }
 
-impl Shared {
+impl AnswerDispatch {
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         // A panic while holding this lock cannot leave the table inconsistent
         // (every update is a single insert or remove), so a poisoned lock is used.
@@ -88,7 +88,7 @@ enum Writer {
 
 /// A multiplexed connection; see the module docs.
 pub struct Mux {
-    shared: Arc<Shared>,
+    shared: Arc<AnswerDispatch>,
     writer: Writer,
     reader: JoinHandle<()>,
 }
@@ -102,7 +102,7 @@ impl Drop for Mux {
 /// Removes a query's waiter when its exchange ends without an answer (timeout,
 /// error, or the future being dropped), unless the id was reused meanwhile.
 struct Pending<'a> {
-    shared: &'a Shared,
+    shared: &'a AnswerDispatch,
     id: u16,
 }
 
@@ -124,8 +124,8 @@ impl Drop for Pending<'_> {
 const READ_CHUNK: usize = 16 * 1024;
 
 impl Mux {
-    fn shared(counters: Arc<NetCounters>) -> Arc<Shared> {
-        Arc::new(Shared {
+    fn shared(counters: Arc<NetCounters>) -> Arc<AnswerDispatch> {
+        Arc::new(AnswerDispatch {
             table: Mutex::new(Table::default()),
             counters,
         })
@@ -248,7 +248,7 @@ impl Mux {
     }
 }
 
-async fn read_datagrams(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
+async fn read_datagrams(socket: Arc<UdpSocket>, shared: Arc<AnswerDispatch>) {
     let mut buffer = vec![0u8; 65535];
     loop {
         match socket.recv(&mut buffer).await {
@@ -264,7 +264,7 @@ async fn read_datagrams(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
     }
 }
 
-async fn read_frames<R: AsyncRead + Unpin>(mut reader: R, shared: Arc<Shared>) {
+async fn read_frames<R: AsyncRead + Unpin>(mut reader: R, shared: Arc<AnswerDispatch>) {
     let mut frames = FrameReader::new();
     let mut chunk = vec![0u8; READ_CHUNK];
     let reason = loop {

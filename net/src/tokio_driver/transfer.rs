@@ -4,13 +4,13 @@
 //! this file moves the bytes.
 
 use super::{tcp_connect, tls_connect, ClientSetup};
-use crate::endpoint::{Endpoint, Transport};
+use crate::endpoint::{DnsTransport, Endpoint};
 use crate::error::NetError;
+use crate::protocol::frame::{push_frame, FrameReader};
+use crate::protocol::ids::QueryIds;
+use crate::protocol::question::set_id;
+use crate::protocol::transfer::{Progress, TransferState};
 use crate::stats::NetCounters;
-use crate::wire::frame::{push_frame, FrameReader};
-use crate::wire::ids::QueryIds;
-use crate::wire::question::set_id;
-use crate::wire::transfer::{Progress, TransferState};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -43,7 +43,7 @@ pub async fn transfer(
         error: std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"),
     };
     let connected = match endpoint.transport {
-        Transport::Udp | Transport::Tcp => {
+        DnsTransport::Udp | DnsTransport::Tcp => {
             let local = setup.local_for(endpoint.addr)?;
             let tcp = tokio::time::timeout(timeout, tcp_connect(local, endpoint.addr, &name))
                 .await
@@ -53,7 +53,7 @@ pub async fn transfer(
                 Ok(Err(e)) | Err(e) => Err(e),
             }
         }
-        Transport::Tls => {
+        DnsTransport::Tls => {
             let tls = tokio::time::timeout(timeout, tls_connect(endpoint, setup, &name))
                 .await
                 .map_err(|_| connect_timed_out());
@@ -62,7 +62,7 @@ pub async fn transfer(
                 Ok(Err(e)) | Err(e) => Err(e),
             }
         }
-        Transport::Https => {
+        DnsTransport::Https => {
             return Err(NetError::BadQuery(
                 "a zone transfer needs TCP or TLS, not HTTPS",
             ))

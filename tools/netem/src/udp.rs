@@ -49,14 +49,14 @@ struct LinkState {
     upstream: HashMap<SocketAddr, usize>,
 }
 
-enum Role {
+enum SocketRole {
     Listen(usize),
     Upstream { link: usize, client: SocketAddr },
 }
 
 struct Sock {
     socket: UdpSocket,
-    role: Role,
+    role: SocketRole,
     last_active: Instant,
 }
 
@@ -106,7 +106,7 @@ impl Udp {
             let socket = UdpSocket::bind(link.listen).map_err(|e| {
                 io::Error::new(e.kind(), format!("udp {}: cannot bind: {e}", link.listen))
             })?;
-            let listen = udp.add_socket(socket, Role::Listen(i))?;
+            let listen = udp.add_socket(socket, SocketRole::Listen(i))?;
             let stream = 2 * i as u64;
             udp.links.push(LinkState {
                 link: link.clone(),
@@ -121,7 +121,7 @@ impl Udp {
         Ok(udp)
     }
 
-    fn add_socket(&mut self, mut socket: UdpSocket, role: Role) -> io::Result<usize> {
+    fn add_socket(&mut self, mut socket: UdpSocket, role: SocketRole) -> io::Result<usize> {
         sys::big_buffers(&socket, BUFFER_BYTES);
         let index = self
             .sockets
@@ -197,12 +197,14 @@ impl Udp {
                 let sock = self.sockets[index].as_mut().expect("socket just read");
                 sock.last_active = now;
                 match sock.role {
-                    Role::Listen(link) => {
+                    SocketRole::Listen(link) => {
                         if let Some(client) = from {
                             self.query_from(link, client, data, now);
                         }
                     }
-                    Role::Upstream { link, client } => self.response_from(link, client, data, now),
+                    SocketRole::Upstream { link, client } => {
+                        self.response_from(link, client, data, now)
+                    }
                 }
             }
         }
@@ -334,7 +336,7 @@ impl Udp {
         let target = self.links[link].link.target;
         let socket = bind_as(client.ip(), target)?;
         socket.connect(target)?;
-        let index = self.add_socket(socket, Role::Upstream { link, client })?;
+        let index = self.add_socket(socket, SocketRole::Upstream { link, client })?;
         let state = &mut self.links[link];
         state.upstream.insert(client, index);
         LinkStats::bump(&state.stats.udp_clients);
@@ -412,7 +414,7 @@ impl Udp {
         for index in 0..self.sockets.len() {
             let idle = match &self.sockets[index] {
                 Some(sock) => {
-                    matches!(sock.role, Role::Upstream { .. })
+                    matches!(sock.role, SocketRole::Upstream { .. })
                         && sock.last_active.elapsed() > IDLE
                         && !busy.contains(&index)
                 }
@@ -423,7 +425,7 @@ impl Udp {
             }
             if let Some(mut sock) = self.sockets[index].take() {
                 let _ = self.poll.registry().deregister(&mut sock.socket);
-                if let Role::Upstream { link, client } = sock.role {
+                if let SocketRole::Upstream { link, client } = sock.role {
                     self.links[link].upstream.remove(&client);
                 }
                 if let Ok(local) = sock.socket.local_addr() {

@@ -8,7 +8,7 @@ use crate::format::stream::{BufferedStream, RecordSource};
 use std::io;
 
 /// Reads one frame at a time; a frame borrows the buffer until the next call.
-pub struct FrameReader {
+pub struct FrameStreamReader {
     stream: BufferedStream,
     /// Bytes of the frame handed out last, consumed at the next call.
     pending: usize,
@@ -31,10 +31,10 @@ pub enum Next<'a> {
     },
 }
 
-impl FrameReader {
+impl FrameStreamReader {
     /// Reads frames from `stream`.
     pub fn new(stream: BufferedStream) -> Self {
-        FrameReader {
+        FrameStreamReader {
             stream,
             pending: 0,
             offset: 0,
@@ -89,8 +89,8 @@ mod tests {
     use super::*;
     use crate::format::framestream::{push_control, push_data, START, STOP};
 
-    fn reader(bytes: Vec<u8>, chunk: usize) -> FrameReader {
-        FrameReader::new(BufferedStream::new(Box::new(io::Cursor::new(bytes)), chunk))
+    fn reader(bytes: Vec<u8>, chunk: usize) -> FrameStreamReader {
+        FrameStreamReader::new(BufferedStream::new(Box::new(io::Cursor::new(bytes)), chunk))
     }
 
     #[test]

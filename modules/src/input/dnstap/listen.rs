@@ -6,7 +6,7 @@
 //! unidirectional) and hands the data frames to the input's thread.
 
 use crate::format::dnstap::CONTENT_TYPE;
-use crate::format::framestream::reader::{FrameReader, Next};
+use crate::format::framestream::reader::{FrameStreamReader, Next};
 use crate::format::framestream::{self, Frame, ACCEPT, FINISH, READY, START, STOP};
 use crate::format::stream::BufferedStream;
 use std::io::{self, Read, Write};
@@ -112,7 +112,7 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
 /// Reads one sender's frames from `reader`, answering on `writer`.
 fn serve(reader: Box<dyn Read + Send>, mut writer: impl Write, tx: SyncSender<Event>) {
     let mut opened = false;
-    let mut frames = FrameReader::new(BufferedStream::new(reader, 1 << 16));
+    let mut frames = FrameStreamReader::new(BufferedStream::new(reader, 1 << 16));
     let mut reply = Vec::new();
     loop {
         let next = match frames.next_frame() {

@@ -61,12 +61,12 @@ const NAP_MAX: Duration = Duration::from_millis(5);
 
 /// The helper thread; stopped and joined when dropped.
 pub(super) struct Helper {
-    shared: Arc<Shared>,
+    shared: Arc<WalkProgress>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// What the walk and the helper share.
-struct Shared {
+struct WalkProgress {
     /// Where the walk is (updated every [`REPORT_EVERY`] bytes).
     walked: AtomicUsize,
     stop: AtomicBool,
@@ -76,7 +76,7 @@ impl Helper {
     /// Starts the helper on `map`; `None` when no thread could be started
     /// (the walk then does without).
     pub(super) fn start(map: Arc<Mmap>) -> Option<Helper> {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(WalkProgress {
             walked: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
         });
@@ -132,7 +132,7 @@ impl<'m> Tending<'m> {
     }
 
     /// One step at a time, the most urgent first, until told to stop.
-    fn run(&mut self, shared: &Shared) {
+    fn run(&mut self, shared: &WalkProgress) {
         let (mut nap, mut last_walk) = (NAP_MIN, 0);
         while !shared.stop.load(Ordering::Relaxed) {
             let walk = shared.walked.load(Ordering::Relaxed);

@@ -16,7 +16,9 @@
 //! The table is sharded by address with a lock per shard, held only to find
 //! or insert a slot; dialling holds only the slot's own lock.
 
-use dnsluice_net::{connect, ClientSetup, Connection, Endpoint, NetCounters, NetError, Transport};
+use dnsluice_net::{
+    connect, ClientSetup, Connection, DnsTransport, Endpoint, NetCounters, NetError,
+};
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -45,7 +47,7 @@ struct Kept {
 type Cell = Arc<tokio::sync::Mutex<Option<Arc<Kept>>>>;
 
 /// A server, the transport, and which of its kept connections.
-type Key = (SocketAddr, Transport, u64);
+type Key = (SocketAddr, DnsTransport, u64);
 
 /// The kept connections; see the module docs.
 pub struct Authorities {
@@ -76,8 +78,8 @@ impl Authorities {
         Ok(Authorities {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             hasher: RandomState::new(),
-            udp: setup(Transport::Udp)?,
-            tcp: setup(Transport::Tcp)?,
+            udp: setup(DnsTransport::Udp)?,
+            tcp: setup(DnsTransport::Tcp)?,
             net,
             reused: AtomicU64::new(0),
             turn: AtomicU64::new(0),
@@ -106,7 +108,7 @@ impl Authorities {
     }
 
     /// A usable connection to `addr` over `transport`: the kept one, or a new one.
-    async fn get(&self, addr: SocketAddr, transport: Transport) -> Result<Arc<Kept>, NetError> {
+    async fn get(&self, addr: SocketAddr, transport: DnsTransport) -> Result<Arc<Kept>, NetError> {
         let which = if transport.is_stream() {
             self.turn.fetch_add(1, Ordering::Relaxed) % STREAMS_PER_AUTHORITY
         } else {
@@ -115,7 +117,7 @@ impl Authorities {
         let cell = self.cell((addr, transport, which));
         let mut slot = cell.lock().await;
         if let Some(kept) = slot.as_ref() {
-            let worn = transport == Transport::Udp
+            let worn = transport == DnsTransport::Udp
                 && kept.queries.load(Ordering::Relaxed) >= UDP_QUERIES_PER_SOCKET;
             if kept.connection.broken().is_none() && !worn {
                 return Ok(kept.clone());
@@ -128,7 +130,7 @@ impl Authorities {
             host: None,
             path: String::new(),
         };
-        let setup = if transport == Transport::Udp {
+        let setup = if transport == DnsTransport::Udp {
             &self.udp
         } else {
             &self.tcp
@@ -146,7 +148,7 @@ impl Authorities {
     pub async fn exchange(
         &self,
         addr: SocketAddr,
-        transport: Transport,
+        transport: DnsTransport,
         query: &[u8],
         timeout: Duration,
     ) -> Result<Vec<u8>, NetError> {

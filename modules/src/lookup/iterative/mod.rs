@@ -34,7 +34,7 @@ use authorities::Authorities;
 use cache::Cache;
 use delegation::{Delegation, Shuffler};
 use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{Endpoint, NetCounters, NetError, Transport};
+use dnsluice_net::{DnsTransport, Endpoint, NetCounters, NetError};
 use message::Asked;
 use name::Name;
 pub use options::{IterativeConfig, IterativeOptions};
@@ -78,7 +78,7 @@ pub struct Resolver {
     /// The root delegation every walk without a closer cut starts from.
     pub roots: Arc<Delegation>,
     /// How queries travel to authorities (udp or tcp).
-    pub transport: Transport,
+    pub transport: DnsTransport,
     /// The wait for each answer.
     pub network_timeout: Duration,
     /// Rounds through a zone's servers after the first, for those that timed out.
@@ -101,14 +101,14 @@ impl Resolver {
     /// A resolver over `transport`, its sockets counted in `net`.
     pub fn new(
         config: IterativeConfig,
-        transport: Transport,
+        transport: DnsTransport,
         network_timeout: Duration,
         retries: u32,
         query: QueryOptions,
         tcp_fallback: bool,
         net: Arc<NetCounters>,
     ) -> Result<Resolver, NetError> {
-        if !matches!(transport, Transport::Udp | Transport::Tcp) {
+        if !matches!(transport, DnsTransport::Udp | DnsTransport::Tcp) {
             return Err(NetError::TlsSetup(format!(
                 "iterative resolution talks to authoritative servers over udp or tcp, not {}",
                 transport.as_str()
@@ -204,7 +204,7 @@ impl Ask for IterativeAsk<'_> {
             };
             let endpoint = Endpoint {
                 addr: SocketAddr::new(ip, r.config.port),
-                transport: Transport::Tcp,
+                transport: DnsTransport::Tcp,
                 host: None,
                 path: String::new(),
             };

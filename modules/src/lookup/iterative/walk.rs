@@ -20,7 +20,7 @@ use crate::lookup::ask::AskError;
 use crate::lookup::trace::TraceStep;
 use dnsluice_core::dns::mnemonic;
 use dnsluice_net::query::QueryOptions;
-use dnsluice_net::{NetError, Transport};
+use dnsluice_net::{DnsTransport, NetError};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -453,9 +453,9 @@ impl<'a> Walk<'a> {
             let raw = self.tracing.then_some(response);
             self.protocol = Some(transport.protocol_name());
             self.last_server = Some(server.to_string());
-            if reply.truncated && transport == Transport::Udp && r.tcp_fallback {
+            if reply.truncated && transport == DnsTransport::Udp && r.tcp_fallback {
                 r.counters.tcp_fallbacks.fetch_add(1, Ordering::Relaxed);
-                transport = Transport::Tcp;
+                transport = DnsTransport::Tcp;
                 continue;
             }
             if with_edns && refuses_edns(&reply) {

@@ -17,7 +17,7 @@ use super::pace::Verdict;
 use super::table::Phase;
 use crate::lookup::trace::TraceStep;
 use dnsluice_core::dns;
-use dnsluice_net::wire::question::{answers, first_question, id_of};
+use dnsluice_net::protocol::question::{answers, first_question, id_of};
 use std::cmp::Reverse;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;

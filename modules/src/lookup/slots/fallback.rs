@@ -10,7 +10,7 @@ use crate::lookup::format::RecordStyle;
 use crate::lookup::record::{status_of, Batch, Finished, Outcome};
 use crate::lookup::stats::RunCounters;
 use crate::lookup::trace::TraceStep;
-use dnsluice_net::{connect, ClientSetup, Connection, Endpoint, NetError, Transport};
+use dnsluice_net::{connect, ClientSetup, Connection, DnsTransport, Endpoint, NetError};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{mpsc, Arc, Mutex};
@@ -148,7 +148,7 @@ async fn connection(
     }
     let endpoint = Endpoint {
         addr: server,
-        transport: Transport::Tcp,
+        transport: DnsTransport::Tcp,
         host: None,
         path: String::new(),
     };
@@ -172,7 +172,7 @@ impl Context {
             let shown = bare.unwrap_or(&name.name).to_string();
             steps.push(TraceStep {
                 name: shown.clone(),
-                qtype: dnsluice_net::wire::question::first_question(&name.query)
+                qtype: dnsluice_net::protocol::question::first_question(&name.query)
                     .and_then(|q| q.get(q.len() - 4..q.len() - 2))
                     .map_or(0, |t| u16::from_be_bytes([t[0], t[1]])),
                 qclass: dnsluice_net::query::CLASS_IN,

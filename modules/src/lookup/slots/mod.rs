@@ -37,7 +37,7 @@ use super::config::LookupConfig;
 use super::qtype::LookupType;
 use super::record::Batch;
 use super::stats::RunCounters;
-use dnsluice_net::{ClientSetup, NetCounters, Transport};
+use dnsluice_net::{ClientSetup, DnsTransport, NetCounters};
 use engine::{Engine, EngineConfig, Output, WAKER};
 use fallback::Fallback;
 use nameservers::Nameservers;
@@ -113,7 +113,7 @@ pub enum Msg {
 /// Whether `config` is a lookup the UDP engine runs: UDP, one record type,
 /// from the given nameservers, the sticky scheduler.
 pub fn runs(config: &LookupConfig) -> bool {
-    config.transport == Transport::Udp
+    config.transport == DnsTransport::Udp
         && config.iterative.is_none()
         && matches!(config.qtype, LookupType::Single(_))
         && config.scheduler == super::Scheduler::Sticky
@@ -169,7 +169,7 @@ impl SlotEngine {
             )
         });
         let setup = ClientSetup::new(
-            Transport::Tcp,
+            DnsTransport::Tcp,
             &config.tls,
             config.timeout,
             config.doh_method,

@@ -128,7 +128,7 @@ impl Nameservers {
         let id = self.list.len() as u32;
         let name: Arc<str> = dnsluice_net::Endpoint {
             addr,
-            transport: dnsluice_net::Transport::Udp,
+            transport: dnsluice_net::DnsTransport::Udp,
             host: None,
             path: String::new(),
         }

@@ -7,8 +7,8 @@
 //! together (`sendmmsg`); answers are read many per call (`recvmmsg`).
 
 use dnsluice_net::datagrams::{self, Received};
-use dnsluice_net::wire::ids::QueryIds;
-use dnsluice_net::wire::question::set_id;
+use dnsluice_net::protocol::ids::QueryIds;
+use dnsluice_net::protocol::question::set_id;
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use std::io;

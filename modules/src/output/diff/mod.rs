@@ -24,7 +24,7 @@ use compare::{Answer, Mismatch};
 use dnsluice_core::dns::{mnemonic, questions};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
-use dnsluice_net::wire::query::{build, QueryOptions};
+use dnsluice_net::protocol::query::{build, QueryOptions};
 use dnsluice_net::ClientOptions;
 use dnsluice_options::Options;
 use report::Report;

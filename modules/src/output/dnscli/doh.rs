@@ -21,8 +21,8 @@ pub struct Job {
     pub query: Vec<u8>,
 }
 
-/// What every query task shares.
-pub struct Shared {
+/// What every DoH query task shares.
+pub struct DohShared {
     /// Where to send.
     pub endpoint: Endpoint,
     /// How to connect.
@@ -45,7 +45,7 @@ pub struct Slot {
     redial: Redial,
 }
 
-impl Shared {
+impl DohShared {
     /// Locks the counts (a panic elsewhere cannot leave them inconsistent).
     pub fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
         self.tally.lock().unwrap_or_else(|p| p.into_inner())
@@ -101,7 +101,7 @@ async fn exchange_on(
 }
 
 /// Sends one query and counts what became of it.
-pub async fn run_job(shared: &Shared, job: Job) -> Outcome {
+pub async fn run_job(shared: &DohShared, job: Job) -> Outcome {
     let sent_ns = now_ns();
     let started = Instant::now();
     let slot = &shared.clients[job.client as usize % shared.clients.len()];
@@ -135,7 +135,7 @@ pub async fn run_job(shared: &Shared, job: Job) -> Outcome {
 /// returns when every one has finished. Outcomes go to `outcomes` when given
 /// (the channel is sized so that this never waits; see `DnsCli`).
 pub async fn dispatch(
-    shared: Arc<Shared>,
+    shared: Arc<DohShared>,
     mut jobs: mpsc::Receiver<Job>,
     inflight: usize,
     outcomes: Option<mpsc::Sender<Outcome>>,

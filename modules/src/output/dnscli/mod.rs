@@ -36,9 +36,9 @@ use crate::clients::{query_bytes, ClientMap};
 use crate::output::json::JsonLines;
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
-use dnsluice_net::{ClientOptions, ClientSetup, Endpoint, NetCounters, Transport};
+use dnsluice_net::{ClientOptions, ClientSetup, DnsTransport, Endpoint, NetCounters};
 use dnsluice_options::Options;
-use doh::{Job, Shared};
+use doh::{DohShared, Job};
 use outcome::{hand_on, Outcome};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -120,7 +120,7 @@ pub struct DnsCli {
     dispatcher: Option<tokio::task::JoinHandle<()>>,
     outcomes: Option<mpsc::Receiver<Outcome>>,
     responses: Option<Box<dyn Receiver>>,
-    shared: Arc<Shared>,
+    shared: Arc<DohShared>,
     map: ClientMap,
     server_name: String,
     inflight: usize,
@@ -161,7 +161,7 @@ impl DnsCli {
             Some(path) => Some(responses_writer(path)?),
             None => None,
         };
-        if transport != Transport::Https {
+        if transport != DnsTransport::Https {
             let plan = direct::Plan {
                 endpoint: endpoint.clone(),
                 tls,
@@ -186,7 +186,7 @@ impl DnsCli {
                 dispatcher: None,
                 outcomes: None,
                 responses,
-                shared: Arc::new(Shared {
+                shared: Arc::new(DohShared {
                     endpoint: endpoint.clone(),
                     setup,
                     timeout,
@@ -211,7 +211,7 @@ impl DnsCli {
                 StageError::other(MODULE, format!("cannot start the client runtime: {e}"))
             })?;
         let server_name = endpoint.resolver_name();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(DohShared {
             endpoint,
             setup,
             timeout,

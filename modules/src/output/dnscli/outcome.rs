@@ -2,7 +2,7 @@
 //! down a chain as an [`Object::Response`].
 
 use dnsluice_core::{Object, Receiver, Response, StageError};
-use dnsluice_net::Transport;
+use dnsluice_net::DnsTransport;
 use std::time::Duration;
 
 /// What became of one query.
@@ -19,7 +19,7 @@ pub struct Outcome {
     /// When the query was taken up, in ns since the Unix epoch.
     pub sent_ns: i64,
     /// The transport that carried the final attempt.
-    pub transport: Transport,
+    pub transport: DnsTransport,
 }
 
 /// Passes `outcome` to `receiver` as an [`Object::Response`].

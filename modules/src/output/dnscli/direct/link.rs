@@ -3,9 +3,9 @@
 
 use dnsluice_net::health::{Failure, Redial};
 use dnsluice_net::poll_driver::Conn;
-use dnsluice_net::wire::inflight::{Asked, InFlight};
-use dnsluice_net::wire::question::first_question;
-use dnsluice_net::{NetCounters, NetError, Transport};
+use dnsluice_net::protocol::inflight::{Asked, InFlight};
+use dnsluice_net::protocol::question::first_question;
+use dnsluice_net::{DnsTransport, NetCounters, NetError};
 use std::io;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -33,12 +33,12 @@ impl Asked for Pending {
 
 /// A link: its transport and its state, locked by whichever thread uses it.
 pub(super) struct Link {
-    pub transport: Transport,
+    pub transport: DnsTransport,
     pub state: Mutex<LinkState>,
 }
 
 impl Link {
-    pub fn new(transport: Transport) -> Self {
+    pub fn new(transport: DnsTransport) -> Self {
         Link {
             transport,
             state: Mutex::new(LinkState::default()),
@@ -77,7 +77,7 @@ impl LinkState {
     /// fails every query on it.
     pub fn close(
         &mut self,
-        transport: Transport,
+        transport: DnsTransport,
         reason: &str,
         counters: &NetCounters,
     ) -> Vec<Done> {
@@ -100,11 +100,11 @@ pub(super) struct Done {
     pub result: Result<Option<Vec<u8>>, Failure>,
     /// Id and flags of an answer (the rcode), for the tally.
     pub header: Option<[u8; 4]>,
-    pub transport: Transport,
+    pub transport: DnsTransport,
 }
 
 impl Done {
-    pub fn failed(pending: Pending, failure: Failure, transport: Transport) -> Self {
+    pub fn failed(pending: Pending, failure: Failure, transport: DnsTransport) -> Self {
         Done {
             pending,
             result: Err(failure),

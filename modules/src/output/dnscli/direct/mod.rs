@@ -12,7 +12,7 @@
 //! which retries the query over the client's TCP connection.
 //!
 //! The sockets, framing, TLS session, id allocation and matching are
-//! `dnsluice_net`'s ([`dnsluice_net::poll_driver`], [`dnsluice_net::wire`]);
+//! `dnsluice_net`'s ([`dnsluice_net::poll_driver`], [`dnsluice_net::protocol`]);
 //! this engine adds the replay's policies: clients, the window, batching,
 //! TCP retries and the tally. Unlike the lookups it does not drop a stream on
 //! which queries keep timing out: a replay measures a server that stops

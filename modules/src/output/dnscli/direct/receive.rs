@@ -9,7 +9,7 @@ use super::shared::Core;
 use super::sweep::{sweep, tick};
 use crate::sync::lock;
 use dnsluice_net::poll_driver::{Conn, RECV_SCRATCH};
-use dnsluice_net::{NetCounters, Transport};
+use dnsluice_net::{DnsTransport, NetCounters};
 use mio::{Events, Poll};
 use std::io;
 use std::sync::atomic::Ordering;
@@ -100,7 +100,7 @@ pub(super) fn receive_loop(core: &Core, mut poll: Poll) {
 fn handle_event(
     core: &Core,
     state: &mut LinkState,
-    transport: Transport,
+    transport: DnsTransport,
     writable: bool,
     scratch: &mut [u8],
     gathered: &mut Gathered,
@@ -149,7 +149,7 @@ fn handle_event(
 fn deliver(
     core: &Core,
     state: &mut LinkState,
-    transport: Transport,
+    transport: DnsTransport,
     message: &[u8],
     gathered: &mut Gathered,
 ) {
@@ -158,7 +158,7 @@ fn deliver(
         return;
     };
     let truncated = message[2] & 0x02 != 0;
-    if truncated && transport == Transport::Udp && core.plan.tcp_retry {
+    if truncated && transport == DnsTransport::Udp && core.plan.tcp_retry {
         lock(&core.tally).tcp_retry();
         let mut pending = pending;
         pending.retried = true;

@@ -9,7 +9,7 @@ use super::shared::Core;
 use crate::sync::lock;
 use dnsluice_net::health::Failure;
 use dnsluice_net::poll_driver::{Conn, Dialer};
-use dnsluice_net::{NetCounters, NetError, Transport};
+use dnsluice_net::{DnsTransport, NetCounters, NetError};
 use mio::Token;
 use std::io;
 use std::sync::atomic::Ordering;
@@ -164,7 +164,7 @@ impl Core {
     fn ensure_connected(
         &self,
         index: usize,
-        transport: Transport,
+        transport: DnsTransport,
         state: &mut LinkState,
     ) -> Result<(), Failure> {
         if state.conn.is_some() {
@@ -172,7 +172,7 @@ impl Core {
         }
         state.redial.check(Instant::now())?;
         let endpoint = match transport {
-            Transport::Tcp => &self.tcp_endpoint,
+            DnsTransport::Tcp => &self.tcp_endpoint,
             _ => &self.plan.endpoint,
         };
         let dialer = Dialer {

@@ -8,7 +8,7 @@ use crate::output::dnscli::outcome::Outcome;
 use crate::output::dnscli::tally::Tally;
 use crate::sync::lock;
 use dnsluice_net::tls::{Alpn, TlsClient};
-use dnsluice_net::{Endpoint, NetCounters, NetError, Transport};
+use dnsluice_net::{DnsTransport, Endpoint, NetCounters, NetError};
 use mio::{Poll, Token, Waker};
 use rustls::pki_types::ServerName;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -59,7 +59,7 @@ impl Core {
     /// The shared state for `plan`, and the poll set the receiver waits on.
     pub fn new(plan: Plan, counters: Arc<NetCounters>) -> Result<(Core, Poll), NetError> {
         let transport = plan.endpoint.transport;
-        let tls = if transport == Transport::Tls {
+        let tls = if transport == DnsTransport::Tls {
             let client = TlsClient::new(&plan.tls, Alpn::Dot)?;
             let name = client.server_name(&plan.endpoint)?;
             Some((client, name))
@@ -69,16 +69,16 @@ impl Core {
         let poll = Poll::new().map_err(epoll_error)?;
         let registry = poll.registry().try_clone().map_err(epoll_error)?;
         let waker = Waker::new(&registry, WAKER).map_err(epoll_error)?;
-        let retry_links = transport == Transport::Udp && plan.tcp_retry;
+        let retry_links = transport == DnsTransport::Udp && plan.tcp_retry;
         let mut links = Vec::new();
         for _ in 0..plan.clients {
             links.push(Link::new(transport));
             if retry_links {
-                links.push(Link::new(Transport::Tcp));
+                links.push(Link::new(DnsTransport::Tcp));
             }
         }
         let tcp_endpoint = Endpoint {
-            transport: Transport::Tcp,
+            transport: DnsTransport::Tcp,
             ..plan.endpoint.clone()
         };
         let core = Core {

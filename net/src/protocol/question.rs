@@ -63,7 +63,7 @@ pub fn same_question(query: &[u8], response: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::query::{build, QueryOptions};
+    use crate::protocol::query::{build, QueryOptions};
 
     #[test]
     fn questions_match_without_case() {

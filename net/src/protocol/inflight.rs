@@ -157,8 +157,8 @@ impl<T> InFlight<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::query::{build, QueryOptions};
-    use crate::wire::question::{first_question, set_id};
+    use crate::protocol::query::{build, QueryOptions};
+    use crate::protocol::question::{first_question, set_id};
     use std::time::Duration;
 
     /// A query as a driver keeps it: its bytes, with its own id.

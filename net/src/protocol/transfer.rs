@@ -151,7 +151,7 @@ fn rcode_name(rcode: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::query::{build, QueryOptions};
+    use crate::protocol::query::{build, QueryOptions};
 
     /// The AXFR query for `zone.` with id 0x4242.
     fn query() -> Vec<u8> {
