@@ -5,6 +5,8 @@
 //! registry with them and calls [`cli::main`] the same way (see
 //! `examples/custom-module`).
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod diff;
 pub mod flags;

@@ -22,6 +22,8 @@
 //! (modules written in Lua), `options` (Lua values as TOML options), `view`
 //! and `fields` (objects as Lua reads them), `error` (messages).
 
+#![warn(missing_docs)]
+
 #[cfg(target_os = "linux")]
 mod alloc;
 mod ascii;

@@ -17,6 +17,8 @@
 //! [`FlatMapStage`]'s pull side hands on the object its upstream lent when a
 //! filter turns it into its one output, a borrow the borrow checker cannot
 //! yet see is sound (see the comment there).
+
+#![warn(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod dns;

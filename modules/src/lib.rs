@@ -28,6 +28,8 @@
 //!
 //! [`registry`] returns a registry holding all of them.
 
+#![warn(missing_docs)]
+
 pub mod clients;
 pub mod filter;
 pub mod format;

@@ -1,6 +1,8 @@
 //! `#[derive(Options)]` and `#[derive(Choice)]` for dnsluice module options;
 //! see the `dnsluice-options` crate for what they generate and why.
 
+#![warn(missing_docs)]
+
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as Tokens;
 use quote::quote;
