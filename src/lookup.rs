@@ -225,14 +225,14 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
     let watched = Arc::new(Mutex::new((Progress::new(!args.quiet), recorder)));
     let ticker = {
         let (progress_on, period) = {
-            let w = crate::sync_lock(&watched);
+            let w = dnsluice_net::sync::lock(&watched);
             (w.0.enabled(), w.1.as_ref().map(Recorder::period))
         };
         let probe = engine.probe();
         let watched = watched.clone();
         Ticker::spawn(&[progress_on.then_some(REFRESH), period], move || {
             let summary = probe.summary();
-            let mut w = crate::sync_lock(&watched);
+            let mut w = dnsluice_net::sync::lock(&watched);
             w.0.update(&Position {
                 done: summary.names,
                 total,
@@ -286,7 +286,7 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
     }
     drop(ticker);
     let (progress, recorder) = std::mem::replace(
-        &mut *crate::sync_lock(&watched),
+        &mut *dnsluice_net::sync::lock(&watched),
         (Progress::new(false), None),
     );
     progress.finish();

@@ -40,7 +40,6 @@ pub mod json;
 pub mod lookup;
 pub mod nats;
 pub mod output;
-mod sync;
 pub mod synth;
 
 use dnsluice_core::Registry;

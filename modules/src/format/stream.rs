@@ -6,6 +6,7 @@
 //! replies) read through it.
 
 use crate::format::compression::{Compression, CutOff};
+use dnsluice_net::sync;
 use std::io::{self, Read};
 
 /// Bytes the walker reads from: a window starting at the current position.
@@ -120,7 +121,7 @@ impl RecordSource for BufferedStream {
 
     fn end_note(&self) -> Option<String> {
         let (_, cut_off) = self.decoder.as_ref()?;
-        cut_off.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        sync::lock(cut_off).clone()
     }
 
     fn compression(&self) -> Option<&'static str> {

@@ -16,6 +16,7 @@
 //! (bad checksum, bad block) is an error that says the stream is corrupt.
 
 use crate::format::compression::{Compression, CutOff, MAGIC_LEN};
+use dnsluice_net::sync;
 use std::io::{self, BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -178,7 +179,7 @@ impl Decompressed {
                 "the {name} stream is cut off after {compressed} compressed bytes ({} bytes decompressed: {e})",
                 self.decompressed
             );
-            *self.cut_off.lock().unwrap_or_else(|p| p.into_inner()) = Some(note);
+            *sync::lock(&self.cut_off) = Some(note);
             return Ok(0);
         }
         Err(io::Error::new(

@@ -11,6 +11,7 @@
 use super::job::Job;
 use super::stats::NameserverStats;
 use crossbeam_queue::{ArrayQueue, SegQueue};
+use dnsluice_net::sync;
 use dnsluice_net::Endpoint;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -61,14 +62,13 @@ impl Nameserver {
         self.stats.failures.fetch_add(1, Ordering::Relaxed);
         let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
         if failures >= FAILURES_TO_COOL {
-            *self.cooling_until.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some(Instant::now() + COOLING);
+            *sync::lock(&self.cooling_until) = Some(Instant::now() + COOLING);
         }
     }
 
     /// Whether it failed repeatedly and recently.
     pub fn is_cooling(&self) -> bool {
-        let until = *self.cooling_until.lock().unwrap_or_else(|p| p.into_inner());
+        let until = *sync::lock(&self.cooling_until);
         until.is_some_and(|t| Instant::now() < t)
     }
 }
@@ -125,8 +125,8 @@ impl Board {
 
     /// The nameserver for `endpoint`, added on first sight.
     pub fn nameserver(&self, endpoint: &Endpoint) -> Arc<Nameserver> {
-        let mut index = self.by_endpoint.lock().unwrap_or_else(|p| p.into_inner());
-        let mut list = self.nameservers.write().unwrap_or_else(|p| p.into_inner());
+        let mut index = sync::lock(&self.by_endpoint);
+        let mut list = sync::write(&self.nameservers);
         if let Some(&id) = index.get(endpoint) {
             return list[id].clone();
         }
@@ -147,10 +147,7 @@ impl Board {
 
     /// Every nameserver seen so far.
     pub fn nameservers(&self) -> Vec<Arc<Nameserver>> {
-        self.nameservers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        sync::read(&self.nameservers).clone()
     }
 
     /// Picks a nameserver for an unpinned job from the configured set: the
@@ -159,7 +156,7 @@ impl Board {
     /// are skipped while a healthy one is left. The baselines keep no
     /// per-nameserver queues, so for them this is plain round-robin.
     pub fn choose(&self) -> Option<Arc<Nameserver>> {
-        let list = self.nameservers.read().unwrap_or_else(|p| p.into_inner());
+        let list = sync::read(&self.nameservers);
         let configured = &list[..self.configured.min(list.len())];
         if configured.is_empty() {
             return None;
@@ -215,7 +212,7 @@ impl Board {
 
     /// The nameserver worker `worker` is homed on (sticky), if any yet.
     pub fn home(&self, worker: usize) -> Option<Arc<Nameserver>> {
-        let list = self.nameservers.read().unwrap_or_else(|p| p.into_inner());
+        let list = sync::read(&self.nameservers);
         if list.is_empty() {
             return None;
         }
@@ -309,7 +306,7 @@ impl Board {
 
     /// The nameserver with id `id`.
     pub fn by_id(&self, id: usize) -> Arc<Nameserver> {
-        self.nameservers.read().unwrap_or_else(|p| p.into_inner())[id].clone()
+        sync::read(&self.nameservers)[id].clone()
     }
 }
 

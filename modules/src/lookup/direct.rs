@@ -10,6 +10,7 @@ use super::shared::Shared;
 use super::trace::TraceStep;
 use super::transfer::transfer_from;
 use dnsluice_core::dns;
+use dnsluice_net::sync;
 use dnsluice_net::{connect, Connection, DnsTransport, NetError};
 use std::collections::HashMap;
 use std::future::Future;
@@ -50,7 +51,7 @@ pub struct Connections {
 
 impl Connections {
     fn cell(&self, key: Key, fifo: bool) -> Arc<tokio::sync::Mutex<Cell>> {
-        let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cells = sync::lock(&self.cells);
         if fifo && !cells.contains_key(&key) {
             // ZDNS today: one connection, torn down when the nameserver changes.
             cells.clear();
@@ -96,12 +97,7 @@ impl Connections {
 
     /// Drops `slot` if it is still the kept connection for `key`.
     async fn forget(&self, key: Key, slot: &Arc<Slot>) {
-        let cell = self
-            .cells
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
+        let cell = sync::lock(&self.cells).get(&key).cloned();
         if let Some(cell) = cell {
             let mut cell = cell.lock().await;
             if cell.slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, slot)) {
@@ -368,11 +364,7 @@ async fn exchange_on_kept(
     match &result {
         Ok(exchange) => {
             ns.record_health(true);
-            ns.stats
-                .latency
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .record(exchange.latency);
+            sync::lock(&ns.stats.latency).record(exchange.latency);
         }
         Err(error) => {
             ns.record_health(false);

@@ -4,6 +4,7 @@
 use super::iterative::summary::IterativeSummary;
 use crate::json::push_json_str;
 use dnsluice_core::{Histogram, StageStats};
+use dnsluice_net::sync;
 use dnsluice_net::{Latency, NetCounters};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -63,7 +64,7 @@ impl RunCounters {
     /// Counts one finished name with `status`.
     pub fn finished(&self, status: &str) {
         self.names.fetch_add(1, Ordering::Relaxed);
-        let mut statuses = self.statuses.lock().unwrap_or_else(|p| p.into_inner());
+        let mut statuses = sync::lock(&self.statuses);
         match statuses.get_mut(status) {
             Some(n) => *n += 1,
             None => {
@@ -161,14 +162,10 @@ impl LookupSummary {
             connect_failures: get(&net.connect_failures),
             unmatched_responses: get(&net.unmatched_responses),
             tcp_fallbacks: get(&run.tcp_fallbacks),
-            statuses: run
-                .statuses
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            statuses: sync::lock(&run.statuses).clone(),
             per_nameserver: nameservers
                 .map(|(name, s)| {
-                    let latency = s.latency.lock().unwrap_or_else(|p| p.into_inner());
+                    let latency = sync::lock(&s.latency);
                     NameserverSummary {
                         nameserver: name,
                         queries: get(&s.queries),

@@ -8,6 +8,7 @@
 //! stage can give up after `reconnect_for` and say what it left in flight.
 
 use super::address::NatsAddress;
+use dnsluice_net::sync;
 use dnsluice_net::TlsOptions;
 use dnsluice_options::Options;
 use std::path::PathBuf;
@@ -69,7 +70,7 @@ impl Link {
 
     /// An error when the connection has been down longer than `reconnect_for`.
     pub fn check_alive(&self) -> Result<(), String> {
-        let down = *self.down_since.lock().unwrap_or_else(|e| e.into_inner());
+        let down = *sync::lock(&self.down_since);
         match down {
             Some(since) if since.elapsed() >= self.reconnect_for => Err(format!(
                 "lost the connection to {} and could not reconnect for {:.0?}",
@@ -86,10 +87,7 @@ impl Link {
 
     /// Whether the connection is up now.
     pub fn is_up(&self) -> bool {
-        self.down_since
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_none()
+        sync::lock(&self.down_since).is_none()
     }
 }
 
@@ -147,7 +145,7 @@ pub async fn connect(address: &NatsAddress, auth: &NatsAuthOptions) -> Result<Li
     options = options.event_callback(move |event| {
         let watched = watched.clone();
         async move {
-            let mut down = watched.lock().unwrap_or_else(|e| e.into_inner());
+            let mut down = sync::lock(&watched);
             match event {
                 async_nats::Event::Disconnected => {
                     down.get_or_insert_with(Instant::now);

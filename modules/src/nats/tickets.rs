@@ -19,6 +19,7 @@
 //! record number; they are unique in the process.
 
 use async_nats::{Client, Subject};
+use dnsluice_net::sync;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -120,7 +121,7 @@ fn table() -> &'static Table {
 }
 
 fn held() -> MutexGuard<'static, Held> {
-    table().held.lock().unwrap_or_else(|e| e.into_inner())
+    sync::lock(&table().held)
 }
 
 /// A new owner id, one per input stage.

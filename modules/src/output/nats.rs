@@ -26,6 +26,7 @@ use async_nats::jetstream::Context;
 use bytes::Bytes;
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
+use dnsluice_net::sync;
 use dnsluice_options::Options;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
@@ -181,7 +182,7 @@ impl NatsOutput {
     }
 
     fn failure(&self) -> Option<StageError> {
-        let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        let failed = sync::lock(&self.failed);
         failed
             .as_ref()
             .map(|why| StageError::other(MODULE, why.clone()))
@@ -448,10 +449,7 @@ impl Publisher {
                         if let Some(ticket) = outgoing.ticket.or(item) {
                             tickets::fail(ticket, why.clone());
                         }
-                        self.failed
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(why);
+                        sync::lock(&self.failed).get_or_insert(why);
                         return;
                     }
                     tries += 1;

@@ -5,6 +5,7 @@ use crate::base64url;
 use crate::endpoint::Endpoint;
 use crate::error::NetError;
 use crate::stats::NetCounters;
+use crate::sync;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -68,7 +69,7 @@ impl HttpsConnection {
                 Ok(()) => "the server closed the HTTP/2 connection".to_string(),
                 Err(e) => format!("HTTP/2 connection failed: {e}"),
             };
-            *closed_by_driver.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+            *sync::lock(&closed_by_driver) = Some(reason);
         });
         let authority = match &endpoint.host {
             Some(host) => format!("{host}:{}", endpoint.addr.port()),
@@ -87,10 +88,7 @@ impl HttpsConnection {
 
     /// Why the connection is unusable, once it is.
     pub fn closed_reason(&self) -> Option<String> {
-        self.closed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        sync::lock(&self.closed).clone()
     }
 
     fn http_error(&self, message: impl ToString) -> NetError {
@@ -168,14 +166,13 @@ impl HttpsConnection {
     fn closed_or(&self, error: h2::Error) -> NetError {
         if error.is_io() || error.is_go_away() {
             let reason = format!("HTTP/2 connection lost: {error}");
-            *self.closed.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
+            *sync::lock(&self.closed) = Some(reason.clone());
             NetError::Closed(reason)
         } else if error.reason() == Some(h2::Reason::REFUSED_STREAM) {
             self.http_error(error)
         } else {
             let message = error.to_string();
-            *self.closed.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some(format!("HTTP/2 connection suspect after: {message}"));
+            *sync::lock(&self.closed) = Some(format!("HTTP/2 connection suspect after: {message}"));
             NetError::Http {
                 addr: self.addr.clone(),
                 message,

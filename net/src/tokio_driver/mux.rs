@@ -9,6 +9,7 @@ use crate::protocol::frame::{push_frame, FrameReader};
 use crate::protocol::inflight::{Asked, InFlight};
 use crate::protocol::question::{first_question, set_id};
 use crate::stats::NetCounters;
+use crate::sync;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
@@ -51,7 +52,7 @@ impl AnswerDispatch {
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         // A panic while holding this lock cannot leave the table inconsistent
         // (every update is a single insert or remove), so a poisoned lock is used.
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.table)
     }
 
     /// Hands `message` to the query it answers, if one waits for it.

@@ -16,6 +16,7 @@
 //! The table is sharded by address with a lock per shard, held only to find
 //! or insert a slot; dialling holds only the slot's own lock.
 
+use dnsluice_net::sync;
 use dnsluice_net::{
     connect, ClientSetup, Connection, DnsTransport, Endpoint, NetCounters, NetError,
 };
@@ -93,7 +94,7 @@ impl Authorities {
 
     fn cell(&self, key: Key) -> Cell {
         let index = self.hasher.hash_one(key) as usize & (SHARDS - 1);
-        let mut shard = self.shards[index].lock().unwrap_or_else(|p| p.into_inner());
+        let mut shard = sync::lock(&self.shards[index]);
         if shard.len() >= MAX_PER_SHARD && !shard.contains_key(&key) {
             // An idle slot (nobody holds its cell) goes.
             if let Some(idle) = shard

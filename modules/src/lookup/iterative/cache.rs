@@ -14,6 +14,7 @@ use super::delegation::Delegation;
 use super::message::{types, Rr};
 use super::name::Name;
 use super::trust::Verdict;
+use dnsluice_net::sync;
 use lru::LruCache;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -91,7 +92,7 @@ impl Cache {
     fn shard(&self, key: &Key) -> std::sync::MutexGuard<'_, LruCache<Key, Entry>> {
         let index = self.hasher.hash_one(key) as usize & (SHARDS - 1);
         // Every update is one insert or removal: a poisoned lock is consistent.
-        self.shards[index].lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.shards[index])
     }
 
     /// The live entry for `key`, and how many seconds of its TTL are gone.
@@ -215,10 +216,7 @@ impl Cache {
 
     /// Entries held now (expired ones not yet evicted included).
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).len())
-            .sum()
+        self.shards.iter().map(|s| sync::lock(s).len()).sum()
     }
 
     /// Whether the cache holds nothing.

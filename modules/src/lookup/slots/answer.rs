@@ -18,6 +18,7 @@ use super::table::Phase;
 use crate::lookup::trace::TraceStep;
 use dnsluice_core::dns;
 use dnsluice_net::protocol::question::{answers, first_question, id_of};
+use dnsluice_net::sync;
 use std::cmp::Reverse;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -62,11 +63,7 @@ impl Engine {
         ns.rtt.sample(elapsed);
         ns.pace.round_trip(elapsed);
         ns.record_health(true, now);
-        ns.stats
-            .latency
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .record(elapsed);
+        sync::lock(&ns.stats.latency).record(elapsed);
         let header = dns::Header::parse(message);
         let truncated = header.is_some_and(|h| h.tc());
         let rcode = header.map_or(0, |h| h.rcode() as u8);

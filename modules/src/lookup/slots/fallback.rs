@@ -105,7 +105,7 @@ impl Fallback {
 /// One fallback: the kept connection (dialled if none, again once if the
 /// server had closed it), one exchange, the record.
 async fn ask(context: Arc<Context>, name: Handover) {
-    let kept = crate::sync::lock(&context.kept)
+    let kept = dnsluice_net::sync::lock(&context.kept)
         .entry(name.server)
         .or_default()
         .clone();

@@ -135,7 +135,7 @@ impl Nameservers {
         .resolver_name()
         .into();
         let stats = Arc::new(NameserverStats::default());
-        crate::sync::lock(&self.published).push((name.to_string(), stats.clone()));
+        dnsluice_net::sync::lock(&self.published).push((name.to_string(), stats.clone()));
         self.list.push(Nameserver {
             addr,
             name,

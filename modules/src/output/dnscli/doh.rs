@@ -7,6 +7,7 @@
 use super::outcome::Outcome;
 use super::tally::Tally;
 use dnsluice_net::health::{Failure, Redial};
+use dnsluice_net::sync;
 use dnsluice_net::{connect, ClientSetup, Connection, Endpoint, NetCounters, NetError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,7 +49,7 @@ pub struct Slot {
 impl DohShared {
     /// Locks the counts (a panic elsewhere cannot leave them inconsistent).
     pub fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
-        self.tally.lock().unwrap_or_else(|p| p.into_inner())
+        sync::lock(&self.tally)
     }
 }
 
