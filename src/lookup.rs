@@ -32,9 +32,8 @@ Examples:\n  \
   dnsluice lookup ALOOKUP --name-servers https://127.0.0.1:8443/dns-query --transport https --ca-file ca.pem"
 )]
 pub struct LookupArgs {
-    /// Record type: A, AAAA, NS, MX, TXT, SOA, PTR, CNAME, SRV, CAA, HTTPS, ANY,
-    /// TYPEnnn, or ALOOKUP (A and AAAA, following CNAMEs). Same as --type.
-    #[arg(value_name = "TYPE")]
+    /// The record type or module to look up (its help lists them).
+    #[arg(value_name = "TYPE", help = dnsluice_modules::lookup::qtype::argument_help())]
     pub qtype: Option<String>,
     /// The options of `lookup.dns`.
     #[command(flatten)]

@@ -29,8 +29,9 @@ const MODULE: &str = "lookup.dns";
 /// (`--name-servers` for `name_servers`).
 #[derive(Debug, Clone, Options)]
 pub struct LookupOptions {
-    /// What to ask: a record type, or a module: ALOOKUP (A and AAAA,
-    /// following CNAMEs), NSLOOKUP, MXLOOKUP, AXFR, BINDVERSION, SPF, DMARC.
+    /// What to ask: a record type (A, MX, TYPEnnn, ...) or one of ZDNS's
+    /// modules (ALOOKUP, MXLOOKUP, ...; docs/lookups.md lists them and what
+    /// each asks).
     #[option(rename = "type", default = LookupType::Single(1))]
     pub qtype: LookupType,
     /// Nameservers for the names not pinned to one (`name,nameserver` lines):

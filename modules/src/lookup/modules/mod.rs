@@ -1,10 +1,9 @@
 //! What a lookup does with a name: one question, or one of ZDNS's modules
-//! that ask several, through an [`Ask`] (one nameserver, or iteratively
-//! from the root): `ALOOKUP` ([`alookup`]), `NSLOOKUP` ([`nslookup`]),
-//! `MXLOOKUP` ([`mxlookup`]), `AXFR` ([`axfr`]), `BINDVERSION`
-//! ([`bindversion`]), `SPF` ([`spf`]) and `DMARC` ([`dmarc`]). A module only
-//! asks through its [`Ask`], so every module runs unchanged whichever way
-//! the questions travel.
+//! (named in [`super::qtype::ZDNS_MODULES`]) that ask several, through an
+//! [`Ask`] (one nameserver, or iteratively from the root), each in a file
+//! here named for it ([`alookup`], [`mxlookup`], ...) and started by [`run`].
+//! A module only asks through its [`Ask`], so every module runs unchanged
+//! whichever way the questions travel.
 
 pub mod alookup;
 pub mod axfr;
