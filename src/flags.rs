@@ -209,7 +209,7 @@ impl<O: Options> clap::Args for ModuleFlags<O> {
 mod tests {
     use super::*;
     use clap::Parser;
-    use dnsluice_modules::lookup::dns::LookupOptions;
+    use dnsluice_resolver::dns::LookupOptions;
     use std::time::Duration;
 
     #[derive(Parser, Debug)]

@@ -1,10 +1,3 @@
-//! The one lock helper the modules' threads share.
+//! The lock helper the modules' threads share: [`dnsluice_core::sync::lock`].
 
-use std::sync::{Mutex, MutexGuard};
-
-/// Locks `m`, taking the data of a lock poisoned by a panic elsewhere: every
-/// update under these locks is complete before the lock is released, so the
-/// data is consistent even then.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(crate) use dnsluice_core::sync::lock;

@@ -12,9 +12,9 @@ use super::pace::Pace;
 use super::sockets::SocketSet;
 use super::table::{Phase, Table};
 use super::Msg;
-use crate::lookup::format::RecordStyle;
-use crate::lookup::record::Batch;
-use crate::lookup::stats::RunCounters;
+use crate::format::RecordStyle;
+use crate::record::Batch;
+use crate::stats::RunCounters;
 use dnsluice_net::datagrams::{Received, RECV_BATCH};
 use dnsluice_net::query::QueryOptions;
 use dnsluice_net::NetCounters;
@@ -98,7 +98,7 @@ pub struct Engine {
     /// Room for its status.
     pub(super) status_buffer: String,
     /// Records their writer handed back ([`Msg::Spent`]), to write new ones in.
-    pub(super) spare: Vec<crate::lookup::record::Finished>,
+    pub(super) spare: Vec<crate::record::Finished>,
 }
 
 impl Engine {

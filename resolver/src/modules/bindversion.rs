@@ -2,9 +2,9 @@
 //! class CH, type TXT), the first TXT answer's text.
 
 use super::txt::first_match;
-use crate::lookup::ask::{Ask, Question};
-use crate::lookup::record::Outcome;
-use crate::lookup::results::ModuleData;
+use crate::ask::{Ask, Question};
+use crate::record::Outcome;
+use crate::results::ModuleData;
 use dnsluice_net::query::CLASS_CH;
 
 /// Asks the server for `version.bind` (the input line's name is not used).

@@ -2,9 +2,9 @@
 //! starts as ZDNS's `^[vV][\t ]*=[\t ]*DMARC1[\t ]*;` says.
 
 use super::txt::first_match;
-use crate::lookup::ask::{Ask, Question};
-use crate::lookup::record::Outcome;
-use crate::lookup::results::ModuleData;
+use crate::ask::{Ask, Question};
+use crate::record::Outcome;
+use crate::results::ModuleData;
 
 /// Looks up `name`'s DMARC record.
 pub async fn run<A: Ask>(ask: &A, name: &str, outcome: Outcome) -> Outcome {

@@ -337,7 +337,7 @@ impl LookupProbe {
                 .iter()
                 .map(|ns| (ns.endpoint.resolver_name(), ns.stats.clone()))
                 .collect(),
-            Source::Slots(published) => crate::sync::lock(published).clone(),
+            Source::Slots(published) => dnsluice_core::sync::lock(published).clone(),
         };
         let mut summary = LookupSummary::gather(
             &self.run,

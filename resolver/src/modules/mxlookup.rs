@@ -3,9 +3,9 @@
 
 use super::alookup::{self, canonical};
 use super::{single, ModuleOptions, TYPE_A};
-use crate::lookup::ask::{Ask, Question};
-use crate::lookup::record::Outcome;
-use crate::lookup::results::{Host, MailExchange, ModuleData};
+use crate::ask::{Ask, Question};
+use crate::record::Outcome;
+use crate::results::{Host, MailExchange, ModuleData};
 use dnsluice_core::dns::{self, mnemonic, Section};
 
 /// The record type MX.

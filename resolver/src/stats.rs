@@ -2,8 +2,8 @@
 //! happened on the sockets, overall and per nameserver.
 
 use super::iterative::summary::IterativeSummary;
-use crate::json::push_json_str;
 use dnsluice_core::{Histogram, StageStats};
+use dnsluice_json::push_json_str;
 use dnsluice_net::{Latency, NetCounters};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

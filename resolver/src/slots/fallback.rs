@@ -5,11 +5,11 @@
 //! written when the TCP answer comes, within what is left of the name's
 //! budget; the engine has freed the name's slot by then.
 
-use crate::lookup::ask::Failure;
-use crate::lookup::format::RecordStyle;
-use crate::lookup::record::{status_of, Batch, Finished, Outcome};
-use crate::lookup::stats::RunCounters;
-use crate::lookup::trace::TraceStep;
+use crate::ask::Failure;
+use crate::format::RecordStyle;
+use crate::record::{status_of, Batch, Finished, Outcome};
+use crate::stats::RunCounters;
+use crate::trace::TraceStep;
 use dnsluice_net::{connect, ClientSetup, Connection, Endpoint, NetError, Transport};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -105,7 +105,7 @@ impl Fallback {
 /// One fallback: the kept connection (dialled if none, again once if the
 /// server had closed it), one exchange, the record.
 async fn ask(context: Arc<Context>, name: Handover) {
-    let kept = crate::sync::lock(&context.kept)
+    let kept = dnsluice_core::sync::lock(&context.kept)
         .entry(name.server)
         .or_default()
         .clone();

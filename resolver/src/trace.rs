@@ -7,7 +7,7 @@
 
 use super::format::RecordStyle;
 use super::sections::{write_flags, write_sections};
-use crate::json::Fields;
+use dnsluice_json::Fields;
 use std::time::Duration;
 
 /// One exchange.

@@ -5,7 +5,7 @@
 
 use super::pace::{Pace, PaceConfig};
 use super::rtt::RoundTrip;
-use crate::lookup::stats::NameserverStats;
+use crate::stats::NameserverStats;
 use dnsluice_net::Endpoint;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -135,7 +135,7 @@ impl Nameservers {
         .resolver_name()
         .into();
         let stats = Arc::new(NameserverStats::default());
-        crate::sync::lock(&self.published).push((name.to_string(), stats.clone()));
+        dnsluice_core::sync::lock(&self.published).push((name.to_string(), stats.clone()));
         self.list.push(Nameserver {
             addr,
             name,

@@ -5,8 +5,8 @@
 
 use super::format::RecordStyle;
 use super::sections::write_records;
-use crate::json::{push_json_str, Fields};
 use dnsluice_core::dns::{self, Section};
+use dnsluice_json::{push_json_str, Fields};
 
 /// A name with the addresses found for it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

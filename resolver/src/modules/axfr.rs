@@ -5,9 +5,9 @@
 
 use super::nslookup;
 use super::{single, ModuleOptions, TYPE_A};
-use crate::lookup::ask::{Ask, Question};
-use crate::lookup::record::Outcome;
-use crate::lookup::results::{ModuleData, ServerTransfer};
+use crate::ask::{Ask, Question};
+use crate::record::Outcome;
+use crate::results::{ModuleData, ServerTransfer};
 use std::net::IpAddr;
 
 /// Transfers `zone` from its nameservers.

@@ -3,11 +3,11 @@
 //! miekg/dns escapes them) a rule accepts.
 
 use super::single;
-use crate::json::rdata::zdns_txt;
-use crate::lookup::ask::{Ask, Question};
-use crate::lookup::record::Outcome;
-use crate::lookup::results::ModuleData;
+use crate::ask::{Ask, Question};
+use crate::record::Outcome;
+use crate::results::ModuleData;
 use dnsluice_core::dns::{self, Section};
+use dnsluice_json::rdata::zdns_txt;
 
 /// ZDNS's error when no answer passes.
 pub const NO_RECORD: &str = "no such TXT record found";

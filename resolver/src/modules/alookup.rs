@@ -1,8 +1,8 @@
 //! `ALOOKUP`: A and AAAA for a name, following CNAME chains the server did
 //! not follow itself.
 
-use crate::lookup::ask::{fail, Ask, Question};
-use crate::lookup::record::{self, Outcome};
+use crate::ask::{fail, Ask, Question};
+use crate::record::{self, Outcome};
 use dnsluice_core::dns::{self, Section};
 use std::net::{Ipv4Addr, Ipv6Addr};
 

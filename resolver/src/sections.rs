@@ -1,15 +1,15 @@
 //! A response's sections as lookup records show them: each record with
 //! `name` (no trailing dot), `type`, `class`, `ttl` (from normal
-//! verbosity on), its RDATA's fields ([`crate::json::rdata`]), and
+//! verbosity on), its RDATA's fields ([`dnsluice_json::rdata`]), and
 //! `answer`: in dnsluice's records always the presentation form (as `dig`
 //! prints it), in ZDNS's only for the types ZDNS gives an `answer`, in its
 //! text (TXT strings joined by newlines, ...). ZDNS's records show the EDNS
 //! OPT record among the additionals; ours leave it out.
 
 use super::format::RecordStyle;
-use crate::json::rdata::{self, Style, Written};
-use crate::json::{push_json_str, Fields};
 use dnsluice_core::dns::{self, mnemonic, Record, Section};
+use dnsluice_json::rdata::{self, Style, Written};
+use dnsluice_json::{push_json_str, Fields};
 
 /// The three sections' keys.
 pub const SECTIONS: [(&str, Section); 3] = [

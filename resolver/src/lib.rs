@@ -1,4 +1,8 @@
-//! Bulk DNS lookups with sticky connections (ZDNS-style).
+//! # dnsluice-resolver
+//!
+//! The resolver: bulk DNS lookups with sticky connections (ZDNS-style),
+//! an in-flight table for UDP, and iterative resolution from the root. The
+//! `lookup.dns` stage of the modules crate and `dnsluice lookup` run it.
 //!
 //! Names come in one per line (`name`, or `name,nameserver` to pin it); each
 //! gets exactly one result record, success or failure. The [`board`] holds the

@@ -3,7 +3,7 @@
 //! precisions in metres, printed as Go's `%g` prints them).
 
 use super::Written;
-use crate::json::fields::Fields;
+use crate::fields::Fields;
 
 /// Writes a LOC record's fields (version 0; other versions have no defined
 /// layout and are left undecoded).

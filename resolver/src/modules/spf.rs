@@ -2,9 +2,9 @@
 //! `(?i)^v=spf1` finds it (so `v=spf10` passes too; ZDNS's rule, kept).
 
 use super::txt::first_match;
-use crate::lookup::ask::{Ask, Question};
-use crate::lookup::record::Outcome;
-use crate::lookup::results::ModuleData;
+use crate::ask::{Ask, Question};
+use crate::record::Outcome;
+use crate::results::ModuleData;
 
 /// Looks up `name`'s SPF record.
 pub async fn run<A: Ask>(ask: &A, name: &str, outcome: Outcome) -> Outcome {

@@ -15,7 +15,7 @@
 use super::engine::Engine;
 use super::pace::Verdict;
 use super::table::Phase;
-use crate::lookup::trace::TraceStep;
+use crate::trace::TraceStep;
 use dnsluice_core::dns;
 use dnsluice_net::wire::question::{answers, first_question, id_of};
 use std::cmp::Reverse;

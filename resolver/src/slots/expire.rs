@@ -11,7 +11,7 @@ use super::engine::Engine;
 use super::fallback::Handover;
 use super::pace::Verdict;
 use super::table::Phase;
-use crate::lookup::record::{rcode_of, Outcome};
+use crate::record::{rcode_of, Outcome};
 use std::cmp::Reverse;
 use std::sync::atomic::Ordering;
 use std::time::Instant;

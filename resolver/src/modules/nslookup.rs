@@ -4,9 +4,9 @@
 
 use super::alookup::{self, address_text, canonical};
 use super::{single, ModuleOptions, TYPE_A, TYPE_AAAA};
-use crate::lookup::ask::{Ask, Question};
-use crate::lookup::record::Outcome;
-use crate::lookup::results::{Host, ModuleData};
+use crate::ask::{Ask, Question};
+use crate::record::Outcome;
+use crate::results::{Host, ModuleData};
 use dnsluice_core::dns::{self, Section};
 
 /// The record type NS.

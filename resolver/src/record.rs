@@ -16,9 +16,9 @@ use super::format::{OutputFormat, RecordStyle};
 use super::results::{self, ModuleData};
 use super::sections::{write_flags, write_sections};
 use super::trace::{self, TraceStep};
-use crate::json::Fields;
 use dnsluice_core::dns::{self, mnemonic};
 use dnsluice_core::time::write_rfc3339_ns;
+use dnsluice_json::Fields;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How a lookup ended.
