@@ -4,7 +4,8 @@
 //!
 //! Time is cut into rounds as long as it takes to see a query lost (the
 //! nameserver's wait for an answer, at least two round trips; 20 ms to
-//! 1 s), so a cut answers what the last rate did, not an older one. In each
+//! 1 s; half that in slow start), so a cut answers what the last rate did,
+//! not an older one. In each
 //! round the nameserver's queries end as *good* (an answer), *lost* (no
 //! answer in time) or *refused* (REFUSED, SERVFAIL, or TC=1 over UDP: what
 //! a loaded or rate-limiting server sends). Refusals count against the
