@@ -16,16 +16,9 @@ pub mod queue;
 pub mod reference;
 pub mod replay;
 pub mod report;
-pub mod resume;
 pub mod running;
 pub mod ticker;
 pub mod watch;
 
 pub use dnsluice_core as core;
 pub use dnsluice_modules as modules;
-
-/// Locks `mutex`, taking the value of a poisoned one (a panicked thread's
-/// counts are still worth reporting).
-pub(crate) fn sync_lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}

@@ -8,22 +8,27 @@
 //! (a lending producer cannot hand on its upstream's object after pulling more).
 
 use super::config::LookupConfig;
-use super::engine::LookupEngine;
+use super::engine::{LookupEngine, Waited};
 use super::format::{OutputFormat, RecordStyle, Verbosity};
 use super::iterative::IterativeOptions;
 use super::modules::ModuleOptions;
 use super::record::Finished;
 use super::{LookupType, Scheduler};
 use dnsluice_core::registry::ModuleEntry;
-use dnsluice_core::{Object, Producer, Receiver, StageError, StageStats, Text, TextKind};
+use dnsluice_core::{Object, Producer, Pulled, Receiver, StageError, StageStats, Text, TextKind};
 use dnsluice_net::query::QueryOptions;
 use dnsluice_net::{ClientOptions, Transport};
 use dnsluice_options::Options;
 use std::collections::VecDeque;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const MODULE: &str = "lookup.dns";
+
+/// How long the pull form waits for a record at a time before it looks
+/// whether the driver is due to look at the chain.
+const LOOK: Duration = Duration::from_millis(10);
 
 /// Options of `lookup.dns`, which are also `dnsluice lookup`'s flags
 /// (`--name-servers` for `name_servers`).
@@ -235,7 +240,7 @@ pub fn entry() -> ModuleEntry {
                 core: StageCore::new(&o)?,
                 upstream,
                 ready: VecDeque::new(),
-                current: String::new(),
+                current: None,
                 upstream_done: false,
             }))
         },
@@ -367,49 +372,66 @@ impl Receiver for LookupPush {
     }
 }
 
-/// Pull form.
+/// Pull form: each record is handed out on its own (the driver sees the
+/// chain between two records, so a progress bar and interval statistics
+/// go on while the last names in flight finish), and given back to the
+/// engine at the next call.
 struct LookupPull {
     core: StageCore,
     upstream: Box<dyn Producer>,
     ready: VecDeque<Finished>,
-    current: String,
+    /// The record handed out last, for the engine to reuse.
+    current: Option<Finished>,
     upstream_done: bool,
 }
 
 impl Producer for LookupPull {
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
+        // Never due: waits until a record or the end.
+        let never = AtomicBool::new(false);
+        match self.produce_or_wait(&never)? {
+            Pulled::Object(obj) => Ok(Some(obj)),
+            Pulled::End => Ok(None),
+            Pulled::Waiting => unreachable!("not due, so never waiting"),
+        }
+    }
+
+    fn waits(&self) -> bool {
+        true
+    }
+
+    fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
+        if let Some(spent) = self.current.take() {
+            self.core.engine().recycle([spent]);
+        }
         loop {
             if let Some(done) = self.ready.pop_front() {
                 self.core.records += 1;
-                self.current = done.json;
-                return Ok(Some(Object::Text(Text {
-                    kind: TextKind::Record,
-                    number: done.index + 1,
-                    text: &self.current,
-                })));
+                let done = self.current.insert(done);
+                return Ok(Pulled::Object(record_object(done)));
             }
             if self.upstream_done {
-                return match self.core.engine().next_result() {
-                    Some(done) => {
-                        self.ready.push_back(done);
-                        continue;
-                    }
-                    None => Ok(None),
-                };
-            }
-            match self.upstream.produce()? {
-                None => {
-                    self.upstream_done = true;
-                    self.core.engine().close_input();
+                match self.core.engine().next_result_within(LOOK) {
+                    Waited::Record(done) => self.ready.push_back(done),
+                    Waited::Nothing => return Ok(Pulled::End),
+                    Waited::Later if due.load(Ordering::Relaxed) => return Ok(Pulled::Waiting),
+                    Waited::Later => {}
                 }
-                Some(Object::Text(Text {
+                continue;
+            }
+            let engine = self.core.engine.as_mut().expect("engine present");
+            match self.upstream.produce_or_wait(due)? {
+                Pulled::End => {
+                    self.upstream_done = true;
+                    engine.close_input();
+                }
+                Pulled::Object(Object::Text(Text {
                     kind: TextKind::Line,
                     text,
                     number,
                 })) => {
                     self.core.lines += u64::from(!text.is_empty());
                     let ready = &mut self.ready;
-                    let engine = self.core.engine.as_mut().expect("engine present");
                     engine.submit_as(text, number.saturating_sub(1), &mut |done| {
                         ready.push_back(done)
                     });
@@ -417,9 +439,18 @@ impl Producer for LookupPull {
                         ready.push_back(done);
                     }
                 }
-                Some(_) => {
+                Pulled::Object(_) => {
                     // Not a line: counted and dropped (see the module docs).
                     self.core.not_lines += 1;
+                }
+                Pulled::Waiting => {
+                    // The input waits: hand out what is done meanwhile.
+                    while let Some(done) = engine.try_result() {
+                        self.ready.push_back(done);
+                    }
+                    if self.ready.is_empty() {
+                        return Ok(Pulled::Waiting);
+                    }
                 }
             }
         }

@@ -232,6 +232,21 @@ impl LookupEngine {
         self.hand_out()
     }
 
+    /// The next finished record, waiting at most `wait` for it.
+    pub fn next_result_within(&mut self, wait: Duration) -> Waited {
+        if self.outstanding == 0 {
+            return Waited::Nothing;
+        }
+        if self.received.is_empty() {
+            match self.results.recv_timeout(wait) {
+                Ok(batch) => self.received.extend(batch),
+                Err(mpsc::RecvTimeoutError::Timeout) => return Waited::Later,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Waited::Nothing,
+            }
+        }
+        self.hand_out().map_or(Waited::Later, Waited::Record)
+    }
+
     /// Takes back records the caller has written: the engine that made
     /// them writes new ones in them (the UDP engine; the other drops them).
     pub fn recycle(&mut self, done: impl IntoIterator<Item = Finished>) {
@@ -307,6 +322,16 @@ impl LookupEngine {
             None => {}
         }
     }
+}
+
+/// What [`LookupEngine::next_result_within`] found.
+pub enum Waited {
+    /// A finished record.
+    Record(Finished),
+    /// None in the time given; names are still outstanding.
+    Later,
+    /// Nothing is outstanding: every name has its record.
+    Nothing,
 }
 
 /// Where a probe reads the nameservers' counters.

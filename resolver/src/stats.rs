@@ -102,6 +102,27 @@ pub struct NameserverSummary {
     pub p99_ms: f64,
 }
 
+/// The names of [`LookupSummary`]'s counters, in their order.
+const COUNTER_NAMES: [&str; 12] = [
+    "names",
+    "queries",
+    "connections_opened",
+    "tls_handshakes",
+    "connections_reused",
+    "retries",
+    "stale_redials",
+    "timeouts",
+    "steals",
+    "connect_failures",
+    "unmatched_responses",
+    "tcp_fallbacks",
+];
+
+/// Percentile `q` of latencies in microseconds, in milliseconds.
+fn percentile_ms(latency: &Histogram, q: f64) -> f64 {
+    latency.percentile(q) as f64 / 1000.0
+}
+
 /// Everything a run reports at the end.
 #[derive(Clone, Debug, Default)]
 pub struct LookupSummary {
@@ -168,7 +189,15 @@ impl LookupSummary {
                 .clone(),
             per_nameserver: nameservers
                 .map(|(name, s)| {
-                    let latency = s.latency.lock().unwrap_or_else(|p| p.into_inner());
+                    let latency: Histogram = s
+                        .latency
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .buckets()
+                        .fold(Histogram::default(), |mut h, (us, n)| {
+                            h.add(us, n);
+                            h
+                        });
                     NameserverSummary {
                         nameserver: name,
                         queries: get(&s.queries),
@@ -179,14 +208,9 @@ impl LookupSummary {
                         rate: get(&s.rate),
                         in_flight: get(&s.in_flight),
                         srtt_ms: get(&s.srtt_us) as f64 / 1000.0,
-                        latency: latency
-                            .buckets()
-                            .fold(Histogram::default(), |mut h, (us, n)| {
-                                h.add(us, n);
-                                h
-                            }),
-                        p50_ms: latency.percentile_ms(50.0),
-                        p99_ms: latency.percentile_ms(99.0),
+                        p50_ms: percentile_ms(&latency, 50.0),
+                        p99_ms: percentile_ms(&latency, 99.0),
+                        latency,
                     }
                 })
                 .collect(),
@@ -198,20 +222,92 @@ impl LookupSummary {
     /// Every counter with its name: the one list that `--stats-json`, the
     /// `lookup.dns` stage's counters and the summary share.
     pub fn counters(&self) -> [(&'static str, u64); 12] {
+        let values = [
+            self.names,
+            self.queries,
+            self.connections_opened,
+            self.tls_handshakes,
+            self.connections_reused,
+            self.retries,
+            self.stale_redials,
+            self.timeouts,
+            self.steals,
+            self.connect_failures,
+            self.unmatched_responses,
+            self.tcp_fallbacks,
+        ];
+        let mut named = COUNTER_NAMES.map(|name| (name, 0));
+        for ((_, slot), value) in named.iter_mut().zip(values) {
+            *slot = value;
+        }
+        named
+    }
+
+    /// The counters' fields, in [`COUNTER_NAMES`]' order (as
+    /// [`LookupSummary::counters`] reads them; a test holds the two equal).
+    fn counter_fields(&mut self) -> [&mut u64; 12] {
         [
-            ("names", self.names),
-            ("queries", self.queries),
-            ("connections_opened", self.connections_opened),
-            ("tls_handshakes", self.tls_handshakes),
-            ("connections_reused", self.connections_reused),
-            ("retries", self.retries),
-            ("stale_redials", self.stale_redials),
-            ("timeouts", self.timeouts),
-            ("steals", self.steals),
-            ("connect_failures", self.connect_failures),
-            ("unmatched_responses", self.unmatched_responses),
-            ("tcp_fallbacks", self.tcp_fallbacks),
+            &mut self.names,
+            &mut self.queries,
+            &mut self.connections_opened,
+            &mut self.tls_handshakes,
+            &mut self.connections_reused,
+            &mut self.retries,
+            &mut self.stale_redials,
+            &mut self.timeouts,
+            &mut self.steals,
+            &mut self.connect_failures,
+            &mut self.unmatched_responses,
+            &mut self.tcp_fallbacks,
         ]
+    }
+
+    /// The summary back from the statistics [`LookupSummary::fill`] wrote
+    /// (the `lookup.dns` stage's), so a command that runs the stage in a
+    /// chain reports what the engine counted; `elapsed` is the run's.
+    pub fn from_stats(s: &StageStats, elapsed: Duration) -> LookupSummary {
+        let mut summary = LookupSummary {
+            elapsed,
+            ..LookupSummary::default()
+        };
+        for (name, field) in COUNTER_NAMES.iter().zip(summary.counter_fields()) {
+            *field = s.counters.get(*name).copied().unwrap_or(0);
+        }
+        let breakdown = |name: &str| s.breakdowns.get(name).cloned().unwrap_or_default();
+        summary.statuses = breakdown("status");
+        let order = breakdown("nameserver_order");
+        let mut nameservers: Vec<(&String, &u64)> = order.iter().collect();
+        nameservers.sort_by_key(|(_, position)| **position);
+        let of = |name: &str, ns: &str| s.breakdowns.get(name).and_then(|b| b.get(ns)).copied();
+        let count = |name: &str, ns: &str| of(name, ns).unwrap_or(0);
+        summary.per_nameserver = nameservers
+            .into_iter()
+            .map(|(ns, _)| {
+                let latency = s
+                    .histograms
+                    .get(&format!("latency_us {ns}"))
+                    .cloned()
+                    .unwrap_or_default();
+                NameserverSummary {
+                    nameserver: ns.clone(),
+                    queries: count("nameserver_queries", ns),
+                    connections_opened: count("nameserver_connections", ns),
+                    failures: count("nameserver_failures", ns),
+                    timeouts: count("nameserver_timeouts", ns),
+                    refusals: count("nameserver_refusals", ns),
+                    rate: count("nameserver_rate", ns),
+                    in_flight: count("nameserver_in_flight", ns),
+                    srtt_ms: count("nameserver_srtt_us", ns) as f64 / 1000.0,
+                    p50_ms: percentile_ms(&latency, 50.0),
+                    p99_ms: percentile_ms(&latency, 99.0),
+                    latency,
+                }
+            })
+            .collect();
+        summary.iterative = IterativeSummary::from_values(|name| {
+            s.counters.get(&format!("iterative_{name}")).copied()
+        });
+        summary
     }
 
     /// The summary as one JSON object (the `--stats-json` contract).
@@ -248,10 +344,11 @@ impl LookupSummary {
     /// The counters as a stage's statistics: every counter, `status_X` per
     /// status, and for interval statistics the breakdowns `status`,
     /// `nameserver_queries`, `nameserver_failures`, `nameserver_timeouts`,
-    /// `nameserver_refusals`, one latency histogram per nameserver
-    /// (`latency_us NAMESERVER`), and the gauges `nameserver_rate`,
-    /// `nameserver_in_flight`, `nameserver_srtt_us` (values at the
-    /// snapshot, not counts: an interval reads them from its end).
+    /// `nameserver_refusals`, `nameserver_connections`, one latency
+    /// histogram per nameserver (`latency_us NAMESERVER`), and the gauges
+    /// `nameserver_rate`, `nameserver_in_flight`, `nameserver_srtt_us`
+    /// (values at the snapshot, not counts: an interval reads them from its
+    /// end) and `nameserver_order` (1 for the first used, 2...).
     pub fn fill(&self, s: &mut StageStats) {
         for (key, value) in self.counters() {
             s.add_counter(key, value);
@@ -263,8 +360,12 @@ impl LookupSummary {
             s.add_counter(&format!("status_{status}"), *n);
             s.add_breakdown("status", status, *n);
         }
-        for ns in &self.per_nameserver {
+        for (position, ns) in self.per_nameserver.iter().enumerate() {
+            // From 1: a breakdown keeps no zero.
+            s.add_breakdown("nameserver_order", &ns.nameserver, position as u64 + 1);
             s.add_breakdown("nameserver_queries", &ns.nameserver, ns.queries);
+            let opened = ns.connections_opened;
+            s.add_breakdown("nameserver_connections", &ns.nameserver, opened);
             s.add_breakdown("nameserver_failures", &ns.nameserver, ns.failures);
             s.add_breakdown("nameserver_timeouts", &ns.nameserver, ns.timeouts);
             s.add_breakdown("nameserver_refusals", &ns.nameserver, ns.refusals);
@@ -329,5 +430,71 @@ impl LookupSummary {
             );
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A summary with every counter distinct, two nameservers in an order
+    /// that is not sorted, and the iterative counters.
+    fn full_summary() -> LookupSummary {
+        let mut summary = LookupSummary {
+            elapsed: Duration::from_millis(2500),
+            ..LookupSummary::default()
+        };
+        for (value, field) in (1..).zip(summary.counter_fields()) {
+            *field = value * 100 + value;
+        }
+        summary.statuses = [("NOERROR".to_string(), 90), ("TIMEOUT".to_string(), 11)].into();
+        for (i, name) in ["127.0.0.9:53", "127.0.0.1:53"].iter().enumerate() {
+            let mut latency = Histogram::default();
+            latency.add(1500 + i as u64, 7);
+            latency.add(50_047, 3);
+            summary.per_nameserver.push(NameserverSummary {
+                nameserver: name.to_string(),
+                queries: 40 + i as u64,
+                connections_opened: 2 + i as u64,
+                failures: 3,
+                timeouts: 4 + i as u64,
+                refusals: 5,
+                rate: 1000 * (i as u64 + 1),
+                in_flight: 17,
+                srtt_ms: 51.25,
+                p50_ms: percentile_ms(&latency, 50.0),
+                p99_ms: percentile_ms(&latency, 99.0),
+                latency,
+            });
+        }
+        // Every counter but one: a zero is left out of the stage's counters.
+        summary.iterative = IterativeSummary::from_values(|name| {
+            Some(if name == "referrals" {
+                0
+            } else {
+                name.len() as u64
+            })
+        });
+        summary
+    }
+
+    #[test]
+    fn a_summary_comes_back_whole_from_the_stage_statistics() {
+        let summary = full_summary();
+        let mut stats = StageStats::new("lookup.dns");
+        summary.fill(&mut stats);
+        let back = LookupSummary::from_stats(&stats, summary.elapsed);
+        assert_eq!(back.counters(), summary.counters());
+        assert_eq!(back.to_json(), summary.to_json());
+        assert_eq!(back.to_text(), summary.to_text());
+        let order: Vec<&str> = back
+            .per_nameserver
+            .iter()
+            .map(|ns| ns.nameserver.as_str())
+            .collect();
+        assert_eq!(order, ["127.0.0.9:53", "127.0.0.1:53"]);
+        assert_eq!(back.per_nameserver[1].connections_opened, 3);
+        assert_eq!(back.counters()[0], ("names", 101));
+        assert_eq!(back.counters()[11], ("tcp_fallbacks", 1212));
     }
 }

@@ -13,6 +13,21 @@ pub struct IterativeSummary {
     pub counters: Vec<(&'static str, u64)>,
 }
 
+/// Names of the counters other than the per-level ones, in their order.
+const COUNTER_NAMES: [&str; 11] = [
+    "cache_hits",
+    "cache_misses",
+    "cache_delegation_hits",
+    "cache_entries",
+    "referrals",
+    "lame_responses",
+    "timeouts",
+    "glueless_lookups",
+    "tcp_fallbacks",
+    "edns_fallbacks",
+    "out_of_bailiwick_dropped",
+];
+
 /// Names of the per-level query counters.
 const LEVEL_NAMES: [&str; LEVELS] = [
     "queries_root",
@@ -29,23 +44,45 @@ impl IterativeSummary {
         let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let cache = &resolver.cache.counters;
         let r = &resolver.counters;
-        let mut counters = vec![
-            ("cache_hits", get(&cache.hits)),
-            ("cache_misses", get(&cache.misses)),
-            ("cache_delegation_hits", get(&cache.delegation_hits)),
-            ("cache_entries", resolver.cache.len() as u64),
-            ("referrals", get(&r.referrals)),
-            ("lame_responses", get(&r.lame_responses)),
-            ("timeouts", get(&r.timeouts)),
-            ("glueless_lookups", get(&r.glueless_lookups)),
-            ("tcp_fallbacks", get(&r.tcp_fallbacks)),
-            ("edns_fallbacks", get(&r.edns_fallbacks)),
-            ("out_of_bailiwick_dropped", get(&r.out_of_bailiwick)),
+        let values = [
+            get(&cache.hits),
+            get(&cache.misses),
+            get(&cache.delegation_hits),
+            resolver.cache.len() as u64,
+            get(&r.referrals),
+            get(&r.lame_responses),
+            get(&r.timeouts),
+            get(&r.glueless_lookups),
+            get(&r.tcp_fallbacks),
+            get(&r.edns_fallbacks),
+            get(&r.out_of_bailiwick),
         ];
-        for (name, counter) in LEVEL_NAMES.iter().zip(&r.queries_by_level) {
-            counters.push((name, get(counter)));
-        }
+        let levels = r.queries_by_level.iter().map(get);
+        let counters = COUNTER_NAMES
+            .iter()
+            .chain(&LEVEL_NAMES)
+            .copied()
+            .zip(values.into_iter().chain(levels))
+            .collect();
         IterativeSummary { counters }
+    }
+
+    /// The counters back from their values by name (`value_of("referrals")`),
+    /// as [`IterativeSummary::gather`] named them, a missing one 0 (where
+    /// counters are kept, zeros are left out); `None` when none is there
+    /// (the names were not resolved from the root).
+    pub fn from_values(value_of: impl Fn(&str) -> Option<u64>) -> Option<IterativeSummary> {
+        let names = COUNTER_NAMES.iter().chain(&LEVEL_NAMES);
+        let values: Vec<Option<u64>> = names.clone().map(|name| value_of(name)).collect();
+        values
+            .iter()
+            .any(Option::is_some)
+            .then(|| IterativeSummary {
+                counters: names
+                    .copied()
+                    .zip(values.into_iter().map(Option::unwrap_or_default))
+                    .collect(),
+            })
     }
 
     /// A counter by name (0 when unknown).

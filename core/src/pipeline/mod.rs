@@ -24,6 +24,8 @@
 //! options may say `{thread}` to differ per thread). One split per pipeline;
 //! pull pipelines cannot split.
 
+mod made;
+
 use crate::registry::{DownstreamBuilder, Factory, ModuleEntry, Role, StageOptions};
 use crate::stage::{drive, Watch};
 use crate::{Producer, Receiver, Registry, StageError, StageStats};
@@ -80,8 +82,9 @@ pub struct StageSpec {
     pub module: String,
     /// Its options (the table without `module`).
     pub options: toml::Table,
-    /// Line of the stage (its `module` key).
-    pub line: usize,
+    /// Line of the stage (its `module` key); `None` for a stage made in
+    /// code ([`Pipeline::from_stages`]).
+    pub line: Option<usize>,
     /// Line of each option key (keys set with `--set` have none).
     pub key_lines: BTreeMap<String, usize>,
     /// Options given (or replaced) on the command line, as `INDEX.KEY`.
@@ -201,7 +204,7 @@ impl Pipeline {
             stages.push(StageSpec {
                 module,
                 options,
-                line,
+                line: Some(line),
                 key_lines,
                 set_keys: Vec::new(),
             });
@@ -484,10 +487,10 @@ impl Pipeline {
         }
         let line = key
             .and_then(|k| spec.key_lines.get(k).copied())
-            .unwrap_or(spec.line);
+            .or(spec.line);
         ConfigError {
             file: self.file.clone(),
-            line: Some(line),
+            line,
             key: key.map(str::to_string),
             message,
         }
@@ -567,9 +570,9 @@ mod tests {
         let p = Pipeline::parse("p.toml", text).unwrap();
         assert_eq!(p.stages.len(), 2);
         assert_eq!(p.stages[0].module, "input.mmpcap");
-        assert_eq!(p.stages[0].line, 2);
+        assert_eq!(p.stages[0].line, Some(2));
         assert_eq!(p.stages[0].key_lines["path"], 3);
-        assert_eq!(p.stages[1].line, 6);
+        assert_eq!(p.stages[1].line, Some(6));
         assert_eq!(p.drive, Drive::Push);
     }
 
@@ -615,6 +618,45 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.line, Some(2));
         assert!(e.message.contains("push"), "{e}");
+    }
+
+    #[test]
+    fn stages_made_in_code_print_as_a_file_that_reads_back() {
+        let mut input = toml::Table::new();
+        input.insert("path".into(), "a b.pcap".into());
+        let mut output = toml::Table::new();
+        output.insert("servers".into(), vec!["127.0.0.1:53", "[::1]:53"].into());
+        output.insert("timeout".into(), "2s".into());
+        let stages = [("input.mmpcap", input), ("output.diff", output)];
+        let made = Pipeline::from_stages("dnsluice diff", stages.clone());
+        assert_eq!(
+            (made.file.as_str(), made.stages[0].line),
+            ("dnsluice diff", None)
+        );
+        let text = made.to_toml();
+        assert!(
+            text.starts_with("[[stage]]\nmodule = \"input.mmpcap\"\n"),
+            "{text}"
+        );
+        let read = Pipeline::parse("printed", &text).unwrap();
+        let read: Vec<(String, toml::Table)> = read
+            .stages
+            .into_iter()
+            .map(|s| (s.module, s.options))
+            .collect();
+        let made: Vec<(String, toml::Table)> = stages
+            .into_iter()
+            .map(|(m, o)| (m.to_string(), o))
+            .collect();
+        assert_eq!(read, made);
+    }
+
+    #[test]
+    fn an_error_in_a_stage_made_in_code_has_no_line() {
+        let made = Pipeline::from_stages("dnsluice replay", [("output.x", toml::Table::new())]);
+        let e = made.error_at(&made.stages[0], Some("server"), "bad".into());
+        assert_eq!((e.line, e.key.as_deref()), (None, Some("server")));
+        assert_eq!(e.to_string(), "dnsluice replay: key `server`: bad");
     }
 
     #[test]
