@@ -3,7 +3,7 @@
 # names against the same knot, alternating, several rounds; every answer of
 # both checked against the zone generator's rule (n<I> -> 10.a.b.c).
 #
-# Usage: bash tests/servers/up.sh && benches/lookup-vs-massdns.sh
+# Usage: benches/lookup-vs-massdns.sh
 #        CASES="wan" ROUNDS=5 SKIP_BUILD=1 benches/lookup-vs-massdns.sh
 #
 # Cases:

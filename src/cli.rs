@@ -173,7 +173,7 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             }
         }
         Command::Report(args) => crate::html::report_command(&args),
-        Command::Lookup(args) => crate::lookup::run(*args),
+        Command::Lookup(args) => crate::lookup::run(registry, *args),
         Command::Replay(args) => crate::replay::replay(registry, &args),
         Command::Queue(args) => crate::queue::run(args),
         Command::Diff(args) => crate::diff::diff(registry, &args),

@@ -9,8 +9,10 @@
 //! per differing query (`qname`, `qtype`, `fields`, `answers`), SUMMARY has
 //! `queries`, `differing` and `by_field` (see `output.diff`).
 
-use crate::flags::ModuleFlags;
+use crate::flags::{in_flag_terms, ModuleFlags};
 use crate::report::print_summary;
+use crate::running::{drive, Ran};
+use crate::watch::input_position;
 use anyhow::{Context, Result};
 use clap::Args;
 use dnsluice_core::pipeline::Pipeline;
@@ -18,11 +20,9 @@ use dnsluice_core::registry::Registry;
 use dnsluice_modules::format::compression::Compression;
 use dnsluice_modules::format::CaptureFormat;
 use dnsluice_modules::output::diff::DiffOptions;
-use std::fmt::Write as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
 
 /// The flags of `dnsluice diff`: the input and every option of
 /// `output.diff` (`--server` for each server, `--transport`, `--output`,
@@ -42,7 +42,7 @@ pub struct DiffArgs {
     /// Print the equivalent pipeline (TOML) and exit.
     #[arg(long)]
     pub print_pipeline: bool,
-    /// No summary on stderr.
+    /// No summary and no progress bar on stderr.
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -60,7 +60,7 @@ fn is_capture(path: &Path) -> Result<bool> {
 }
 
 /// The pipeline `args` stand for.
-fn pipeline_text(args: &DiffArgs) -> Result<String> {
+fn pipeline(args: &DiffArgs) -> Result<Pipeline> {
     let _: DiffOptions = args.diff.parse()?;
     let mut input = toml::Table::new();
     input.insert("path".into(), args.input.display().to_string().into());
@@ -78,27 +78,28 @@ fn pipeline_text(args: &DiffArgs) -> Result<String> {
         diff.insert("path".into(), "-".into());
     }
     stages.push(("output.diff", diff));
-    let mut text = String::new();
-    for (module, options) in stages {
-        let _ = writeln!(text, "[[stage]]\nmodule = \"{module}\"");
-        text.push_str(&toml::to_string(&options)?);
-        text.push('\n');
-    }
-    Ok(text)
+    Ok(Pipeline::from_stages("dnsluice diff", stages))
 }
 
 /// Runs `dnsluice diff`.
 pub fn diff(registry: &Registry, args: &DiffArgs) -> Result<ExitCode> {
-    let text = pipeline_text(args)?;
+    let pipeline = pipeline(args)?;
     if args.print_pipeline {
-        print!("{text}");
+        print!("{}", pipeline.to_toml());
         return Ok(ExitCode::SUCCESS);
     }
-    let mut chain = Pipeline::parse("dnsluice diff", &text)?.build(registry)?;
-    let started = Instant::now();
-    let result = chain.run(None);
-    let elapsed = started.elapsed().as_secs_f64();
-    let stats = chain.stats();
+    let mut chain = pipeline
+        .build(registry)
+        .map_err(|e| in_flag_terms(e.into()))?;
+    let Ran {
+        stats,
+        elapsed,
+        result,
+    } = drive(&mut chain, args.quiet, &mut None, &|stats| {
+        let diff = stats.iter().find(|s| s.module == "output.diff");
+        let queries = diff.and_then(|d| d.counters.get("queries").copied());
+        input_position(stats, queries.unwrap_or(0), "queries")
+    });
     for warning in stats.iter().flat_map(|s| &s.warnings) {
         eprintln!("dnsluice: warning: {warning}");
     }

@@ -43,10 +43,33 @@ impl<O: Options> ModuleFlags<O> {
 
 /// Reads `table` (given on the command line) as `O`; errors name the flag.
 pub fn parse_table<O: Options>(table: toml::Table) -> anyhow::Result<O> {
-    O::from_table(table).map_err(|e| match e.key {
-        Some(key) => anyhow::anyhow!("--{}: {}", key.replace('_', "-"), e.message),
-        None => anyhow::anyhow!("{}", e.message),
-    })
+    O::from_table(table).map_err(|e| flag_error(e.key.as_deref(), e.message))
+}
+
+/// The flag of the option `key`: `name_servers` is `--name-servers`.
+pub fn flag_name(key: &str) -> String {
+    key.replace('_', "-")
+}
+
+/// An error of an option given as a flag, in the command line's words:
+/// `--timeout: ...` (just the message when no key is at fault). Every
+/// command reports option errors through this one function.
+pub fn flag_error(key: Option<&str>, message: impl std::fmt::Display) -> anyhow::Error {
+    match key {
+        Some(key) => anyhow::anyhow!("--{}: {message}", flag_name(key)),
+        None => anyhow::anyhow!("{message}"),
+    }
+}
+
+/// An error of a pipeline a command made of its flags
+/// ([`dnsluice_core::pipeline::Pipeline::from_stages`]): a configuration
+/// error names the flag (see [`flag_error`]), not a stage's key; any other
+/// error is left as it is.
+pub fn in_flag_terms(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast::<dnsluice_core::pipeline::ConfigError>() {
+        Ok(c) => flag_error(c.key.as_deref(), c.message),
+        Err(e) => e,
+    }
 }
 
 /// The flag's value name, from the option's shape.
@@ -97,7 +120,7 @@ fn no_id(key: &str) -> String {
 /// Adds a flag for every key in `docs`.
 pub fn add_flags(mut cmd: Command, docs: &[OptionDoc]) -> Command {
     for doc in docs {
-        let long = doc.key.replace('_', "-");
+        let long = flag_name(doc.key);
         let mut arg = Arg::new(doc.key)
             .long(long.clone())
             .help(help_of(doc))
@@ -209,7 +232,7 @@ impl<O: Options> clap::Args for ModuleFlags<O> {
 mod tests {
     use super::*;
     use clap::Parser;
-    use dnsluice_modules::lookup::dns::LookupOptions;
+    use dnsluice_resolver::dns::LookupOptions;
     use std::time::Duration;
 
     #[derive(Parser, Debug)]

@@ -18,7 +18,6 @@ pub mod queue;
 pub mod reference;
 pub mod replay;
 pub mod report;
-pub mod resume;
 pub mod running;
 pub mod ticker;
 pub mod watch;

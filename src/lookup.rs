@@ -1,20 +1,24 @@
-//! `dnsluice lookup`: bulk resolution of names read one per line, ZDNS-style.
+//! `dnsluice lookup`: bulk resolution of names read one per line, ZDNS-style,
+//! a shortcut for the chain input.lines → lookup.dns → output.json (or a
+//! work queue's input.nats → lookup.dns → output.nats).
 
-use crate::flags::{parse_table, ModuleFlags};
+use crate::flags::{in_flag_terms, parse_table, ModuleFlags};
 use crate::intervals::{Interval, RecordFlags, Recorder};
-use crate::progress::{Position, Progress, REFRESH};
-use crate::ticker::Ticker;
+use crate::progress::Position;
+use crate::queue::flags::is_nats_url;
+use crate::running::{drive, run_pipeline, Ran};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use dnsluice_core::StageStats;
-use dnsluice_modules::lookup::dns::LookupOptions;
-use dnsluice_modules::lookup::{Finished, LookupEngine, LookupSummary};
+use dnsluice_core::pipeline::{Drive, Pipeline};
+use dnsluice_core::{Registry, StageStats};
+use dnsluice_resolver::dns::LookupOptions;
+use dnsluice_resolver::LookupSummary;
 use serde_json::{json, Map, Value};
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The flags of `dnsluice lookup`: the record type, the input and output,
 /// and every option of `lookup.dns` (see `dnsluice modules`).
@@ -33,7 +37,7 @@ Examples:\n  \
 )]
 pub struct LookupArgs {
     /// The record type or module to look up (its help lists them).
-    #[arg(value_name = "TYPE", help = dnsluice_modules::lookup::qtype::argument_help())]
+    #[arg(value_name = "TYPE", help = dnsluice_resolver::qtype::argument_help())]
     pub qtype: Option<String>,
     /// The options of `lookup.dns`.
     #[command(flatten)]
@@ -109,69 +113,97 @@ fn system_nameservers() -> Vec<String> {
         .collect()
 }
 
-fn open_input(path: &Path) -> Result<Box<dyn BufRead>> {
-    if path.as_os_str() == "-" {
-        return Ok(Box::new(BufReader::new(io::stdin())));
-    }
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    Ok(Box::new(BufReader::with_capacity(1 << 16, file)))
+/// Where a lookup's names come from and its records go: files (or
+/// standard input and output), or a work queue's streams (`dnsluice
+/// queue`), checked together.
+struct Ends {
+    /// Names from a work stream (`--input nats://...`).
+    input_queue: bool,
+    /// Records to a results stream (`--output nats://...`).
+    output_queue: bool,
 }
 
-fn open_output(path: &Path, append: bool) -> Result<Box<dyn Write>> {
-    if path.as_os_str() == "-" {
-        return Ok(Box::new(BufWriter::new(io::stdout())));
-    }
-    let file = if append {
-        File::options().create(true).append(true).open(path)
-    } else {
-        File::create(path)
-    };
-    let file = file.with_context(|| format!("cannot create {}", path.display()))?;
-    Ok(Box::new(BufWriter::with_capacity(1 << 16, file)))
-}
-
-/// Writes records, one per line, remembering the first write error; keeps
-/// the records written for the engine to reuse.
-struct RecordWriter {
-    out: Box<dyn Write>,
-    error: Option<io::Error>,
-    written: Vec<Finished>,
-}
-
-impl RecordWriter {
-    fn write(&mut self, done: Finished) {
-        if self.error.is_none() {
-            let result = self
-                .out
-                .write_all(done.json.as_bytes())
-                .and_then(|()| self.out.write_all(b"\n"));
-            if let Err(e) = result {
-                self.error = Some(e);
-            }
+impl Ends {
+    fn of(args: &LookupArgs) -> Result<Ends> {
+        let ends = Ends {
+            input_queue: is_nats_url(args.input.as_os_str()),
+            output_queue: is_nats_url(args.output.as_os_str()),
+        };
+        if ends.input_queue && !ends.output_queue {
+            bail!(
+                "with --input nats://..., --output must be a nats:// results stream too: an item is \
+                 acknowledged when its result is stored there"
+            );
         }
-        self.written.push(done);
+        if ends.input_queue && args.shard.is_some() {
+            bail!("--shard splits a file; a nats:// input is shared by its workers already");
+        }
+        if args.resume && (ends.input_queue || ends.output_queue) {
+            bail!("--resume reads an output file; a work queue (nats://) resumes by itself");
+        }
+        if args.resume && args.output.as_os_str() == "-" {
+            bail!("--resume needs --output FILE: the records already written are read from it");
+        }
+        Ok(ends)
+    }
+
+    fn queue(&self) -> bool {
+        self.input_queue || self.output_queue
     }
 }
 
-/// Runs `dnsluice lookup`.
-pub fn run(args: LookupArgs) -> Result<ExitCode> {
-    let options = args.options()?;
-    let is_queue = |p: &Path| p.to_string_lossy().starts_with("nats://");
-    if args.resume && (is_queue(&args.input) || is_queue(&args.output)) {
-        bail!("--resume reads an output file; a work queue (nats://) resumes by itself");
-    }
-    let work = crate::queue::worker::LookupWork {
-        input: &args.input,
-        output: &args.output,
-        shard: args.shard,
-        queue: &args.queue,
-        lookup: args.table()?,
-        stats_json: args.stats_json.as_deref(),
-        quiet: args.quiet,
-        record: &args.record,
+/// The stages `args` stand for: input.lines (or input.nats) → lookup.dns →
+/// output.json (or output.nats).
+fn stages(args: &LookupArgs, ends: &Ends) -> Result<Vec<(&'static str, toml::Table)>> {
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    let input = if ends.input_queue {
+        ("input.nats", args.queue.input_table(&text(&args.input)))
+    } else {
+        let mut table = toml::Table::new();
+        table.insert("path".into(), text(&args.input).into());
+        if let Some(shard) = args.shard {
+            table.insert("shard".into(), shard.to_string().into());
+        }
+        if args.resume {
+            table.insert("skip_recorded".into(), text(&args.output).into());
+        }
+        ("input.lines", table)
     };
-    if let Some(code) = crate::queue::worker::lookup(work)? {
-        return Ok(code);
+    let output = if ends.output_queue {
+        ("output.nats", args.queue.output_table(&text(&args.output)))
+    } else {
+        let mut table = toml::Table::new();
+        table.insert("path".into(), text(&args.output).into());
+        if args.resume {
+            table.insert("append".into(), true.into());
+        }
+        ("output.json", table)
+    };
+    Ok(vec![input, ("lookup.dns", args.table()?), output])
+}
+
+/// Runs `dnsluice lookup`: the chain of [`stages`], pulled by the driver
+/// every command shares ([`crate::running::drive`]). With a work queue's streams
+/// it is a queue worker, whose summary is a pipeline run's
+/// ([`crate::running::run_pipeline`]); otherwise the summary, `--stats-json`
+/// and interval statistics are the lookup's own ([`LookupSummary`], read
+/// back from the `lookup.dns` stage's statistics).
+pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
+    let options = args.options()?;
+    let ends = Ends::of(&args)?;
+    let pipeline = Pipeline::from_stages("dnsluice lookup", stages(&args, &ends)?);
+    if ends.queue() {
+        let name = Path::new("the lookup worker");
+        let stats_json = args.stats_json.as_deref();
+        return run_pipeline(
+            registry,
+            &pipeline,
+            name,
+            stats_json,
+            args.quiet,
+            &args.record,
+        )
+        .map_err(in_flag_terms);
     }
     let config = options.to_config().map_err(|e| anyhow::anyhow!("{e}"))?;
     if config.nameservers.is_empty() && config.iterative.is_none() {
@@ -180,33 +212,30 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
              only lines pinned to a nameserver can be resolved"
         );
     }
-    let done = if args.resume {
-        if args.output.as_os_str() == "-" {
-            bail!("--resume needs --output FILE: the records already written are read from it");
-        }
-        let done = crate::resume::read_done(&args.output)?;
-        if !args.quiet {
-            eprintln!(
-                "dnsluice: resuming: {} names already in {}{}",
-                done.names.len(),
-                args.output.display(),
-                if done.cut > 0 {
-                    format!(" (a last line cut short, {} bytes, removed)", done.cut)
-                } else {
-                    String::new()
-                }
-            );
-        }
-        done.names
-    } else {
-        Default::default()
+    // Pulled from the output: the driver sees the chain between two
+    // records, to the last one (pushed, the names still in flight when the
+    // input ends would finish unseen).
+    let pipeline = Pipeline {
+        drive: Drive::Pull,
+        ..pipeline
     };
-    let input = open_input(&args.input)?;
-    let mut output = RecordWriter {
-        out: open_output(&args.output, args.resume)?,
-        error: None,
-        written: Vec::new(),
-    };
+    let mut chain = pipeline
+        .build(registry)
+        .map_err(|e| in_flag_terms(e.into()))?;
+    let opened = chain.stats();
+    let recorded = counter(&opened, "input.lines", "recorded_names");
+    if args.resume && !args.quiet {
+        let cut = counter(&opened, "output.json", "cut_bytes");
+        eprintln!(
+            "dnsluice: resuming: {recorded} names already in {}{}",
+            args.output.display(),
+            if cut > 0 {
+                format!(" (a last line cut short, {cut} bytes, removed)")
+            } else {
+                String::new()
+            }
+        );
+    }
     let mut header = Map::new();
     header.insert("command".into(), json!("lookup"));
     header.insert("type".into(), json!(config.qtype.to_string()));
@@ -218,99 +247,60 @@ pub fn run(args: LookupArgs) -> Result<ExitCode> {
             .map(|n| n.resolver_name())
             .collect::<Vec<_>>()),
     );
-    let recorder = Recorder::new(&args.record, header, lookup_view)?;
-    let total = count_names(&args.input).map(|n| n.saturating_sub(done.len() as u64));
-    let mut engine = LookupEngine::start(config)?;
-    let watched = Arc::new(Mutex::new((Progress::new(!args.quiet), recorder)));
-    let ticker = {
-        let (progress_on, period) = {
-            let w = dnsluice_net::sync::lock(&watched);
-            (w.0.enabled(), w.1.as_ref().map(Recorder::period))
-        };
-        let probe = engine.probe();
-        let watched = watched.clone();
-        Ticker::spawn(&[progress_on.then_some(REFRESH), period], move || {
-            let summary = probe.summary();
-            let mut w = dnsluice_net::sync::lock(&watched);
-            w.0.update(&Position {
-                done: summary.names,
-                total,
-                count: summary.names,
-                unit: "names",
-            });
-            if let Some(recorder) = w.1.as_mut() {
-                recorder.observe(lookup_stage(&summary));
-            }
-        })
-    };
-    let (mut input, mut line, mut k) = (input, Vec::with_capacity(256), 0u64);
-    loop {
-        line.clear();
-        let read = input
-            .read_until(b'\n', &mut line)
-            .with_context(|| format!("cannot read {}", args.input.display()))?;
-        if read == 0 {
-            break;
+    let mut recorder = Recorder::new(&args.record, header, lookup_view)?;
+    let total = count_names(&args.input).map(|n| n.saturating_sub(recorded));
+    let Ran {
+        stats,
+        elapsed,
+        result,
+    } = drive(&mut chain, args.quiet, &mut recorder, &|stats| {
+        let names = counter(stats, MODULE, "names");
+        Position {
+            done: names,
+            total,
+            count: names,
+            unit: "names",
         }
-        k += 1;
-        let k = k - 1;
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        if args.shard.is_some_and(|s| !s.takes(k)) {
-            continue;
-        }
-        if output.error.is_some() {
-            // The output is gone (a closed pipe, a full disk): stop resolving.
-            break;
-        }
-        // Valid UTF-8 (nearly every line) is taken as it is, checked fast.
-        let text = match std::str::from_utf8(&line) {
-            Ok(text) => std::borrow::Cow::Borrowed(text),
-            Err(_) => String::from_utf8_lossy(&line),
-        };
-        if !done.is_empty() && done.contains(crate::resume::name_of(&text)) {
-            continue;
-        }
-        engine.submit(&text, &mut |done| output.write(done));
-        while let Some(done) = engine.try_result() {
-            output.write(done);
-        }
-        engine.recycle(output.written.drain(..));
+    });
+    if matches!(&result, Err(e) if e.is_broken_pipe()) {
+        // The reader of our records went away (`| head`): stop quietly.
+        return Ok(ExitCode::SUCCESS);
     }
-    engine.close_input();
-    while let Some(done) = engine.next_result() {
-        output.write(done);
-        engine.recycle(output.written.drain(..));
+    for warning in stats.iter().flat_map(|s| &s.warnings) {
+        eprintln!("dnsluice: warning: {warning}");
     }
-    drop(ticker);
-    let (progress, recorder) = std::mem::replace(
-        &mut *dnsluice_net::sync::lock(&watched),
-        (Progress::new(false), None),
+    let lookup = stats.iter().find(|s| s.module == MODULE);
+    let summary = LookupSummary::from_stats(
+        lookup.context("the chain has no lookup.dns stage")?,
+        Duration::from_secs_f64(elapsed),
     );
-    progress.finish();
-    let summary = engine.summary();
-    engine.shutdown();
-    if let Some(e) = output.error.or_else(|| output.out.flush().err()) {
-        if e.kind() == io::ErrorKind::BrokenPipe {
-            return Ok(ExitCode::SUCCESS);
-        }
-        bail!("cannot write {}: {e}", args.output.display());
-    }
     if !args.quiet {
         eprint!("{}", summary.to_text());
     }
+    let summary_json = summary.to_json();
     if let Some(path) = &args.stats_json {
-        std::fs::write(path, summary.to_json())
+        std::fs::write(path, &summary_json)
             .with_context(|| format!("cannot write stats to {}", path.display()))?;
     }
-    if let Some(recorder) = recorder {
-        recorder.finish(
-            lookup_stage(&summary),
-            serde_json::from_str(&summary.to_json())?,
-        )?;
-    }
+    let record_result = match recorder {
+        Some(recorder) => recorder.finish(stats, serde_json::from_str(&summary_json)?),
+        None => Ok(()),
+    };
+    result?;
+    record_result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The lookup stage's module.
+const MODULE: &str = "lookup.dns";
+
+/// Counter `key` of the stage `module` among `stats` (0 when absent).
+fn counter(stats: &[StageStats], module: &str, key: &str) -> u64 {
+    stats
+        .iter()
+        .find(|s| s.module == module)
+        .and_then(|s| s.counters.get(key).copied())
+        .unwrap_or(0)
 }
 
 /// Names in the names file at `path`, when it is a regular file: lines
@@ -330,13 +320,6 @@ fn count_names(path: &Path) -> Option<u64> {
     Some(names)
 }
 
-/// The lookup's counters as one stage's statistics, for interval differences.
-fn lookup_stage(summary: &LookupSummary) -> Vec<StageStats> {
-    let mut s = StageStats::new("lookup");
-    summary.fill(&mut s);
-    vec![s]
-}
-
 /// A lookup interval: the counters (names, queries, retries, timeouts,
 /// steals, connections...) of the interval, its statuses, and per
 /// nameserver its queries, failures, timeouts, refusals and latency
@@ -344,7 +327,7 @@ fn lookup_stage(summary: &LookupSummary) -> Vec<StageStats> {
 /// interval's end.
 fn lookup_view(interval: &Interval<'_>) -> Map<String, Value> {
     let mut out = Map::new();
-    let Some(s) = interval.diff.first() else {
+    let Some(s) = interval.diff.iter().find(|s| s.module == MODULE) else {
         return out;
     };
     for (key, value) in &s.counters {
@@ -355,7 +338,8 @@ fn lookup_view(interval: &Interval<'_>) -> Map<String, Value> {
     let counts = |name: &str| s.breakdowns.get(name).cloned().unwrap_or_default();
     // Gauges (values, not counts) are read at the interval's end.
     let gauges = |name: &str| {
-        let now = interval.now.first().and_then(|n| n.breakdowns.get(name));
+        let lookup = interval.now.iter().find(|s| s.module == MODULE);
+        let now = lookup.and_then(|n| n.breakdowns.get(name));
         now.cloned().unwrap_or_default()
     };
     out.insert("statuses".into(), json!(counts("status")));

@@ -8,11 +8,11 @@
 //! `connections_opened`, `tls_handshakes`, `rcodes`, `latency_ms` (`p50`,
 //! `p90`, `p99`, `p999`, `max`) and `elapsed_s` are a contract.
 
-use crate::flags::ModuleFlags;
+use crate::flags::{flag_name, in_flag_terms, ModuleFlags};
 use crate::intervals::{Interval, RecordFlags, Recorder};
-use crate::progress::Progress;
 use crate::report::{histogram_value, print_summary, stats_json};
-use crate::watch::{input_position, run_watched};
+use crate::running::{drive, Ran};
+use crate::watch::input_position;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use dnsluice_core::pipeline::Pipeline;
@@ -23,10 +23,8 @@ use dnsluice_modules::output::dnscli::tally::keys;
 use dnsluice_modules::output::dnscli::DnsCliOutputOptions;
 use dnsluice_net::DnsTransport;
 use serde_json::{json, Map, Value};
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 /// Options of `dnsluice replay`: the capture, how it is read and paced, and
 /// every option of `output.dnscli` (`--server`, `--transport`, `--timeout`,
@@ -116,7 +114,7 @@ impl ReplayPlan {
             {
                 bail!(
                     "--{} means nothing with --no-responses (fire and forget takes --server and --clients)",
-                    key.replace('_', "-")
+                    flag_name(key)
                 );
             }
             output.remove("transport");
@@ -143,28 +141,23 @@ impl ReplayPlan {
         Ok(ReplayPlan { stages, client })
     }
 
-    /// The stages as a TOML pipeline.
-    pub fn pipeline_text(&self) -> String {
-        let mut text = String::new();
-        for (module, options) in &self.stages {
-            let _ = writeln!(text, "[[stage]]\nmodule = \"{module}\"");
-            text.push_str(&toml::to_string(options).unwrap_or_default());
-            text.push('\n');
-        }
-        text
+    /// The stages as a pipeline.
+    pub fn pipeline(&self) -> Pipeline {
+        Pipeline::from_stages("dnsluice replay", self.stages.iter().cloned())
     }
 }
 
 /// Runs `dnsluice replay`.
 pub fn replay(registry: &Registry, args: &ReplayArgs) -> Result<ExitCode> {
     let plan = ReplayPlan::new(args)?;
-    let text = plan.pipeline_text();
+    let pipeline = plan.pipeline();
     if args.print_pipeline {
-        print!("{text}");
+        print!("{}", pipeline.to_toml());
         return Ok(ExitCode::SUCCESS);
     }
-    let pipeline = Pipeline::parse("dnsluice replay", &text)?;
-    let mut chain = pipeline.build(registry)?;
+    let mut chain = pipeline
+        .build(registry)
+        .map_err(|e| in_flag_terms(e.into()))?;
     let cli = &plan.client.cli;
     let transport = if args.no_responses {
         "udp".to_string()
@@ -178,15 +171,14 @@ pub fn replay(registry: &Registry, args: &ReplayArgs) -> Result<ExitCode> {
     header.insert("transport".into(), json!(transport));
     header.insert("clients".into(), json!(cli.clients));
     let mut recorder = Recorder::new(&args.record, header, replay_view)?;
-    let mut progress = Progress::new(!args.quiet);
-    let started = Instant::now();
-    let result = run_watched(&mut chain, &mut progress, &mut recorder, |stats| {
+    let Ran {
+        stats,
+        elapsed,
+        result,
+    } = drive(&mut chain, args.quiet, &mut recorder, &|stats| {
         let sent = client_stage(stats).and_then(|c| c.counters.get(keys::SENT).copied());
         input_position(stats, sent.unwrap_or(0), "queries sent")
     });
-    progress.finish();
-    let elapsed = started.elapsed().as_secs_f64();
-    let stats = chain.stats();
     for warning in stats.iter().flat_map(|s| &s.warnings) {
         eprintln!("dnsluice: warning: {warning}");
     }

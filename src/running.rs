@@ -1,14 +1,15 @@
 //! Running one pipeline: build it, run it with a progress bar and, when
-//! asked, interval statistics and a report, then the summary on stderr and
-//! `--stats-json` (`dnsluice run`, and the workers of `crate::queue::worker`,
-//! which run a pipeline per work item).
+//! asked, interval statistics and a report ([`drive`], which every command
+//! runs its chain with), then the summary on stderr and `--stats-json`
+//! (`dnsluice run`, and the workers of `crate::queue::worker`, which run a
+//! pipeline per work item).
 
 use crate::intervals::{Interval, RecordFlags, Recorder};
 use crate::progress::Progress;
 use crate::report::{print_summary, stage_value, stats_json};
-use crate::watch::{input_position, run_watched};
+use crate::watch::{input_position, run_watched, Locate};
 use anyhow::{Context, Result};
-use dnsluice_core::pipeline::Pipeline;
+use dnsluice_core::pipeline::{Chain, Pipeline};
 use dnsluice_core::registry::Registry;
 use dnsluice_core::StageStats;
 use serde_json::{json, Map, Value};
@@ -35,17 +36,30 @@ fn run_recorded(
     recorder: &mut Option<Recorder>,
 ) -> Result<Ran> {
     let mut chain = pipeline.build(registry)?;
+    Ok(drive(&mut chain, quiet, recorder, &|stats| {
+        input_position(stats, stats.first().map_or(0, |s| s.output), "records")
+    }))
+}
+
+/// Runs a built chain to its end: the one driver of every command (`run`,
+/// `lookup`, `replay`, the queue's workers). A progress bar (unless
+/// `quiet`) shows what `locate` reads of the statistics; `recorder` gets
+/// the intervals.
+pub fn drive(
+    chain: &mut Chain,
+    quiet: bool,
+    recorder: &mut Option<Recorder>,
+    locate: Locate<'_>,
+) -> Ran {
     let mut progress = Progress::new(!quiet);
     let started = Instant::now();
-    let result = run_watched(&mut chain, &mut progress, recorder, |stats| {
-        input_position(stats, stats.first().map_or(0, |s| s.output), "records")
-    });
+    let result = run_watched(chain, &mut progress, recorder, locate);
     progress.finish();
-    Ok(Ran {
+    Ran {
         elapsed: started.elapsed().as_secs_f64(),
         stats: chain.stats(),
         result,
-    })
+    }
 }
 
 /// Builds `pipeline` and runs it with a progress bar (unless `quiet`); its counters.

@@ -12,14 +12,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// What the progress bar shows of a chain's statistics.
-pub type Locate = fn(&[StageStats]) -> Position;
+pub type Locate<'a> = &'a dyn Fn(&[StageStats]) -> Position;
 
 /// Runs `chain` to its end, updating `progress` and feeding `recorder`.
 pub fn run_watched(
     chain: &mut Chain,
     progress: &mut Progress,
     recorder: &mut Option<Recorder>,
-    locate: Locate,
+    locate: Locate<'_>,
 ) -> Result<u64, StageError> {
     if !progress.enabled() && recorder.is_none() {
         return chain.run(None);

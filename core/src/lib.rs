@@ -29,6 +29,7 @@ pub mod pipeline;
 pub mod registry;
 pub mod stage;
 pub mod stats;
+pub mod sync;
 pub mod time;
 pub mod wire;
 
@@ -39,6 +40,6 @@ pub use object::{
 };
 pub use owned::OwnedObject;
 pub use registry::{ModuleEntry, Registry, Role};
-pub use stage::{drive, FlatMap, FlatMapStage, Map, MapStage, Producer, Receiver, Watch};
+pub use stage::{drive, FlatMap, FlatMapStage, Map, MapStage, Producer, Pulled, Receiver, Watch};
 pub use stats::{Histogram, Reading, StageStats, TopEntry, TopList};
 pub use wire::LinkType;

@@ -37,6 +37,35 @@ pub trait Producer {
 
     /// Appends the counters of the stages this one pulls from, then its own.
     fn stats(&self, out: &mut Vec<StageStats>);
+
+    /// Whether this producer may wait for its next object (lines on a pipe,
+    /// answers in flight) and can give way to a watcher meanwhile
+    /// ([`Producer::produce_or_wait`]). The driver asks once.
+    fn waits(&self) -> bool {
+        false
+    }
+
+    /// As [`Producer::produce`], but while it would wait it returns
+    /// [`Pulled::Waiting`] once `due` is set, so that the driver can look at
+    /// the chain (a progress bar, interval statistics) and ask again. Called
+    /// only when [`Producer::waits`]; the default waits as `produce` does.
+    fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
+        let _ = due;
+        Ok(match self.produce()? {
+            Some(obj) => Pulled::Object(obj),
+            None => Pulled::End,
+        })
+    }
+}
+
+/// What [`Producer::produce_or_wait`] gave.
+pub enum Pulled<'a> {
+    /// The next object.
+    Object(Object<'a>),
+    /// The end: no object comes after.
+    End,
+    /// No object yet, and the watcher is due: ask again after it.
+    Waiting,
 }
 
 impl<R: Receiver + ?Sized> Receiver for Box<R> {
@@ -59,6 +88,12 @@ impl<P: Producer + ?Sized> Producer for Box<P> {
     }
     fn stats(&self, out: &mut Vec<StageStats>) {
         (**self).stats(out)
+    }
+    fn waits(&self) -> bool {
+        (**self).waits()
+    }
+    fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
+        (**self).produce_or_wait(due)
     }
 }
 
@@ -121,6 +156,9 @@ where
     P: Producer + ?Sized,
     R: Receiver + ?Sized,
 {
+    if let Some(watch) = watch.as_mut().filter(|_| producer.waits()) {
+        return pump_waiting(producer, receiver, watch, moved);
+    }
     loop {
         // Use the object where `produce` wrote it: objects are a few hundred
         // bytes, and moving each one out of the `Result` is a copy per packet.
@@ -134,17 +172,55 @@ where
         *moved += 1;
         drop(next);
         if let Some(watch) = &mut watch {
-            if watch.due.load(Ordering::Relaxed) {
-                watch.due.store(false, Ordering::Relaxed);
-                let snapshot = || {
-                    let mut out = Vec::new();
-                    producer.stats(&mut out);
-                    receiver.stats(&mut out);
-                    out
-                };
-                (watch.call)(*moved, &snapshot);
-            }
+            look(producer, receiver, watch, *moved);
         }
+    }
+}
+
+/// [`pump`] for a producer that [`Producer::waits`]: the watcher is called
+/// while it waits too.
+fn pump_waiting<P, R>(
+    producer: &mut P,
+    receiver: &mut R,
+    watch: &mut Watch<'_>,
+    moved: &mut u64,
+) -> Result<(), StageError>
+where
+    P: Producer + ?Sized,
+    R: Receiver + ?Sized,
+{
+    loop {
+        let mut next = producer.produce_or_wait(watch.due);
+        match &mut next {
+            Ok(Pulled::Object(obj)) => {
+                receiver.receive(obj)?;
+                *moved += 1;
+            }
+            Ok(Pulled::Waiting) => {}
+            Ok(Pulled::End) => return Ok(()),
+            Err(_) => return next.map(|_| ()),
+        }
+        drop(next);
+        look(producer, receiver, watch, *moved);
+    }
+}
+
+/// Calls `watch` if it is due.
+#[inline(always)]
+fn look<P, R>(producer: &P, receiver: &R, watch: &mut Watch<'_>, moved: u64)
+where
+    P: Producer + ?Sized,
+    R: Receiver + ?Sized,
+{
+    if watch.due.load(Ordering::Relaxed) {
+        watch.due.store(false, Ordering::Relaxed);
+        let snapshot = || {
+            let mut out = Vec::new();
+            producer.stats(&mut out);
+            receiver.stats(&mut out);
+            out
+        };
+        (watch.call)(moved, &snapshot);
     }
 }
 
@@ -386,5 +462,68 @@ impl<F: FlatMap, P: Producer> Producer for FlatMapStage<F, P> {
     fn stats(&self, out: &mut Vec<StageStats>) {
         self.neighbour.stats(out);
         out.push(self.own_stats());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Text, TextKind};
+
+    /// Gives `Waiting` (when due), a line, `Waiting` again, then the end.
+    struct Slow {
+        step: usize,
+    }
+
+    impl Producer for Slow {
+        fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
+            unreachable!("a producer that waits is asked with produce_or_wait")
+        }
+        fn stats(&self, _: &mut Vec<StageStats>) {}
+        fn waits(&self) -> bool {
+            true
+        }
+        fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
+            self.step += 1;
+            Ok(match self.step {
+                1 | 3 if due.load(Ordering::Relaxed) => Pulled::Waiting,
+                1..=3 => Pulled::Object(Object::Text(Text {
+                    kind: TextKind::Line,
+                    number: self.step as u64,
+                    text: "a.example",
+                })),
+                _ => Pulled::End,
+            })
+        }
+    }
+
+    struct Count(u64);
+
+    impl Receiver for Count {
+        fn receive(&mut self, _: &mut Object<'_>) -> Result<(), StageError> {
+            self.0 += 1;
+            Ok(())
+        }
+        fn stats(&self, _: &mut Vec<StageStats>) {}
+    }
+
+    #[test]
+    fn a_waiting_producer_lets_the_watcher_look_while_it_waits() {
+        let due = AtomicBool::new(true);
+        let mut looked = Vec::new();
+        let mut call = |moved: u64, _: Snapshot<'_>| {
+            looked.push(moved);
+            // Due again at once: every wait gives way.
+            due.store(true, Ordering::Relaxed);
+        };
+        let mut receiver = Count(0);
+        let watch = Watch {
+            due: &due,
+            call: &mut call,
+        };
+        let moved = drive(&mut Slow { step: 0 }, &mut receiver, Some(watch)).unwrap();
+        assert_eq!((moved, receiver.0), (1, 1));
+        // After the first wait, the line, the second wait.
+        assert_eq!(looked, [0, 1, 1]);
     }
 }

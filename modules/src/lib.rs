@@ -13,7 +13,7 @@
 //! | `filter.layer` | filter | [`filter::layer`] |
 //! | `filter.dns` | filter | [`filter::dns`] |
 //! | `filter.select` | filter | [`filter::select`] |
-//! | `lookup.dns` | filter | [`lookup::dns`] |
+//! | `lookup.dns` | filter | [`dnsluice_resolver::dns`] (the resolver's crate) |
 //! | `filter.timing` | filter | [`filter::timing`] |
 //! | `filter.split` | filter | [`filter::split`] |
 //! | `output.null` | output | [`output::null`] |
@@ -37,7 +37,6 @@ pub mod format;
 pub mod fuzzing;
 pub mod input;
 pub mod json;
-pub mod lookup;
 pub mod nats;
 pub mod output;
 pub mod synth;
@@ -54,7 +53,7 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(filter::layer::entry())
         .add(filter::dns::entry())
         .add(filter::select::entry())
-        .add(lookup::dns::entry())
+        .add(dnsluice_resolver::dns::entry())
         .add(filter::timing::entry())
         .add(filter::top::entry())
         .add(output::null::entry())

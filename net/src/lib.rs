@@ -30,7 +30,6 @@ pub mod options;
 pub mod poll_driver;
 pub mod protocol;
 pub mod stats;
-pub mod sync;
 pub mod sys;
 pub mod tls;
 pub mod tokio_driver;

@@ -1,6 +1,6 @@
 //! `dnsluice queue put|get|status`: work shared by many machines through
 //! NATS JetStream (docs/queue.md), and the workers: `dnsluice lookup
-//! --input nats://...` ([`worker::lookup`]) and `dnsluice run PIPELINE
+//! --input nats://...` (`crate::lookup`) and `dnsluice run PIPELINE
 //! --work nats://...` ([`worker::pipeline`]). `--shard I/N` (`dnsluice_modules::input::shard`)
 //! splits work by hand, without a broker; [`merge`] adds up the summaries
 //! of many runs.

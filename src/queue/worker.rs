@@ -1,16 +1,16 @@
-//! The workers: `dnsluice lookup --input nats://... --output nats://...`
-//! runs the chain `input.nats → lookup.dns → output.nats` ([`lookup`]);
-//! `dnsluice run PIPELINE --work URL --results URL` runs the pipeline once
+//! The workers (`dnsluice lookup --input nats://... --output nats://...`
+//! runs the chain `input.nats → lookup.dns → output.nats`: see
+//! `crate::lookup`): `dnsluice run PIPELINE --work URL --results URL` runs the pipeline once
 //! per file taken from the work stream and publishes each run's summary
 //! ([`pipeline`]); `dnsluice run PIPELINE --files ... [--shard I/N]` runs it
 //! over many files without a broker and adds the summaries up ([`files`]).
 
-use super::flags::is_nats_url;
 use super::merge::Merged;
 use super::{Shard, WorkerFlags};
+use crate::flags::flag_error;
 use crate::report::{print_summary, stats_json};
-use crate::running::{run_collecting, run_pipeline, Ran};
-use anyhow::{bail, Context, Result};
+use crate::running::{run_collecting, Ran};
+use anyhow::{Context, Result};
 use dnsluice_core::options::Options;
 use dnsluice_core::pipeline::Pipeline;
 use dnsluice_core::{Object, Producer, Receiver, Registry, StageStats, Text, TextKind};
@@ -20,107 +20,6 @@ use dnsluice_modules::output::nats::{NatsOutput, NatsOutputOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// What `dnsluice lookup` hands a worker.
-pub struct LookupWork<'a> {
-    /// `--input`: a file, `-`, or a work stream.
-    pub input: &'a Path,
-    /// `--output`: a file, `-`, or a results stream.
-    pub output: &'a Path,
-    /// `--shard`.
-    pub shard: Option<Shard>,
-    /// How to take work.
-    pub queue: &'a WorkerFlags,
-    /// `lookup.dns`'s options, as given.
-    pub lookup: toml::Table,
-    /// `--stats-json`.
-    pub stats_json: Option<&'a Path>,
-    /// `--quiet`.
-    pub quiet: bool,
-    /// `--stats-interval`, `--stats-jsonl`, `--report`.
-    pub record: &'a crate::intervals::RecordFlags,
-}
-
-/// `dnsluice lookup` with a nats:// input or output: runs it as a chain and
-/// returns its exit code; `None` when neither is a NATS address.
-pub fn lookup(args: LookupWork<'_>) -> Result<Option<ExitCode>> {
-    let (input_nats, output_nats) = (
-        is_nats_url(args.input.as_os_str()),
-        is_nats_url(args.output.as_os_str()),
-    );
-    if !input_nats && !output_nats {
-        return Ok(None);
-    }
-    if input_nats && !output_nats {
-        bail!(
-            "with --input nats://..., --output must be a nats:// results stream too: an item is \
-             acknowledged when its result is stored there"
-        );
-    }
-    if input_nats && args.shard.is_some() {
-        bail!("--shard splits a file; a nats:// input is shared by its workers already");
-    }
-    let text = |p: &Path| p.to_string_lossy().into_owned();
-    let input = if input_nats {
-        stage("input.nats", args.queue.input_table(&text(args.input)))
-    } else {
-        let mut table = toml::Table::new();
-        let path = if args.input.as_os_str() == "-" {
-            args.input.to_path_buf()
-        } else {
-            std::path::absolute(args.input).unwrap_or_else(|_| args.input.to_path_buf())
-        };
-        table.insert("path".into(), text(&path).into());
-        if let Some(shard) = args.shard {
-            table.insert("shard".into(), shard.to_string().into());
-        }
-        stage("input.lines", table)
-    };
-    let stages = vec![
-        input,
-        stage("lookup.dns", args.lookup),
-        stage("output.nats", args.queue.output_table(&text(args.output))),
-    ];
-    let pipeline = pipeline_of("the lookup worker", stages)?;
-    let registry = dnsluice_modules::registry();
-    let name = Path::new("the lookup worker");
-    run_pipeline(
-        &registry,
-        &pipeline,
-        name,
-        args.stats_json,
-        args.quiet,
-        args.record,
-    )
-    .map(Some)
-    .map_err(without_generated_lines)
-}
-
-/// An error of a pipeline made of flags, without the made-up file and line.
-fn without_generated_lines(e: anyhow::Error) -> anyhow::Error {
-    match e.downcast::<dnsluice_core::pipeline::ConfigError>() {
-        Ok(c) => match c.key {
-            Some(key) => anyhow::anyhow!("--{}: {}", key.replace('_', "-"), c.message),
-            None => anyhow::anyhow!("{}", c.message),
-        },
-        Err(e) => e,
-    }
-}
-
-fn stage(module: &str, mut options: toml::Table) -> toml::Table {
-    options.insert("module".into(), module.into());
-    options
-}
-
-fn pipeline_of(name: &str, stages: Vec<toml::Table>) -> Result<Pipeline> {
-    let mut top = toml::Table::new();
-    top.insert(
-        "stage".into(),
-        toml::Value::Array(stages.into_iter().map(toml::Value::Table).collect()),
-    );
-    let text = toml::to_string(&top).context("cannot write the worker's pipeline")?;
-    Ok(Pipeline::parse(name, &text)?)
-}
 
 /// Where a pipeline worker takes files and puts summaries.
 pub struct Queues<'a> {
@@ -152,11 +51,13 @@ pub fn pipeline(
     // A file is a long item: take one at a time, so the others go to idle workers.
     input_table.insert("batch".into(), 1.into());
     input_table.insert("max_held".into(), 1.into());
-    let mut input =
-        NatsInput::open(&NatsInputOptions::from_table(input_table).map_err(option_error)?)?;
+    let mut input = NatsInput::open(
+        &NatsInputOptions::from_table(input_table)
+            .map_err(|e| flag_error(e.key.as_deref(), e.message))?,
+    )?;
     let mut output = NatsOutput::open(
         &NatsOutputOptions::from_table(queues.flags.output_table(queues.results))
-            .map_err(option_error)?,
+            .map_err(|e| flag_error(e.key.as_deref(), e.message))?,
     )?;
     let last = base.stages.len().saturating_sub(1);
     let records_to_nats = base
@@ -210,13 +111,6 @@ pub fn pipeline(
         print_summary(&stats, 0.0);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn option_error(e: dnsluice_core::options::OptionError) -> anyhow::Error {
-    match e.key {
-        Some(key) => anyhow::anyhow!("--{}: {}", key.replace('_', "-"), e.message),
-        None => anyhow::anyhow!("{}", e.message),
-    }
 }
 
 /// The result record of one file's run.

@@ -22,8 +22,8 @@
 use crate::clients::hash_onto;
 use crossbeam_queue::ArrayQueue;
 use dnsluice_core::registry::{DownstreamBuilder, ModuleEntry};
+use dnsluice_core::sync::lock;
 use dnsluice_core::{Object, OwnedObject, Receiver, StageError, StageStats};
-use dnsluice_net::sync::lock;
 use dnsluice_options::{Choice, Options};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,7 @@
 //! replies) read through it.
 
 use crate::format::compression::{Compression, CutOff};
-use dnsluice_net::sync;
+use dnsluice_core::sync;
 use std::io::{self, Read};
 
 /// Bytes the walker reads from: a window starting at the current position.

@@ -1,9 +1,9 @@
 //! The `resolver_reply` target: an authoritative server's response as the
 //! iterative resolver reads and judges it.
 
-use crate::lookup::iterative::message::{Reply, Rr};
-use crate::lookup::iterative::name::Name;
-use crate::lookup::iterative::trust::{judge, Verdict};
+use dnsluice_resolver::iterative::message::{Reply, Rr};
+use dnsluice_resolver::iterative::name::Name;
+use dnsluice_resolver::iterative::trust::{judge, Verdict};
 
 /// One selector byte, then a DNS response. The question's name (or
 /// `www.example.com.` when there is none) is what was asked; the selector

@@ -16,7 +16,7 @@
 //! (bad checksum, bad block) is an error that says the stream is corrupt.
 
 use crate::format::compression::{Compression, CutOff, MAGIC_LEN};
-use dnsluice_net::sync;
+use dnsluice_core::sync;
 use std::io::{self, BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};

@@ -2,15 +2,22 @@
 //! e.g. the names to look up. Line endings (`\n`, `\r\n`) are removed; blank
 //! lines and lines starting with `#` are skipped and counted. With `shard`
 //! `I/N` only line `k` (counted from 0, blank lines too) with `k mod N = I`
-//! is read: N runs given 0/N .. N-1/N read every line exactly once.
+//! is read: N runs given 0/N .. N-1/N read every line exactly once. With
+//! `skip_recorded`, the lines whose name has a record in that file already
+//! are skipped (a scan that goes on where it stopped; see [`super::recorded`]).
 
+use super::recorded::{name_of, read_recorded};
 use super::shard::Shard;
 use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::Pulled;
 use dnsluice_core::{Object, Producer, Reading, StageError, StageStats, Text, TextKind};
 use dnsluice_options::Options;
+use std::collections::HashSet;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Options of `input.lines`.
 #[derive(Debug, Options)]
@@ -20,6 +27,11 @@ pub struct LinesOptions {
     /// Read only shard I of N (`"I/N"`): lines k with k mod N = I.
     #[option(default = Shard::ALL)]
     pub shard: Shard,
+    /// Skip the lines whose name already has a record in this file (JSON
+    /// lines of lookup records, as `lookup.dns` writes them): a scan that
+    /// stopped goes on where it was (`dnsluice lookup --resume`). A file
+    /// that does not exist holds no record.
+    pub skip_recorded: Option<PathBuf>,
 }
 
 /// The registry entry.
@@ -28,9 +40,12 @@ pub fn entry() -> ModuleEntry {
         "input.lines",
         "read a text file or stdin one line at a time (names to look up)",
         |o: LinesOptions| {
-            Ok(Box::new(
-                LineReader::open(o.path)?.with_shard(Some(o.shard).filter(|s| *s != Shard::ALL)),
-            ))
+            let mut lines =
+                LineReader::open(o.path)?.with_shard(Some(o.shard).filter(|s| *s != Shard::ALL));
+            if let Some(path) = &o.skip_recorded {
+                lines = lines.skipping(read_recorded("input.lines", path)?.names);
+            }
+            Ok(Box::new(lines))
         },
     )
 }
@@ -38,7 +53,10 @@ pub fn entry() -> ModuleEntry {
 /// Reads lines; see the module docs.
 pub struct LineReader {
     path: PathBuf,
-    reader: Box<dyn BufRead>,
+    reader: BufReader<Box<dyn Read>>,
+    /// The descriptor to wait on when lines come as they are written (a
+    /// pipe, a terminal, a FIFO; not a regular file).
+    wait_fd: Option<RawFd>,
     raw: Vec<u8>,
     line: String,
     number: u64,
@@ -47,6 +65,9 @@ pub struct LineReader {
     not_utf8: u64,
     shard: Option<Shard>,
     other_shards: u64,
+    /// The names recorded already (`skip_recorded`), and the lines skipped for it.
+    recorded: Option<HashSet<String>>,
+    recorded_lines: u64,
     /// Bytes read, and the file's size when it is a regular file (for progress).
     offset: u64,
     total: Option<u64>,
@@ -55,28 +76,29 @@ pub struct LineReader {
 impl LineReader {
     /// Opens `path` (`-` for standard input).
     pub fn open(path: PathBuf) -> Result<LineReader, StageError> {
-        let mut total = None;
-        let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
-            Box::new(BufReader::with_capacity(1 << 16, io::stdin()))
+        let (reader, fd, metadata): (Box<dyn Read>, RawFd, _) = if path.as_os_str() == "-" {
+            let stdin = io::stdin();
+            let (fd, duplicate) = (stdin.as_raw_fd(), stdin.as_fd().try_clone_to_owned());
+            let metadata = duplicate.and_then(|fd| File::from(fd).metadata());
+            (Box::new(stdin), fd, metadata)
         } else {
             let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
-            total = file
-                .metadata()
-                .ok()
-                .filter(|m| m.is_file())
-                .map(|m| m.len());
-            Box::new(BufReader::with_capacity(1 << 16, file))
+            let (fd, metadata) = (file.as_raw_fd(), file.metadata());
+            (Box::new(file), fd, metadata)
         };
+        let regular = metadata.as_ref().is_ok_and(|m| m.is_file());
         let mut lines = LineReader::from_reader(path, reader);
-        lines.total = total;
+        lines.total = metadata.ok().filter(|m| m.is_file()).map(|m| m.len());
+        lines.wait_fd = (!regular).then_some(fd);
         Ok(lines)
     }
 
-    /// Reads from any buffered reader; `path` names it in errors.
-    pub fn from_reader(path: PathBuf, reader: Box<dyn BufRead>) -> LineReader {
+    /// Reads from any reader; `path` names it in errors.
+    pub fn from_reader(path: PathBuf, reader: Box<dyn Read>) -> LineReader {
         LineReader {
             path,
-            reader,
+            reader: BufReader::with_capacity(1 << 16, reader),
+            wait_fd: None,
             raw: Vec::new(),
             line: String::new(),
             number: 0,
@@ -85,6 +107,8 @@ impl LineReader {
             not_utf8: 0,
             shard: None,
             other_shards: 0,
+            recorded: None,
+            recorded_lines: 0,
             offset: 0,
             total: None,
         }
@@ -93,6 +117,12 @@ impl LineReader {
     /// Reads only `shard`'s lines (all when `None`).
     pub fn with_shard(mut self, shard: Option<Shard>) -> LineReader {
         self.shard = shard;
+        self
+    }
+
+    /// Skips the lines whose name is in `recorded` (see [`name_of`]).
+    pub fn skipping(mut self, recorded: HashSet<String>) -> LineReader {
+        self.recorded = Some(recorded);
         self
     }
 }
@@ -132,6 +162,12 @@ impl Producer for LineReader {
                 self.skipped += 1;
                 continue;
             }
+            if let Some(recorded) = &self.recorded {
+                if recorded.contains(name_of(trimmed)) {
+                    self.recorded_lines += 1;
+                    continue;
+                }
+            }
             self.produced += 1;
             return Ok(Some(Object::Text(Text {
                 kind: TextKind::Line,
@@ -139,6 +175,26 @@ impl Producer for LineReader {
                 text: self.line.trim(),
             })));
         }
+    }
+
+    fn waits(&self) -> bool {
+        self.wait_fd.is_some()
+    }
+
+    fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
+        if let Some(fd) = self.wait_fd {
+            // Read when a whole line is buffered or the descriptor has
+            // more (or its end); meanwhile give way to the watcher.
+            while !self.reader.buffer().contains(&b'\n') && !readable(fd, LOOK_MS) {
+                if due.load(Ordering::Relaxed) {
+                    return Ok(Pulled::Waiting);
+                }
+            }
+        }
+        Ok(match self.produce()? {
+            Some(obj) => Pulled::Object(obj),
+            None => Pulled::End,
+        })
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {
@@ -149,6 +205,10 @@ impl Producer for LineReader {
         if self.shard.is_some() {
             s.add_counter("other_shards_lines", self.other_shards);
         }
+        if let Some(recorded) = &self.recorded {
+            s.add_counter("recorded_names", recorded.len() as u64);
+            s.add_counter("recorded_lines", self.recorded_lines);
+        }
         s.add_error("not_utf8", self.not_utf8);
         s.reading = Some(Reading {
             offset: self.offset,
@@ -157,6 +217,22 @@ impl Producer for LineReader {
         });
         out.push(s);
     }
+}
+
+/// How long a wait for a line lasts before the watcher is looked at, ms.
+const LOOK_MS: i32 = 10;
+
+/// Whether `fd` has data (or its end, or an error) within `ms` milliseconds.
+fn readable(fd: RawFd, ms: i32) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd we own, for the duration of the call.
+    let ready = unsafe { libc::poll(&mut poll, 1, ms) };
+    // An error of poll itself (EINTR) counts as ready: the read then says.
+    ready != 0
 }
 
 #[cfg(test)]
@@ -184,6 +260,23 @@ mod tests {
         reader.stats(&mut stats);
         assert_eq!(stats[0].counters["blank_or_comment_lines"], 2);
         assert_eq!(stats[0].errors["not_utf8"], 1);
+    }
+
+    #[test]
+    fn recorded_names_are_skipped_and_counted() {
+        let text = b"a.example\nb.example,127.0.0.1\n\nc.example\n";
+        let recorded = ["b.example".to_string(), "z.example".to_string()].into();
+        let mut reader =
+            LineReader::from_reader("t".into(), Box::new(&text[..])).skipping(recorded);
+        let mut seen = Vec::new();
+        while let Some(Object::Text(t)) = reader.produce().unwrap() {
+            seen.push(t.text.to_string());
+        }
+        assert_eq!(seen, ["a.example", "c.example"]);
+        let mut stats = Vec::new();
+        reader.stats(&mut stats);
+        assert_eq!(stats[0].counters["recorded_lines"], 1);
+        assert_eq!(stats[0].counters["recorded_names"], 2);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod mmpcap;
 pub mod nats;
 pub mod pcap;
 mod reader;
+pub mod recorded;
 pub mod shard;
 
 pub use reader::CaptureReader;

@@ -389,7 +389,7 @@ async fn keep_alive(owner: u64, ack_wait: Duration, sent: Arc<AtomicU64>) {
 fn given_up_record(line: &str, delivered: i64) -> String {
     let name = line.split(',').next().unwrap_or(line).trim();
     let mut out = Vec::new();
-    let mut f = crate::json::Fields::new();
+    let mut f = dnsluice_json::Fields::new();
     out.push(b'{');
     f.string(&mut out, "name", name);
     f.string(&mut out, "status", "ERROR");

@@ -1,8 +1,8 @@
 //! The `dns` object of a JSON line: header, flags, sections, EDNS, errors.
 
-use super::{push_json_str, Fields};
 use dnsluice_core::dns::{mnemonic, name, questions, rdata, records, Section, TYPE_OPT};
 use dnsluice_core::DnsMessage;
+use dnsluice_json::{push_json_str, Fields};
 use std::io::Write;
 
 /// Appends `,"dns":{...}` (and `,"dns_error":{...}` when the message has a

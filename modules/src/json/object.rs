@@ -1,10 +1,11 @@
 //! The JSON line of a packet or a DNS message (`output.json`'s shape; the
 //! field names are a public contract, see the crate README).
 
-use super::{dns, Fields};
+use super::dns;
 use dnsluice_core::time::write_rfc3339_ns;
 use dnsluice_core::wire::{Network, Transport};
 use dnsluice_core::{Object, Origin, Packet, Text, TextKind};
+use dnsluice_json::Fields;
 use std::io::Write;
 
 /// A record is already one JSON object and is written as it is; a line becomes

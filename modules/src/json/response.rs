@@ -5,12 +5,13 @@
 //! "query":{"len","dns"},"answer":{"len","dns"}|null,"error":{"kind","message"}}`
 //! (`error` only when there is no answer).
 
-use super::{dns, Fields};
+use super::dns;
 use dnsluice_core::dns::check;
 use dnsluice_core::object::{CaptureMeta, DnsMessage, Flow, Origin, PacketRef};
 use dnsluice_core::time::write_rfc3339_ns;
 use dnsluice_core::wire::{Layers, Transport};
 use dnsluice_core::{LinkType, Packet, Response};
+use dnsluice_json::Fields;
 use std::io::Write;
 
 /// Appends the JSON object for `r` (without the newline).

@@ -8,7 +8,7 @@
 //! stage can give up after `reconnect_for` and say what it left in flight.
 
 use super::address::NatsAddress;
-use dnsluice_net::sync;
+use dnsluice_core::sync;
 use dnsluice_net::TlsOptions;
 use dnsluice_options::Options;
 use std::path::PathBuf;

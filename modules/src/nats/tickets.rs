@@ -19,7 +19,7 @@
 //! record number; they are unique in the process.
 
 use async_nats::{Client, Subject};
-use dnsluice_net::sync;
+use dnsluice_core::sync;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};

@@ -22,6 +22,11 @@ pub struct JsonOptions {
     /// The output file, or `-` for standard output.
     #[option(default = PathBuf::from("-"))]
     pub path: PathBuf,
+    /// Append to the file instead of replacing it. A last line cut short (a
+    /// run killed while writing it) is cut off first, so the file holds
+    /// whole lines (`dnsluice lookup --resume`).
+    #[option(default)]
+    pub append: bool,
 }
 
 /// Bytes buffered before a write.
@@ -35,6 +40,8 @@ pub struct JsonLines {
     /// Reused for names and RDATA before escaping (no allocation per message).
     scratch: Vec<u8>,
     objects: u64,
+    /// Bytes of a cut-short last line removed before appending.
+    cut_bytes: u64,
 }
 
 impl JsonLines {
@@ -45,13 +52,34 @@ impl JsonLines {
         } else {
             Box::new(File::create(&path).map_err(|e| StageError::io(&path, e))?)
         };
-        Ok(JsonLines {
+        Ok(JsonLines::writing_to(path, out, 0))
+    }
+
+    /// Appends to `path` (made when missing), after cutting off a last line
+    /// cut short; `-` is standard output.
+    pub fn append(path: PathBuf) -> Result<Self, StageError> {
+        if path.as_os_str() == "-" {
+            return JsonLines::create(path);
+        }
+        let mut file = File::options()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| StageError::io(&path, e))?;
+        let cut = cut_partial_line(&mut file).map_err(|e| StageError::io(&path, e))?;
+        Ok(JsonLines::writing_to(path, Box::new(file), cut))
+    }
+
+    fn writing_to(path: PathBuf, out: Box<dyn Write>, cut_bytes: u64) -> Self {
+        JsonLines {
             path,
             out,
             line: Vec::with_capacity(FLUSH_AT + 4096),
             scratch: Vec::with_capacity(512),
             objects: 0,
-        })
+            cut_bytes,
+        }
     }
 
     fn flush_buffer(&mut self) -> Result<(), StageError> {
@@ -89,6 +117,7 @@ impl Receiver for JsonLines {
         let mut stats = StageStats::new("output.json");
         stats.input = self.objects;
         stats.output = self.objects;
+        stats.add_counter("cut_bytes", self.cut_bytes);
         out.push(stats);
     }
 }
@@ -98,6 +127,64 @@ pub fn entry() -> ModuleEntry {
     ModuleEntry::output(
         "output.json",
         "write one JSON object per packet (JSON lines) to stdout or a file",
-        |o: JsonOptions| Ok(Box::new(JsonLines::create(o.path)?)),
+        |o: JsonOptions| {
+            Ok(Box::new(if o.append {
+                JsonLines::append(o.path)?
+            } else {
+                JsonLines::create(o.path)?
+            }))
+        },
     )
+}
+
+/// Cuts the file after its last newline (a line a killed run left cut
+/// short); the bytes cut. Reads the file's tail backwards in blocks.
+fn cut_partial_line(file: &mut File) -> io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let total = file.metadata()?.len();
+    let mut end = total;
+    let mut block = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let chunk = &mut block[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(at) = chunk.iter().rposition(|b| *b == b'\n') {
+            let keep = start + at as u64 + 1;
+            file.set_len(keep)?;
+            return Ok(total - keep);
+        }
+        end = start;
+    }
+    file.set_len(0)?;
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appending_cuts_a_last_line_cut_short_first() {
+        let dir = std::env::temp_dir().join(format!("dnsluice-append-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.jsonl");
+        let long = format!("{{\"name\":\"{}\"}}\n", "x".repeat(5000));
+        for (before, cut) in [
+            (format!("{long}{{\"name\":\"c.exa"), 14),
+            (long.clone(), 0),
+            ("{\"na".to_string(), 4),
+            (format!("{long}{}", "y".repeat(9000)), 9000),
+        ] {
+            std::fs::write(&path, &before).unwrap();
+            let mut out = JsonLines::append(path.clone()).unwrap();
+            assert_eq!(out.cut_bytes, cut);
+            let kept = &before[..before.len() - cut as usize];
+            out.out.write_all(b"{\"name\":\"new\"}\n").unwrap();
+            out.finish().unwrap();
+            let after = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(after, format!("{kept}{{\"name\":\"new\"}}\n"));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -9,7 +9,7 @@ use crate::protocol::frame::{push_frame, FrameReader};
 use crate::protocol::inflight::{Asked, InFlight};
 use crate::protocol::question::{first_question, set_id};
 use crate::stats::NetCounters;
-use crate::sync;
+use dnsluice_core::sync;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};

@@ -13,9 +13,9 @@ use super::{DiffOptions, Done};
 /// How many of the most common differences (and field sets) the summary lists.
 const MOST: usize = 20;
 use crate::json::response::message;
-use crate::json::{push_json_str, Fields};
 use dnsluice_core::dns::{mnemonic, name, questions};
 use dnsluice_core::{StageError, StageStats};
+use dnsluice_json::{push_json_str, Fields};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufWriter, Write};

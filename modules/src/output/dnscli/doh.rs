@@ -6,8 +6,8 @@
 
 use super::outcome::Outcome;
 use super::tally::Tally;
+use dnsluice_core::sync;
 use dnsluice_net::health::{Failure, Redial};
-use dnsluice_net::sync;
 use dnsluice_net::{connect, ClientSetup, Connection, Endpoint, NetCounters, NetError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

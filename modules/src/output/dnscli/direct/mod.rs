@@ -27,7 +27,7 @@ mod window;
 
 use super::outcome::Outcome;
 use super::tally::Tally;
-use dnsluice_net::sync::lock;
+use dnsluice_core::sync::lock;
 use dnsluice_net::{Endpoint, NetCounters, NetError, TlsOptions};
 use link::Pending;
 use shared::{now_ns, Core};

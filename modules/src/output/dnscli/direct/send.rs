@@ -6,9 +6,9 @@
 use super::link::Done;
 use super::link::{Link, LinkState, Pending};
 use super::shared::Core;
+use dnsluice_core::sync::lock;
 use dnsluice_net::health::Failure;
 use dnsluice_net::poll_driver::{Conn, Dialer};
-use dnsluice_net::sync::lock;
 use dnsluice_net::{DnsTransport, NetCounters, NetError};
 use mio::Token;
 use std::io;

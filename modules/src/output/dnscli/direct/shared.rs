@@ -6,7 +6,7 @@ use super::window::Window;
 use super::Plan;
 use crate::output::dnscli::outcome::Outcome;
 use crate::output::dnscli::tally::Tally;
-use dnsluice_net::sync::lock;
+use dnsluice_core::sync::lock;
 use dnsluice_net::tls::{Alpn, TlsClient};
 use dnsluice_net::{DnsTransport, Endpoint, NetCounters, NetError};
 use mio::{Poll, Token, Waker};

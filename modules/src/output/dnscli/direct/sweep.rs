@@ -4,7 +4,7 @@
 
 use super::link::Done;
 use super::shared::Core;
-use dnsluice_net::sync::lock;
+use dnsluice_core::sync::lock;
 use dnsluice_net::NetError;
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@
 //! at R queries a second to a server T away needs R × T in flight, which no
 //! fixed default fits from loopback to the other side of the world.
 
-use dnsluice_net::sync::lock;
+use dnsluice_core::sync::lock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;

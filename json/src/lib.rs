@@ -1,0 +1,20 @@
+//! # dnsluice-json
+//!
+//! The JSON building blocks that the stages (`output.json`, the DNS
+//! clients' responses) and the resolver's lookup records share, written by
+//! hand into reused buffers, because the hot paths write one line per DNS
+//! message or name and may not allocate for it:
+//!
+//! - [`fields`]: `"key":value` pairs and escaped strings;
+//! - [`rdata`]: RDATA as structured fields, ZDNS's names (lookup records).
+//!
+//! The lines themselves (a packet, a message, a response) are written in
+//! the modules crate (`dnsluice_modules::json`); the lookup records in the
+//! resolver's (`dnsluice_resolver::record`).
+
+#![warn(missing_docs)]
+
+pub mod fields;
+pub mod rdata;
+
+pub use fields::{push_json_str, Fields};

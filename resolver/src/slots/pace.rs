@@ -1,0 +1,584 @@
+//! How fast one nameserver is asked: a token bucket whose rate adapts to
+//! what the nameserver does with the queries (additive increase,
+//! multiplicative decrease, as TCP does), under the user's caps.
+//!
+//! Time is cut into rounds as long as it takes to see a query lost (the
+//! nameserver's wait for an answer, at least two round trips; 20 ms to
+//! 1 s; half that in slow start), so a cut answers what the last rate did,
+//! not an older one. In each
+//! round the nameserver's queries end as *good* (an answer), *lost* (no
+//! answer in time) or *refused* (REFUSED, SERVFAIL, or TC=1 over UDP: what
+//! a loaded or rate-limiting server sends). Refusals count against the
+//! nameserver only above its usual share: the least share of the last
+//! [`HISTORY`] rounds (a server that refuses some names on policy refuses
+//! them in every round, and after a cut a limiter refuses none), from the
+//! third round on. At the end
+//! of a round:
+//!
+//! - when more than [`LOSS_HIGH`] of the round was bad (lost, or refused
+//!   above the usual share), at least [`MIN_BAD`] events: the rate is cut
+//!   to what was delivered, at least by 15 % and at most by half, and slow
+//!   start is over;
+//! - otherwise, when the round's answers took longer on average than in
+//!   the quickest of the last rounds by more than [`QUEUE_DELAY`] (or a
+//!   thirty-second of that round trip, the noise of a long path): a queue
+//!   builds at the server before it overflows, so slow start ends, or
+//!   after it the rate eases by 5 % (a server's socket buffer holds a few
+//!   milliseconds of queries: this keeps it from dropping them);
+//! - otherwise, when the round ran short of tokens (there was work the rate
+//!   held back: the rate, not the work, was the limit), the rate doubles in
+//!   slow start, else grows by a twentieth of the rate at the last cut (a
+//!   sixteenth of the rate, when that is more);
+//! - a round that had tokens to spare leaves the rate as it is (an idle
+//!   link proves nothing about a faster one).
+//!
+//! Random loss of a few percent (a lossy path) stays under the threshold and
+//! costs no speed; a server's limiter, which drops or refuses everything
+//! above its rate, gets a sawtooth just above that rate, whose excess is
+//! retried. Plain data, no clock of its own: the caller passes `now`.
+
+use std::time::{Duration, Instant};
+
+/// The share of bad events in a round above which the rate is cut.
+pub const LOSS_HIGH: f64 = 0.05;
+/// Bad events a round needs before it can cut the rate (a few random losses
+/// in a small round are not congestion).
+pub const MIN_BAD: u32 = 3;
+/// Queueing delay (above the quickest round trip, and an eighth of it)
+/// taken as a queue building at the server.
+pub const QUEUE_DELAY: Duration = Duration::from_millis(1);
+/// What the rate is multiplied by in a round that saw a queue building.
+pub const QUEUE_EASE: f64 = 0.95;
+/// Rounds whose share of refusals is remembered.
+pub const HISTORY: usize = 8;
+/// Queries per second a nameserver starts at.
+pub const INITIAL_RATE: f64 = 1000.0;
+/// The rate is never cut below this (a nameserver that answers nothing
+/// still gets a query now and then, to see when it is back).
+pub const MIN_RATE: f64 = 2.0;
+
+/// The caps and the switch of the control.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PaceConfig {
+    /// The rate never goes above this (queries/s; infinite for no cap).
+    pub max_rate: f64,
+    /// Adapt the rate to the nameserver; off: always `max_rate`.
+    pub adaptive: bool,
+}
+
+/// How a query of this nameserver's ended, for the control.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// An answer the name can keep.
+    Good,
+    /// No answer in time.
+    Lost,
+    /// REFUSED, SERVFAIL, or TC=1 over UDP.
+    Refused,
+}
+
+/// One nameserver's pacing; see the module docs.
+#[derive(Clone, Debug)]
+pub struct Pace {
+    config: PaceConfig,
+    rate: f64,
+    tokens: f64,
+    refilled: Instant,
+    slow_start: bool,
+    /// The rate at the last cut: the additive step is a twentieth of it.
+    cut_at: f64,
+    round_started: Instant,
+    good: u32,
+    lost: u32,
+    refused: u32,
+    throttled: bool,
+    /// The share of refusals in each of the last rounds, newest last.
+    refusal_shares: [f64; HISTORY],
+    rounds: usize,
+    /// The mean round trip of each of the last rounds with answers, newest
+    /// last (`None`: not known).
+    mean_rtts: [Option<Duration>; HISTORY],
+    /// This round's round trips: their sum and count.
+    round_rtt: Duration,
+    round_samples: u32,
+}
+
+impl Pace {
+    /// A nameserver first seen at `now`.
+    pub fn new(config: PaceConfig, now: Instant) -> Pace {
+        let rate = if config.adaptive {
+            INITIAL_RATE.min(config.max_rate)
+        } else {
+            config.max_rate
+        };
+        Pace {
+            config,
+            rate,
+            tokens: 1.0,
+            refilled: now,
+            slow_start: true,
+            cut_at: rate,
+            round_started: now,
+            good: 0,
+            lost: 0,
+            refused: 0,
+            throttled: false,
+            refusal_shares: [0.0; HISTORY],
+            rounds: 0,
+            mean_rtts: [None; HISTORY],
+            round_rtt: Duration::ZERO,
+            round_samples: 0,
+        }
+    }
+
+    /// One answer's round trip.
+    pub fn round_trip(&mut self, rtt: Duration) {
+        self.round_rtt += rtt;
+        self.round_samples += 1;
+    }
+
+    /// Whether this round's answers took long enough to say a queue
+    /// builds, against the least mean of the last rounds (jitter is in
+    /// every round's mean; a queue only in the rounds that build it).
+    /// Remembers this round's mean.
+    fn queue_building(&mut self) -> bool {
+        if self.round_samples == 0 {
+            return false;
+        }
+        let mean = self.round_rtt / self.round_samples;
+        let usual = self.mean_rtts.iter().flatten().min().copied();
+        self.mean_rtts.rotate_left(1);
+        self.mean_rtts[HISTORY - 1] = Some(mean);
+        usual.is_some_and(|usual| mean > usual + QUEUE_DELAY.max(usual / 32))
+    }
+
+    /// The current rate, queries per second (infinite when nothing caps it).
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Queries allowed at once above the rate: 2 ms worth (the engine looks
+    /// again every millisecond while the rate holds work back), at least 4.
+    fn burst(&self) -> f64 {
+        (self.rate * 0.002).max(4.0)
+    }
+
+    fn refill(&mut self, now: Instant) {
+        if self.rate.is_infinite() {
+            self.tokens = f64::INFINITY;
+            return;
+        }
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst());
+        self.refilled = now;
+    }
+
+    /// Takes a token for one query at `now`; false when the rate holds it
+    /// back (the round is then marked as limited by the rate).
+    pub fn try_take(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            self.throttled = true;
+            false
+        }
+    }
+
+    /// Whether a token is there at `now`, without taking it (a round that
+    /// finds none was limited by the rate).
+    pub fn ready(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        let ready = self.tokens >= 1.0;
+        self.throttled |= !ready;
+        ready
+    }
+
+    /// Takes a token [`Pace::ready`] found.
+    pub fn take(&mut self) {
+        self.tokens -= 1.0;
+    }
+
+    /// How long until a token is there (zero when one is).
+    pub fn wait(&self, now: Instant) -> Duration {
+        if self.rate.is_infinite() {
+            return Duration::ZERO;
+        }
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        let missing = 1.0 - (self.tokens + elapsed * self.rate);
+        if missing <= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(missing / self.rate)
+        }
+    }
+
+    /// Counts one query's end, and closes the round when it is over
+    /// (`round`: how long a round of this nameserver lasts, see the module
+    /// docs).
+    pub fn observe(&mut self, verdict: Verdict, now: Instant, round: Duration) {
+        match verdict {
+            Verdict::Good => self.good += 1,
+            Verdict::Lost => self.lost += 1,
+            Verdict::Refused => self.refused += 1,
+        }
+        self.end_round_if_due(now, round);
+    }
+
+    /// Closes the round if it is over.
+    pub fn end_round_if_due(&mut self, now: Instant, round: Duration) {
+        // In slow start a round is half as long (about one round trip, as
+        // TCP doubles per round trip): the rate reaches the path's in a
+        // few round trips, at the cost of seeing a loss a round later.
+        let round = if self.slow_start { round / 2 } else { round };
+        let length = round.clamp(Duration::from_millis(20), Duration::from_secs(1));
+        let elapsed = now.saturating_duration_since(self.round_started);
+        if elapsed < length {
+            return;
+        }
+        if self.config.adaptive {
+            self.adapt(elapsed);
+        }
+        self.round_started = now;
+        self.good = 0;
+        self.lost = 0;
+        self.refused = 0;
+        self.throttled = false;
+        self.round_rtt = Duration::ZERO;
+        self.round_samples = 0;
+    }
+
+    /// The usual share of refusals: the least of the remembered rounds;
+    /// all of them before two rounds are known (a server's first answers
+    /// cannot tell policy from load).
+    fn usual_refusals(&self) -> f64 {
+        let known = self.rounds.min(HISTORY);
+        if known < 2 {
+            return 1.0;
+        }
+        self.refusal_shares[HISTORY - known..]
+            .iter()
+            .copied()
+            .fold(1.0, f64::min)
+    }
+
+    fn adapt(&mut self, elapsed: Duration) {
+        let total = f64::from(self.good + self.lost + self.refused);
+        if total == 0.0 {
+            // Nothing ended: nothing learnt, but a rate-limited round may grow.
+            if self.throttled {
+                self.grow();
+            }
+            return;
+        }
+        let share = f64::from(self.refused) / total;
+        let excess = (share - self.usual_refusals()).max(0.0) * total;
+        self.refusal_shares.rotate_left(1);
+        self.refusal_shares[HISTORY - 1] = share;
+        self.rounds += 1;
+        let bad = f64::from(self.lost) + excess;
+        let queueing = self.queue_building();
+        if bad >= f64::from(MIN_BAD) && bad > LOSS_HIGH * total {
+            let delivered = f64::from(self.good) / elapsed.as_secs_f64();
+            let finite = if self.rate.is_finite() {
+                self.rate
+            } else {
+                delivered.max(MIN_RATE)
+            };
+            self.rate = delivered.clamp(finite * 0.5, finite * 0.85);
+            self.cut_at = self.rate;
+            self.slow_start = false;
+        } else if queueing {
+            if !self.slow_start {
+                self.rate *= QUEUE_EASE;
+            }
+            self.slow_start = false;
+        } else if self.throttled {
+            self.grow();
+        }
+        self.rate = self.rate.clamp(MIN_RATE, self.config.max_rate);
+    }
+
+    fn grow(&mut self) {
+        self.rate = if self.slow_start {
+            self.rate * 2.0
+        } else {
+            self.rate + (self.cut_at / 20.0).max(self.rate / 16.0).max(1.0)
+        };
+        self.rate = self.rate.clamp(MIN_RATE, self.config.max_rate);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    const ADAPTIVE: PaceConfig = PaceConfig {
+        max_rate: f64::INFINITY,
+        adaptive: true,
+    };
+
+    /// What the simulated nameserver does.
+    struct Server {
+        /// Its limiter's rate (queries/s; a twentieth of a second of burst).
+        limit: f64,
+        /// What it does above the limit: `Lost` (drops) or `Refused`.
+        over: Verdict,
+        /// Every k-th query is lost on the path.
+        loss_every: Option<u32>,
+        /// Every k-th query is refused on policy, whatever the rate.
+        policy_every: Option<u32>,
+    }
+
+    /// A nameserver behind `rtt` (answers and refusals come back after it;
+    /// a loss is noticed after `rto`), and a client that always has work.
+    /// Returns the good answers and the queries sent per second in the last
+    /// `measure` of `total` simulated time, and the final rate.
+    fn simulate(server: Server, total: Duration, measure: Duration) -> (f64, f64, f64) {
+        let (rtt, rto) = (Duration::from_millis(10), Duration::from_millis(100));
+        let start = Instant::now();
+        let mut pace = Pace::new(ADAPTIVE, start);
+        // Each queue is in sending order (all of one kind take as long).
+        let mut quick: VecDeque<(Instant, Verdict)> = VecDeque::new();
+        let mut losses: VecDeque<Instant> = VecDeque::new();
+        let burst = server.limit / 20.0;
+        let (mut bucket, mut bucket_at) = (burst, start);
+        let (mut answered, mut sent, mut n) = (0u64, 0u64, 0u32);
+        let step = Duration::from_micros(500);
+        let mut now = start;
+        while now < start + total {
+            now += step;
+            while quick.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, verdict) = quick.pop_front().unwrap();
+                pace.round_trip(rtt);
+                pace.observe(verdict, now, rto);
+            }
+            while losses.front().is_some_and(|t| *t <= now) {
+                losses.pop_front();
+                pace.observe(Verdict::Lost, now, rto);
+            }
+            pace.end_round_if_due(now, rto);
+            let counting = now >= start + total - measure;
+            while pace.try_take(now) {
+                n += 1;
+                sent += u64::from(counting);
+                let every = |k: Option<u32>| k.is_some_and(|k| n % k == 0);
+                if every(server.loss_every) {
+                    losses.push_back(now + rto);
+                    continue;
+                }
+                bucket = (bucket + now.duration_since(bucket_at).as_secs_f64() * server.limit)
+                    .min(burst);
+                bucket_at = now;
+                if bucket < 1.0 {
+                    match server.over {
+                        Verdict::Lost => losses.push_back(now + rto),
+                        verdict => quick.push_back((now + rtt, verdict)),
+                    }
+                    continue;
+                }
+                bucket -= 1.0;
+                if every(server.policy_every) {
+                    quick.push_back((now + rtt, Verdict::Refused));
+                } else {
+                    answered += u64::from(counting);
+                    quick.push_back((now + rtt, Verdict::Good));
+                }
+            }
+        }
+        let secs = measure.as_secs_f64();
+        (answered as f64 / secs, sent as f64 / secs, pace.rate())
+    }
+
+    /// A server that answers `capacity` queries a second from a queue of
+    /// `queue` (its socket buffer), dropping what does not fit, behind
+    /// `base` of round trip. Returns the answers and the losses per second
+    /// in the last `measure` of `total`.
+    fn simulate_queue(
+        capacity: f64,
+        queue: f64,
+        base: Duration,
+        total: Duration,
+        measure: Duration,
+    ) -> (f64, f64) {
+        let rto = Duration::from_millis(100);
+        let start = Instant::now();
+        let mut pace = Pace::new(ADAPTIVE, start);
+        let mut answers: VecDeque<(Instant, Duration)> = VecDeque::new();
+        let mut losses: VecDeque<Instant> = VecDeque::new();
+        let mut free_at = start;
+        let (mut answered, mut lost) = (0u64, 0u64);
+        let step = Duration::from_micros(250);
+        let mut now = start;
+        while now < start + total {
+            now += step;
+            while answers.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, rtt) = answers.pop_front().unwrap();
+                pace.round_trip(rtt);
+                pace.observe(Verdict::Good, now, rto.max(2 * base));
+            }
+            while losses.front().is_some_and(|t| *t <= now) {
+                losses.pop_front();
+                pace.observe(Verdict::Lost, now, rto.max(2 * base));
+            }
+            pace.end_round_if_due(now, rto.max(2 * base));
+            let counting = now >= start + total - measure;
+            while pace.try_take(now) {
+                let waiting = free_at.saturating_duration_since(now).as_secs_f64() * capacity;
+                if waiting >= queue {
+                    lost += u64::from(counting);
+                    losses.push_back(now + rto);
+                    continue;
+                }
+                free_at = free_at.max(now) + Duration::from_secs_f64(1.0 / capacity);
+                answered += u64::from(counting);
+                answers.push_back((free_at + base, free_at + base - now));
+            }
+        }
+        let secs = measure.as_secs_f64();
+        (answered as f64 / secs, lost as f64 / secs)
+    }
+
+    #[test]
+    fn a_queue_building_at_the_server_stops_the_rate_before_it_overflows() {
+        // knot on two cores: about 60,000 answers a second, a socket buffer
+        // of about 270 queries; on loopback and 50 ms away.
+        // On a long path the queue shows later, against the path's own noise
+        // (a thirty-second of it): a little more overflows.
+        for (base, most_lost) in [
+            (Duration::from_micros(100), 0.02),
+            (Duration::from_millis(50), 0.03),
+        ] {
+            let (answered, lost) = simulate_queue(
+                60_000.0,
+                270.0,
+                base,
+                Duration::from_secs(6),
+                Duration::from_secs(4),
+            );
+            let seen = format!("{base:?}: answered {answered}/s, lost {lost}/s");
+            assert!(answered >= 0.9 * 60_000.0, "{seen}");
+            assert!(lost <= most_lost * answered, "{seen}");
+        }
+    }
+
+    fn limiter(over: Verdict) -> Server {
+        Server {
+            limit: 2000.0,
+            over,
+            loss_every: None,
+            policy_every: None,
+        }
+    }
+
+    /// Behind a limiter of 2,000 queries/s that drops (`Lost`) or refuses
+    /// what is over: at least 95 % of the limit is used, and less than a
+    /// fifth more is sent than it takes.
+    fn settles_just_above_the_limit(over: Verdict) {
+        let (answered, sent, rate) = simulate(
+            limiter(over),
+            Duration::from_secs(20),
+            Duration::from_secs(15),
+        );
+        let seen = format!("{over:?}: answered {answered}/s, sent {sent}/s, rate {rate}");
+        assert!(answered >= 0.95 * 2000.0, "{seen}");
+        assert!(sent <= 1.2 * 2000.0, "{seen}");
+    }
+
+    #[test]
+    fn behind_a_limiter_that_drops_the_rate_settles_just_above_the_limit() {
+        settles_just_above_the_limit(Verdict::Lost);
+    }
+
+    #[test]
+    fn behind_a_limiter_that_refuses_the_rate_settles_just_above_the_limit() {
+        settles_just_above_the_limit(Verdict::Refused);
+    }
+
+    #[test]
+    fn random_loss_of_two_percent_does_not_hold_the_rate_back() {
+        // One query in 50 lost, no limit to speak of: the rate keeps growing.
+        let server = Server {
+            limit: 1e7,
+            over: Verdict::Lost,
+            loss_every: Some(50),
+            policy_every: None,
+        };
+        let (answered, _, rate) = simulate(server, Duration::from_secs(2), Duration::from_secs(1));
+        assert!(rate > 100_000.0, "rate {rate}");
+        assert!(answered > 50_000.0, "answered {answered}/s");
+    }
+
+    #[test]
+    fn refusals_on_policy_do_not_hold_the_rate_back() {
+        // A third of the names refused in every round: the server's usual
+        // share, not a sign of load (after the first round's cut).
+        let server = Server {
+            limit: 1e7,
+            over: Verdict::Lost,
+            loss_every: None,
+            policy_every: Some(3),
+        };
+        let (_, _, rate) = simulate(server, Duration::from_secs(2), Duration::from_secs(1));
+        assert!(rate > 100_000.0, "rate {rate}");
+    }
+
+    #[test]
+    fn a_cap_holds_and_off_means_the_cap() {
+        let now = Instant::now();
+        let capped = PaceConfig {
+            max_rate: 500.0,
+            adaptive: true,
+        };
+        let mut pace = Pace::new(capped, now);
+        assert_eq!(pace.rate(), 500.0);
+        // 5 s of rounds limited by the rate: never above the cap.
+        let mut t = now;
+        for _ in 0..5000 {
+            t += Duration::from_millis(1);
+            while pace.try_take(t) {}
+            pace.end_round_if_due(t, Duration::from_millis(1));
+        }
+        assert_eq!(pace.rate(), 500.0);
+        let fixed = Pace::new(
+            PaceConfig {
+                max_rate: f64::INFINITY,
+                adaptive: false,
+            },
+            now,
+        );
+        assert!(fixed.rate().is_infinite());
+        assert_eq!(fixed.wait(now), Duration::ZERO);
+    }
+
+    #[test]
+    fn tokens_come_at_the_rate() {
+        let now = Instant::now();
+        let mut pace = Pace::new(
+            PaceConfig {
+                max_rate: 100.0,
+                adaptive: false,
+            },
+            now,
+        );
+        assert!(pace.try_take(now));
+        assert!(!pace.try_take(now));
+        let wait = pace.wait(now);
+        assert!((wait.as_secs_f64() - 0.01).abs() < 1e-6, "{wait:?}");
+        // Over a second: a hundred tokens, and the burst (4) at most at once.
+        let mut taken = 0;
+        let mut t = now;
+        for _ in 0..1000 {
+            t += Duration::from_millis(1);
+            while pace.try_take(t) {
+                taken += 1;
+            }
+        }
+        assert!((99..=101).contains(&taken), "{taken}");
+        t += Duration::from_secs(5);
+        let burst = std::iter::from_fn(|| pace.try_take(t).then_some(())).count();
+        assert_eq!(burst, 4);
+    }
+}
