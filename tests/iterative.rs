@@ -8,10 +8,10 @@ use dnsluice::core::dns::mnemonic::rtype_from_str;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 use testkit::kdig::{self, Question};
-use testkit::{normalise_data, wan_world, world, World};
+use testkit::{assert_ok, dnsluice, normalise_data, wan_world, world, World};
 
 /// One line of `expected.jsonl`, its answer as compared (see [`rr`]).
 #[derive(Clone, Debug)]
@@ -129,7 +129,7 @@ fn lookup_phased(args: &[&str], phases: &[&[String]], gap: Duration) -> (Vec<Vec
         ))
     };
     let (stats_file, intervals) = (temp("json"), temp("jsonl"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+    let mut child = dnsluice()
         .arg("lookup")
         .args(args)
         .arg("--stats-json")
@@ -175,11 +175,7 @@ fn lookup_phased(args: &[&str], phases: &[&[String]], gap: Duration) -> (Vec<Vec
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     let text = reader.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "dnsluice lookup {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, format_args!("dnsluice lookup {args:?}"));
     let mut records = vec![Vec::new(); phases.len()];
     for line in text.lines() {
         let record: Value = serde_json::from_str(line).unwrap();
@@ -839,7 +835,7 @@ fn roots_from_name_servers_and_bad_hints() {
     );
     let bad = std::env::temp_dir().join(format!("dnsluice-bad-hints-{}", std::process::id()));
     std::fs::write(&bad, ". NS a.test.\na.test. A 1.2.3\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+    let out = dnsluice()
         .args(["lookup", "A", "--iterative", "--root-hints"])
         .arg(&bad)
         .stdin(Stdio::null())
