@@ -10,6 +10,7 @@
 //! - [`replay`]: captures of queries built in the test, `dnsluice replay`
 //!   with its statistics.
 //! - [`daemon`]: knot, unbound, dnsdist, nsd started by a test itself.
+//! - [`queue`]: NATS JetStream work streams, brokers and lookup workers.
 //! - [`servers()`]: where the real servers started by `tests/servers/up.sh`
 //!   (knot, dnsdist with DoT and DoH, a slow nameserver behind the network emulator) listen.
 //! - [`FaultServer`]: an in-process DNS server (UDP, TCP, TLS, DoH) whose
@@ -37,6 +38,7 @@ mod fault;
 pub mod kdig;
 mod netem;
 pub mod pipeline;
+pub mod queue;
 pub mod readers;
 pub mod replay;
 mod run;
