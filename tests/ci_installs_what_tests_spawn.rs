@@ -623,7 +623,7 @@ fn the_readme_install_line_names_every_package() {
 fn the_shell_reader_finds_commands_not_arguments() {
     let script = "#!/bin/bash\nf() { tshark -r x; }\nx=(knotd dnsdist)\nif [[ -f y ]]; then nohup nice -n 10 kdig +short a; fi\n\
                   got=$(tcpdump -r f | wc -l) # openssl\ncat <<'PY'\nimport zzz\nPY\ncase $a in\n  udp) capinfos f ;;\nesac\necho \"$(dnsjit x)\"\n";
-    let path = std::env::temp_dir().join(format!("ci-tools-{}.sh", std::process::id()));
+    let path = testkit::temp_path("ci-tools.sh");
     std::fs::write(&path, script).unwrap();
     let spawned: Vec<String> = shell_spawns(&path).into_iter().map(|(_, p)| p).collect();
     let _ = std::fs::remove_file(&path);

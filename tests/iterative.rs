@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use testkit::kdig::{self, Question};
-use testkit::{assert_ok, dnsluice, normalise_data, wan_world, world, World};
+use testkit::{assert_ok, dnsluice, normalise_data, temp_path, wan_world, world, World};
 
 /// One line of `expected.jsonl`, its answer as compared (see [`rr`]).
 #[derive(Clone, Debug)]
@@ -121,14 +121,7 @@ fn lookup_in_order(args: &[&str], lines: &[String]) -> (Vec<Value>, Value) {
 /// takes names in. The records of each phase (told apart by their names,
 /// which must differ between phases) in the order written, and the stats.
 fn lookup_phased(args: &[&str], phases: &[&[String]], gap: Duration) -> (Vec<Vec<Value>>, Value) {
-    let temp = |what: &str| {
-        std::env::temp_dir().join(format!(
-            "dnsluice-iterative-{}-{}.{what}",
-            std::process::id(),
-            next_id()
-        ))
-    };
-    let (stats_file, intervals) = (temp("json"), temp("jsonl"));
+    let (stats_file, intervals) = (temp_path("stats.json"), temp_path("stats.jsonl"));
     let mut child = dnsluice()
         .arg("lookup")
         .args(args)
@@ -207,12 +200,6 @@ fn names_done(path: &std::path::Path) -> u64 {
         .filter(|v| v["type"] == "interval")
         .filter_map(|v| v["names"].as_u64())
         .sum()
-}
-
-fn next_id() -> u32 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A name as records are matched: lower case, no trailing dot (`.` for the root).
@@ -833,7 +820,7 @@ fn roots_from_name_servers_and_bad_hints() {
         answers_of(&got[&key(&leaf)]),
         truth(&all, &leaf, "A").answers
     );
-    let bad = std::env::temp_dir().join(format!("dnsluice-bad-hints-{}", std::process::id()));
+    let bad = temp_path("bad-hints");
     std::fs::write(&bad, ". NS a.test.\na.test. A 1.2.3\n").unwrap();
     let out = dnsluice()
         .args(["lookup", "A", "--iterative", "--root-hints"])
