@@ -275,7 +275,8 @@ fn pull_driven_chain_gives_the_same_output_as_push() {
         ),
         &["-q"],
     );
-    assert!(push.status.success() && pull.status.success());
+    assert_ok(&push, "push");
+    assert_ok(&pull, "pull");
     assert_eq!(push.stdout.iter().filter(|b| **b == b'\n').count(), 1517);
     assert_eq!(push.stdout, pull.stdout);
 }

@@ -8,7 +8,7 @@ use testkit::queue::{
     assert_one_right_answer_each, get, json_lines, lookup_worker, names_file, put, status, url,
     wait_ok, work_and_results, OwnBroker,
 };
-use testkit::temp_dir;
+use testkit::{assert_ok, temp_dir};
 
 /// An item whose results are more than half the largest message the broker
 /// takes goes out as one message per record (`…/LINE` ids), all stored
@@ -74,7 +74,7 @@ fn unzstd(packed: &[u8]) -> Vec<u8> {
         .expect("zstd (apt-get install zstd)");
     child.stdin.take().unwrap().write_all(packed).unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
+    assert_ok(&out, "zstd -d");
     out.stdout
 }
 
