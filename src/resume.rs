@@ -91,8 +91,7 @@ mod tests {
 
     #[test]
     fn whole_records_are_done_and_a_cut_line_is_removed() {
-        let dir = std::env::temp_dir().join(format!("dnsluice-resume-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = testkit::temp_dir("resume");
         let path = dir.join("out.jsonl");
         let whole = "{\"name\":\"a.example\",\"status\":\"NOERROR\"}\n{\"name\":\"b.example\",\"status\":\"TIMEOUT\"}\n";
         let cut_short = "{\"name\":\"c.exa";

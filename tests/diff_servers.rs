@@ -81,7 +81,7 @@ fn servers(name: &str) -> Servers {
     // of the zones).
     std::fs::write(
         dir.join("nsd.conf"),
-        format!("server:\n    ip-address: {}@{}\n    port: {}\n    username: \"\"\n    chroot: \"\"\n    zonesdir: \"{d}\"\n    database: \"\"\n    pidfile: \"{d}/nsd.pid\"\n    xfrdfile: \"{d}/xfrd.state\"\n    zonelistfile: \"{d}/zone.list\"\n    server-count: 1\n    minimal-responses: yes\nremote-control:\n    control-enable: no\nzone:\n    name: diff.test.\n    zonefile: b.zone\n", nsd.ip(), nsd.port(), nsd.port()),
+        format!("server:\n    ip-address: {}@{}\n    port: {}\n    username: \"\"\n    chroot: \"\"\n    zonesdir: \"{d}\"\n    database: \"\"\n    pidfile: \"{d}/nsd.pid\"\n    xfrdfile: \"{d}/xfrd.state\"\n    xfrdir: \"{d}\"\n    zonelistfile: \"{d}/zone.list\"\n    server-count: 1\n    minimal-responses: yes\nremote-control:\n    control-enable: no\nzone:\n    name: diff.test.\n    zonefile: b.zone\n", nsd.ip(), nsd.port(), nsd.port()),
     )
     .unwrap();
     let knot_d = start(

@@ -38,7 +38,15 @@ mod tests {
 
     #[test]
     fn a_file_of_nameservers_with_comments() {
-        let dir = std::env::temp_dir().join(format!("dnsluice-ns-{}", std::process::id()));
+        // Under the target directory (target/tmp, beside target/debug/deps
+        // where this test runs from), not /tmp.
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe
+            .ancestors()
+            .nth(3)
+            .unwrap()
+            .join("tmp")
+            .join(format!("dnsluice-ns-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("resolvers.txt");
         std::fs::write(
