@@ -16,14 +16,14 @@ pub(crate) fn profile_dir() -> PathBuf {
 }
 
 /// A fresh path of this test process, `target/tmp/dnsluice-tests/PID-N-NAME`
-/// (N counts the calls): nothing is there yet, its parent exists. Write a
-/// file at it, or create a directory there for several files:
+/// (N counts the calls, so tests running at once never share one): nothing
+/// is there yet, its parent exists. For a file:
 ///
 /// ```no_run
 /// let stats = testkit::temp_path("stats.json");
 /// ```
 ///
-/// For a directory, [`temp_dir`].
+/// For a directory of several files, [`temp_dir`].
 pub fn temp_path(name: &str) -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
