@@ -434,12 +434,9 @@ fn shell_words(text: &str) -> Vec<(usize, String)> {
     words
 }
 
-/// Programs a shell script spawns, with their line numbers.
-fn shell_spawns(path: &Path) -> Vec<(usize, String)> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut out = declared(&text, "# spawns:");
-    let functions: BTreeSet<String> = text
-        .lines()
+/// The functions a shell script defines (`name() {`, `function name {`).
+fn shell_functions(text: &str) -> BTreeSet<String> {
+    text.lines()
         .filter_map(|l| {
             let l = l.trim_start().trim_start_matches("function ").trim_start();
             let name: String = l
@@ -448,7 +445,32 @@ fn shell_spawns(path: &Path) -> Vec<(usize, String)> {
                 .collect();
             (!name.is_empty() && l[name.len()..].trim_start().starts_with("()")).then_some(name)
         })
-        .collect();
+        .collect()
+}
+
+/// The project's files a shell script sources (`source benches/x.sh`, a
+/// path from the project's root).
+fn sourced(text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l.strip_prefix("source ").or_else(|| l.strip_prefix(". "))?;
+            let file = root().join(rest.split_whitespace().next()?);
+            file.is_file().then_some(file)
+        })
+        .collect()
+}
+
+/// Programs a shell script spawns, with their line numbers.
+fn shell_spawns(path: &Path) -> Vec<(usize, String)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = declared(&text, "# spawns:");
+    // Its own functions, and those of the files it sources (which are
+    // read for what they spawn on their own).
+    let mut functions = shell_functions(&text);
+    for file in sourced(&text) {
+        functions.extend(shell_functions(&std::fs::read_to_string(file).unwrap()));
+    }
     let words = shell_words(&text);
     let mut command_position = true;
     let mut in_case = 0usize;
@@ -623,7 +645,7 @@ fn the_readme_install_line_names_every_package() {
 fn the_shell_reader_finds_commands_not_arguments() {
     let script = "#!/bin/bash\nf() { tshark -r x; }\nx=(knotd dnsdist)\nif [[ -f y ]]; then nohup nice -n 10 kdig +short a; fi\n\
                   got=$(tcpdump -r f | wc -l) # openssl\ncat <<'PY'\nimport zzz\nPY\ncase $a in\n  udp) capinfos f ;;\nesac\necho \"$(dnsjit x)\"\n";
-    let path = std::env::temp_dir().join(format!("ci-tools-{}.sh", std::process::id()));
+    let path = testkit::temp_path("ci-tools.sh");
     std::fs::write(&path, script).unwrap();
     let spawned: Vec<String> = shell_spawns(&path).into_iter().map(|(_, p)| p).collect();
     let _ = std::fs::remove_file(&path);

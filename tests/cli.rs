@@ -1,11 +1,11 @@
 //! The command line as a user meets it: pipelines, overrides, errors, summaries.
 
-mod common;
-
-use common::{corpus_dir, dnsluice, layer_json, run_pipeline, temp_path, truth};
 use serde_json::Value;
 use std::io::Write;
 use std::process::Stdio;
+use testkit::corpus::{corpus_dir, truth};
+use testkit::pipeline::layer_json;
+use testkit::{assert_ok, dnsluice, run_ok, run_pipeline, temp_dir, temp_path};
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
@@ -25,7 +25,7 @@ fn cut_off_files_warn_with_offset_and_keep_every_complete_record() {
         let offset = truth["size_bytes"].as_u64().unwrap() - trailing;
         for input in ["input.mmpcap", "input.fpcap"] {
             let (rows, out) = layer_json(input, &capture);
-            assert!(out.status.success(), "{input} {file}");
+            assert_ok(&out, format_args!("{input} {file}"));
             assert_eq!(rows.len(), 10, "{input} {file}: the 10 complete records");
             let err = stderr(&out);
             assert!(err.contains("warning") && err.contains(file), "{err}");
@@ -153,7 +153,7 @@ fn set_overrides_stage_options_and_modules() {
             &stats.display().to_string(),
         ],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ok(&out, "dnsluice run");
     let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     assert_eq!(stats["stages"][0]["module"], "input.fpcap");
     assert_eq!(stats["stages"][0]["out"], 22);
@@ -180,7 +180,7 @@ fn stats_json_has_every_stage_with_counts_and_errors() {
         ),
         &["--stats-json", &stats.display().to_string()],
     );
-    assert!(out.status.success());
+    assert_ok(&out, "dnsluice run");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     let modules: Vec<&str> = v["stages"]
         .as_array()
@@ -256,7 +256,7 @@ fn stdin_input_reads_a_piped_capture() {
         .write_all(&std::fs::read(&capture).unwrap())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ok(&out, "dnsluice");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     assert_eq!(v["stages"][1]["in"], 1517, "tshark counts 1517 records");
 }
@@ -275,7 +275,8 @@ fn pull_driven_chain_gives_the_same_output_as_push() {
         ),
         &["-q"],
     );
-    assert!(push.status.success() && pull.status.success());
+    assert_ok(&push, "push");
+    assert_ok(&pull, "pull");
     assert_eq!(push.stdout.iter().filter(|b| **b == b'\n').count(), 1517);
     assert_eq!(push.stdout, pull.stdout);
 }
@@ -302,12 +303,11 @@ fn modules_lists_every_module_with_options() {
 
 #[test]
 fn quickstart_runs_on_the_bundled_sample() {
-    let out = dnsluice()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["run", "configs/quickstart.toml", "-q"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run_ok(dnsluice().current_dir(env!("CARGO_MANIFEST_DIR")).args([
+        "run",
+        "configs/quickstart.toml",
+        "-q",
+    ]));
     let first: Value =
         serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
     // Frame 1 of live_mini_en10mb.pcap per its truth file: 127.0.0.1:59035 → 127.0.0.1:53 over UDP.
@@ -338,7 +338,7 @@ fn closed_stdout_ends_quietly() {
         .unwrap();
     drop(child.stdout.take()); // the reader goes away at once
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ok(&out, "dnsluice");
     assert!(!stderr(&out).contains("error"), "{}", stderr(&out));
 }
 
@@ -380,21 +380,18 @@ fn a_bad_value_given_with_set_is_blamed_on_set() {
 #[test]
 fn paths_in_a_pipeline_file_are_relative_to_it_and_set_paths_to_the_working_directory() {
     // From a directory that is not the repository, by absolute path.
-    let elsewhere = temp_path("cwd");
-    std::fs::create_dir_all(&elsewhere).unwrap();
+    let elsewhere = temp_dir("cwd");
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/quickstart.toml");
-    let out = dnsluice()
-        .current_dir(&elsewhere)
-        .args(["run", config, "-q"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run_ok(
+        dnsluice()
+            .current_dir(&elsewhere)
+            .args(["run", config, "-q"]),
+    );
     // The bundled sample (live_mini_en10mb.pcap) has 1517 packets, one JSON line each.
     assert_eq!(out.stdout.iter().filter(|b| **b == b'\n').count(), 1517);
 
     // An output path in the file lands beside the file, not in the working directory.
-    let dir = temp_path("configdir");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("configdir");
     let capture = corpus_dir().join("vlan_qinq.pcap");
     std::fs::write(
         dir.join("p.toml"),
@@ -404,24 +401,22 @@ fn paths_in_a_pipeline_file_are_relative_to_it_and_set_paths_to_the_working_dire
         ),
     )
     .unwrap();
-    let out = dnsluice()
-        .current_dir(&elsewhere)
-        .arg("run")
-        .arg(dir.join("p.toml"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    run_ok(
+        dnsluice()
+            .current_dir(&elsewhere)
+            .arg("run")
+            .arg(dir.join("p.toml")),
+    );
     assert!(dir.join("out.json").exists() && !elsewhere.join("out.json").exists());
 
     // `--set` paths stay relative to the working directory.
-    let out = dnsluice()
-        .current_dir(&elsewhere)
-        .arg("run")
-        .arg(dir.join("p.toml"))
-        .args(["--set", "1.path=set.json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    run_ok(
+        dnsluice()
+            .current_dir(&elsewhere)
+            .arg("run")
+            .arg(dir.join("p.toml"))
+            .args(["--set", "1.path=set.json"]),
+    );
     assert!(elsewhere.join("set.json").exists() && !dir.join("set.json").exists());
 }
 

@@ -6,12 +6,12 @@
 //! cut (as many as tshark reads from what the tool itself decompresses) and
 //! says so; a corrupt one is an error that says so.
 
-mod common;
-
-use common::{corpus, dnsluice, run_pipeline, temp_path};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use testkit::corpus::corpus;
+use testkit::pipeline::json_run;
+use testkit::{assert_ok, dnsluice, run_ok, run_pipeline, temp_path};
 
 /// (tool, its arguments to compress to stdout, to decompress to stdout).
 const TOOLS: [(&str, &[&str], &[&str]); 4] = [
@@ -46,20 +46,12 @@ fn compress(tool: usize, capture: &Path) -> PathBuf {
 /// input → filter.layer → filter.dns (keeping non-DNS packets) →
 /// output.json: every record and every DNS message, as JSON lines.
 fn dump(input: &str, capture: &Path) -> (Vec<Value>, std::process::Output) {
-    let json = temp_path("dump.jsonl");
-    let text = format!(
-        "[[stage]]\nmodule = \"{input}\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\nkeep_non_dns = true\n[[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
-        capture.display(),
-        json.display()
-    );
-    let out = run_pipeline(&text, &["-q"]);
-    let rows = std::fs::read_to_string(&json)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let _ = std::fs::remove_file(&json);
-    (rows, out)
+    json_run(
+        input,
+        capture,
+        "[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\nkeep_non_dns = true\n",
+        &["-q"],
+    )
 }
 
 /// input → output.null: how many records the input read, and the process output.
@@ -90,22 +82,13 @@ fn every_corpus_capture_reads_the_same_compressed() {
         let name = capture.file_name().unwrap().to_string_lossy().to_string();
         // Every corpus capture reads (none is an error to read): each one
         // is a reference for its compressed copies.
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out, format_args!("{name}"));
         for tool in 0..TOOLS.len() {
             let packed = compress(tool, &capture);
             // Alternate the inputs, so both see every compression.
             let input = ["input.mmpcap", "input.fpcap"][(checked + tool) % 2];
             let (rows, out) = dump(input, &packed);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(
-                out.status.success(),
-                "{input} {name} {}: {stderr}",
-                TOOLS[tool].0
-            );
+            assert_ok(&out, format_args!("{input} {name} {}", TOOLS[tool].0));
             assert!(
                 rows == plain,
                 "{input} {name} {}: records differ",
@@ -125,7 +108,7 @@ fn every_corpus_capture_reads_the_same_compressed() {
 
 #[test]
 fn a_compressed_stream_on_stdin_reads_the_same() {
-    let capture = common::corpus_dir().join("live_lo_en10mb.pcap");
+    let capture = testkit::corpus::corpus_dir().join("live_lo_en10mb.pcap");
     let (plain, _) = dump("input.fpcap", &capture);
     for (tool, &(program, _, _)) in TOOLS.iter().enumerate() {
         let packed = compress(tool, &capture);
@@ -136,13 +119,12 @@ fn a_compressed_stream_on_stdin_reads_the_same() {
             format!("[[stage]]\nmodule = \"input.fpcap\"\npath = \"-\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\nkeep_non_dns = true\n[[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n", json.display()),
         )
         .unwrap();
-        let status = dnsluice()
-            .args(["run", "-q"])
-            .arg(&pipeline)
-            .stdin(std::fs::File::open(&packed).unwrap())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        run_ok(
+            dnsluice()
+                .args(["run", "-q"])
+                .arg(&pipeline)
+                .stdin(std::fs::File::open(&packed).unwrap()),
+        );
         let rows: Vec<Value> = std::fs::read_to_string(&json)
             .unwrap()
             .lines()
@@ -174,7 +156,7 @@ fn tshark_count(path: &Path) -> usize {
 /// A capture big enough that a cut at nine tenths falls after a complete
 /// compressed block of every tool (lz4 writes 4 MiB blocks).
 fn big_capture() -> PathBuf {
-    let capture = common::corpus_dir().join("live_lo_en10mb.pcap");
+    let capture = testkit::corpus::corpus_dir().join("live_lo_en10mb.pcap");
     let bytes = std::fs::read(&capture).unwrap();
     // The file header once, then the records five times over.
     let mut big = bytes.clone();
@@ -205,7 +187,7 @@ fn a_truncated_compressed_file_keeps_every_complete_record_and_warns() {
         for input in ["input.mmpcap", "input.fpcap"] {
             let (records, out) = count(input, &cut);
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{input} {program}: {stderr}");
+            assert_ok(&out, format_args!("{input} {program}"));
             assert_eq!(records, want as u64, "{input} {program}");
             assert!(
                 stderr.contains(&format!(
@@ -253,31 +235,26 @@ fn replay_reads_a_compressed_capture_by_default() {
     // default input.mmpcap reads compressed files (above), so the
     // pipeline needs nothing else: run it on a dead port with a short
     // timeout and count what was sent.
-    let capture = common::corpus_dir().join("live_lo_en10mb.pcap");
+    let capture = testkit::corpus::corpus_dir().join("live_lo_en10mb.pcap");
     let packed = compress(0, &capture);
     let stats = temp_path("replay.json");
-    let out = dnsluice()
-        .arg("replay")
-        .arg(&packed)
-        .args([
-            "--server",
-            "127.0.0.1:9",
-            "--timeout",
-            "50ms",
-            "-q",
-            "--stats-json",
-        ])
-        .arg(&stats)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        dnsluice()
+            .arg("replay")
+            .arg(&packed)
+            .args([
+                "--server",
+                "127.0.0.1:9",
+                "--timeout",
+                "50ms",
+                "-q",
+                "--stats-json",
+            ])
+            .arg(&stats),
     );
     let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     // tshark's count of the capture's queries (its truth file).
-    let queries = common::truth("live_lo_en10mb.pcap")["counts"]["dns_queries"]
+    let queries = testkit::corpus::truth("live_lo_en10mb.pcap")["counts"]["dns_queries"]
         .as_u64()
         .unwrap();
     assert!(queries > 1000);

@@ -7,15 +7,13 @@
 //! messages cut by a snaplen (tshark's partial dissection is not a reference),
 //! and the crafted malformed messages, judged by the generator's expectations.
 
-mod common;
-
-use common::{
-    corpus, dns_json as dump, run_pipeline, temp_path, truth, truth_rows, unescape, wire_hex,
-};
 use dnsluice::core::dns::mnemonic;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use testkit::corpus::{corpus, truth, truth_rows, unescape, wire_hex};
+use testkit::pipeline::dns_json as dump;
+use testkit::{assert_ok, run_pipeline, temp_path};
 
 /// The canonical line of one of our JSON rows; `unusual` maps frames whose
 /// QNAME tshark prints lossily to (tshark's text, the name's wire bytes in hex).
@@ -317,7 +315,7 @@ fn summary_counts_match_tsharks_for_every_capture() {
 fn a_datagram_missing_a_fragment_is_reported_not_lost() {
     // ipv4_fragments.pcap frames 10 and 11 are fragments 1/3 and 3/3 of a
     // 3069-byte response; fragment 2/3 was never sent (generator notes).
-    let capture = common::corpus_dir().join("ipv4_fragments.pcap");
+    let capture = testkit::corpus::corpus_dir().join("ipv4_fragments.pcap");
     let stats = temp_path("stats.json");
     let text = format!(
         "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.null\"\n",
@@ -325,7 +323,7 @@ fn a_datagram_missing_a_fragment_is_reported_not_lost() {
     );
     let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success());
+    assert_ok(&out, "dnsluice run");
     assert!(
         err.contains("first fragment in frame 10") && err.contains("2 fragments"),
         "{err}"
@@ -340,18 +338,14 @@ fn a_datagram_missing_a_fragment_is_reported_not_lost() {
 
 #[test]
 fn pull_driven_dns_chain_equals_push_and_keep_non_dns_keeps_everything() {
-    let capture = common::corpus_dir().join("misc_l2l3.pcap");
+    let capture = testkit::corpus::corpus_dir().join("misc_l2l3.pcap");
     let chain = |drive: &str, keep: bool| {
         let text = format!(
             "drive = \"{drive}\"\n[[stage]]\nmodule = \"input.fpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\nkeep_non_dns = {keep}\n[[stage]]\nmodule = \"output.json\"\n",
             capture.display()
         );
         let out = run_pipeline(&text, &["-q"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out, "dnsluice run");
         String::from_utf8(out.stdout).unwrap()
     };
     let push = chain("push", false);
@@ -389,17 +383,13 @@ fn pull_driven_dns_chain_counts_what_push_counts() {
         "misc_l2l3.pcap",
     ] {
         let stages = |drive: &str| {
-            let stats = common::temp_path("pull-stats.json");
+            let stats = testkit::temp_path("pull-stats.json");
             let text = format!(
                 "drive = \"{drive}\"\n[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.null\"\n",
-                common::corpus_dir().join(file).display()
+                testkit::corpus::corpus_dir().join(file).display()
             );
             let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_ok(&out, "dnsluice run");
             let value: Value =
                 serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
             let _ = std::fs::remove_file(&stats);
@@ -417,7 +407,7 @@ fn pull_driven_dns_chain_counts_what_push_counts() {
 /// and `out` of the second, and the truth's message count all agree.
 #[test]
 fn a_second_dns_filter_passes_messages_on_and_counts_them() {
-    let capture = common::corpus_dir().join("misc_l2l3.pcap");
+    let capture = testkit::corpus::corpus_dir().join("misc_l2l3.pcap");
     let truth = truth("misc_l2l3.pcap");
     let messages = truth["counts"]["dns_messages"].as_u64().unwrap();
     for drive in ["push", "pull"] {
@@ -427,11 +417,7 @@ fn a_second_dns_filter_passes_messages_on_and_counts_them() {
             capture.display()
         );
         let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out, "dnsluice run");
         let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
         let stages = &stats["stages"];
         assert_eq!(stages[1]["out"], messages, "{drive}: {stages}");

@@ -13,11 +13,11 @@
 //! cause, file by file, and the test checks that exactly those differ: a
 //! new difference fails, and so does one that went away.
 
-mod common;
-
-use common::{dns_run, layer_json, truth_rows, unescape, wire_hex};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
+use testkit::assert_ok;
+use testkit::corpus::{truth_rows, unescape, wire_hex};
+use testkit::pipeline::{dns_run, layer_json};
 
 fn field_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/field")
@@ -406,7 +406,7 @@ fn tcp_gap_captures_give_every_message_tshark_gives() {
         )
         .unwrap();
         let (rows, stats, out) = dns_run("input.mmpcap", &capture);
-        assert!(out.status.success(), "{file}");
+        assert_ok(&out, format_args!("{file}"));
         let ours: Vec<String> = rows.iter().map(our_line).collect();
         let tsharks: Vec<String> = truth_rows(&truth["dns_messages"])
             .iter()
@@ -509,7 +509,7 @@ fn an_opt_record_with_one_byte_of_options_is_flagged() {
     assert_eq!(tshark[0]["malformed"], json!(true));
     assert_eq!(tshark[0]["edns"], json!(true));
     let (rows, stats, out) = dns_run("input.mmpcap", &field_dir().join(file));
-    assert!(out.status.success());
+    assert_ok(&out, "dnsluice");
     assert_eq!(rows.len(), 1);
     assert_eq!(
         rows[0]["dns_error"]["kind"],

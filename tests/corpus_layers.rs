@@ -2,11 +2,11 @@
 //! record counts, per-frame timestamps and lengths, and for every frame tshark
 //! decodes as IPv4/IPv6 + UDP/TCP: ip, src, dst, transport, ports and VLAN ids.
 
-mod common;
-
-use common::{corpus, layer_json, rfc3339_to_epoch, truth_rows};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use testkit::assert_ok;
+use testkit::corpus::{corpus, rfc3339_to_epoch, truth_rows};
+use testkit::pipeline::layer_json;
 
 /// Inputs that read every capture natively.
 const NATIVE_INPUTS: [&str; 2] = ["input.mmpcap", "input.fpcap"];
@@ -37,11 +37,7 @@ fn every_capture_has_tsharks_record_count_and_layers() {
         let records = truth["counts"]["records"].as_u64().unwrap() as usize;
         for input in inputs_for(&capture) {
             let (rows, out) = layer_json(input, &capture);
-            assert!(
-                out.status.success(),
-                "{input} {name}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_ok(&out, format_args!("{input} {name}"));
             assert_eq!(rows.len(), records, "{input} {name}: record count");
             for (i, row) in rows.iter().enumerate() {
                 assert_eq!(
@@ -149,7 +145,7 @@ fn link_names_follow_the_capture() {
         ("vlan_qinq.pcap", "EN10MB"),
     ];
     for (file, link) in expect {
-        let (rows, _) = layer_json("input.mmpcap", &common::corpus_dir().join(file));
+        let (rows, _) = layer_json("input.mmpcap", &testkit::corpus::corpus_dir().join(file));
         assert!(
             !rows.is_empty() && rows.iter().all(|r| r["link"] == json!(link)),
             "{file}: {link}"
@@ -157,7 +153,7 @@ fn link_names_follow_the_capture() {
     }
     let (rows, _) = layer_json(
         "input.mmpcap",
-        &common::corpus_dir().join("pcapng_multi_if.pcapng"),
+        &testkit::corpus::corpus_dir().join("pcapng_multi_if.pcapng"),
     );
     let links: Vec<&str> = rows[..4]
         .iter()

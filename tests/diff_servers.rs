@@ -6,15 +6,13 @@
 //! From a names file, from a capture of the queries, and comparing a
 //! capture's recorded answers (knot's) with nsd's.
 
-mod common;
-
-use common::daemon::{port, start, wait_answering, Daemon};
-use common::{dnsluice, temp_path};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use testkit::daemon::{port, start, wait_answering, Daemon};
+use testkit::{dnsluice, run_ok, temp_path};
 
 /// Every query, with the fields its answers differ in (the plant), empty
 /// where the versions agree.
@@ -83,7 +81,7 @@ fn servers(name: &str) -> Servers {
     // of the zones).
     std::fs::write(
         dir.join("nsd.conf"),
-        format!("server:\n    ip-address: {}@{}\n    port: {}\n    username: \"\"\n    chroot: \"\"\n    zonesdir: \"{d}\"\n    database: \"\"\n    pidfile: \"{d}/nsd.pid\"\n    xfrdfile: \"{d}/xfrd.state\"\n    zonelistfile: \"{d}/zone.list\"\n    server-count: 1\n    minimal-responses: yes\nremote-control:\n    control-enable: no\nzone:\n    name: diff.test.\n    zonefile: b.zone\n", nsd.ip(), nsd.port(), nsd.port()),
+        format!("server:\n    ip-address: {}@{}\n    port: {}\n    username: \"\"\n    chroot: \"\"\n    zonesdir: \"{d}\"\n    database: \"\"\n    pidfile: \"{d}/nsd.pid\"\n    xfrdfile: \"{d}/xfrd.state\"\n    xfrdir: \"{d}\"\n    zonelistfile: \"{d}/zone.list\"\n    server-count: 1\n    minimal-responses: yes\nremote-control:\n    control-enable: no\nzone:\n    name: diff.test.\n    zonefile: b.zone\n", nsd.ip(), nsd.port(), nsd.port()),
     )
     .unwrap();
     let knot_d = start(
@@ -111,20 +109,15 @@ fn servers(name: &str) -> Servers {
 /// Runs `dnsluice diff INPUT ARGS... --output D --summary S`; the lines and the summary.
 fn diff(input: &Path, args: &[String]) -> (Vec<Value>, Value) {
     let (lines, summary) = (temp_path("diffs.jsonl"), temp_path("summary.json"));
-    let out = dnsluice()
-        .arg("diff")
-        .arg(input)
-        .args(args)
-        .arg("--output")
-        .arg(&lines)
-        .arg("--summary")
-        .arg(&summary)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        dnsluice()
+            .arg("diff")
+            .arg(input)
+            .args(args)
+            .arg("--output")
+            .arg(&lines)
+            .arg("--summary")
+            .arg(&summary),
     );
     let lines = std::fs::read_to_string(&lines)
         .unwrap()
@@ -300,13 +293,12 @@ fn a_capture_and_its_recorded_answers() {
     check(&lines, &summary, ["capture", &s.nsd.to_string()]);
     // Compressed, the same.
     let packed = temp_path("plan.pcap.zst");
-    let status = std::process::Command::new("zstd")
-        .args(["-q", "-f", "-o"])
-        .arg(&packed)
-        .arg(&capture)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    run_ok(
+        std::process::Command::new("zstd")
+            .args(["-q", "-f", "-o"])
+            .arg(&packed)
+            .arg(&capture),
+    );
     let (lines, summary) = diff(&packed, &args);
     check(&lines, &summary, ["capture", &s.nsd.to_string()]);
 }

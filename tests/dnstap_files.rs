@@ -4,22 +4,16 @@
 //! question names. And a file with broken frames in it: every broken frame
 //! is counted by kind, every good one is read, and the run succeeds.
 
-mod common;
-
-use common::{corpus_dir, run_pipeline, temp_path};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
+use testkit::corpus::corpus_dir;
+use testkit::{assert_ok, run_ok, run_pipeline, temp_path};
 
 fn output(program: &str, args: &[&str], path: &Path) -> String {
     // spawns: dnstap-ldns fstrm_dump (the callers' `program`)
-    let out = Command::new(program).args(args).arg(path).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{program}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(Command::new(program).args(args).arg(path));
     String::from_utf8(out.stdout).unwrap() + &String::from_utf8_lossy(&out.stderr)
 }
 
@@ -114,11 +108,7 @@ fn a_capture_as_dnstap_reads_in_dnstap_ldns_and_fstrm_dump_as_in_tshark() {
         tap.display()
     );
     let out = run_pipeline(&text, &["-q"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, "dnsluice run");
     let want = tshark_messages(&capture);
     assert_eq!(want.values().sum::<usize>(), 6081);
     let got = dnstap_ldns_messages(&tap);
@@ -152,11 +142,7 @@ fn broken_frames_are_counted_by_kind_and_the_good_ones_read() {
         good.display()
     );
     let out = run_pipeline(&text, &["-q"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, "dnsluice run");
     let bytes = std::fs::read(&good).unwrap();
     // Split it into START, the data frames, STOP, by the lengths.
     let start_len = 8 + u32::from_be_bytes(bytes[4..8].try_into().unwrap()) as usize;
@@ -196,7 +182,7 @@ fn broken_frames_are_counted_by_kind_and_the_good_ones_read() {
     );
     let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    assert_ok(&out, "dnsluice run");
     assert!(stderr.contains("file cut off"), "{stderr}");
     let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     let input = &stats["stages"][0];

@@ -8,16 +8,14 @@
 //! wire bytes. What we write (`output.dnstap`) must read back, through
 //! `dnstap-ldns -r`, exactly as the emitter's own file does.
 
-mod common;
-
-use common::daemon::{port, start, wait_answering};
-use common::{dnsluice, run_pipeline, temp_path};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use testkit::daemon::{port, start, wait_answering};
+use testkit::{assert_ok, dnsluice, run_ok, run_pipeline, temp_dir, temp_path};
 
 /// The zone the test servers serve: a few names of every answer kind.
 const ZONE: &str = "$ORIGIN tap.test.\n$TTL 300\n@ SOA ns1 hostmaster 1 7200 3600 1209600 300\n@ NS ns1\nns1 A 127.0.0.1\nwww A 192.0.2.1\nwww AAAA 2001:db8::1\nmail MX 10 www\ntxt TXT \"dnstap test\"\n";
@@ -150,11 +148,7 @@ fn read_back(tap: &Path) -> Vec<Tapped> {
             tap.display()
         );
         let out = run_pipeline(&text, &["-q"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out, "dnsluice run");
     }
     let lines: Vec<Value> = std::fs::read_to_string(&json)
         .unwrap()
@@ -332,28 +326,12 @@ fn check_client_side(
 
 /// `dnstap-ldns -r FILE` (its one-line-per-message form).
 fn dnstap_ldns(path: &Path) -> String {
-    let out = Command::new("dnstap-ldns")
-        .arg("-r")
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(Command::new("dnstap-ldns").arg("-r").arg(path));
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// A directory of its own for one test's servers.
-fn dir(name: &str) -> PathBuf {
-    let dir = temp_path(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// knot serving [`ZONE`] on `port`, with mod-dnstap when `sink` is given.
-fn knot(dir: &Path, port: u16, sink: Option<&Path>) -> common::daemon::Daemon {
+fn knot(dir: &Path, port: u16, sink: Option<&Path>) -> testkit::daemon::Daemon {
     std::fs::write(dir.join("tap.test.zone"), ZONE).unwrap();
     std::fs::create_dir_all(dir.join("db")).unwrap();
     let d = dir.display();
@@ -382,7 +360,7 @@ fn knot(dir: &Path, port: u16, sink: Option<&Path>) -> common::daemon::Daemon {
 
 #[test]
 fn knot_mod_dnstap_file() {
-    let dir = dir("knot-dnstap");
+    let dir = temp_dir("knot-dnstap");
     let sink = dir.join("knot.tap");
     let server: SocketAddr = format!("127.0.0.1:{}", port(0)).parse().unwrap();
     let knot = knot(&dir, server.port(), Some(&sink));
@@ -403,7 +381,7 @@ fn knot_mod_dnstap_file() {
     // Our copy of knot's file reads, in dnstap-ldns, as knot's own does.
     let copy = dir.join("copy.tap");
     let text = format!("[[stage]]\nmodule = \"input.dnstap\"\npath = \"{}\"\n[[stage]]\nmodule = \"output.dnstap\"\npath = \"{}\"\n", sink.display(), copy.display());
-    assert!(run_pipeline(&text, &["-q"]).status.success());
+    assert_ok(&run_pipeline(&text, &["-q"]), "dnsluice run");
     let (theirs, ours) = (dnstap_ldns(&sink), dnstap_ldns(&copy));
     assert!(theirs.lines().count() >= 2 * QUERIES.len());
     assert_eq!(ours, theirs);
@@ -411,7 +389,7 @@ fn knot_mod_dnstap_file() {
 
 #[test]
 fn unbound_client_and_resolver_messages_to_our_unix_socket() {
-    let dir = dir("unbound-dnstap");
+    let dir = temp_dir("unbound-dnstap");
     let upstream: SocketAddr = format!("127.0.0.1:{}", port(1)).parse().unwrap();
     let server: SocketAddr = format!("127.0.0.1:{}", port(2)).parse().unwrap();
     let _knot = knot(&dir, upstream.port(), None);
@@ -489,7 +467,7 @@ fn unbound_client_and_resolver_messages_to_our_unix_socket() {
 
 #[test]
 fn dnsdist_dnstap_log_actions_to_our_tcp_collector() {
-    let dir = dir("dnsdist-dnstap");
+    let dir = temp_dir("dnsdist-dnstap");
     let backend: SocketAddr = format!("127.0.0.1:{}", port(3)).parse().unwrap();
     let server: SocketAddr = format!("127.0.0.1:{}", port(4)).parse().unwrap();
     let listen: SocketAddr = format!("127.0.0.1:{}", port(5)).parse().unwrap();

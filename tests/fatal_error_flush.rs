@@ -4,20 +4,12 @@
 //! JSON lines, the pcap records, the answers `filter.dnscli` got. Also
 //! `input.mmpcap` reading standard input.
 
-mod replay_kit;
-
-use replay_kit::{address_of, servers, write_capture, zone_queries, Q};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// A fresh path for `name`, unique among this process's tests (they run at once).
-fn temp(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    replay_kit::temp(&format!("{}-{name}", NEXT.fetch_add(1, Ordering::Relaxed)))
-}
+use std::process::{Output, Stdio};
+use testkit::replay::{address_of, servers, write_capture, zone_queries, Q};
+use testkit::{assert_ok, dnsluice, temp_path};
 
 /// Queries before the corrupt record.
 const GOOD: usize = 12;
@@ -26,7 +18,7 @@ const GOOD: usize = 12;
 /// then a record header claiming 0xf0000000 captured bytes.
 fn corrupt_capture(name: &str) -> (PathBuf, Vec<Q>) {
     let queries = zone_queries(GOOD, 3);
-    let path = temp(name);
+    let path = temp_path(name);
     write_capture(&path, &queries);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes.extend_from_slice(&[0x10, 0, 0, 0, 0, 0, 0, 0]);
@@ -40,8 +32,8 @@ fn corrupt_capture(name: &str) -> (PathBuf, Vec<Q>) {
 /// Runs `stages` (TOML after the input stage) on `capture` read by `input`,
 /// with `--stats-json`; the process output and the stats.
 fn run(input: &str, capture: &Path, stages: &str) -> (Output, Value) {
-    let pipeline = temp("fatal.toml");
-    let stats = temp("fatal-stats.json");
+    let pipeline = temp_path("fatal.toml");
+    let stats = temp_path("fatal-stats.json");
     std::fs::write(
         &pipeline,
         format!(
@@ -50,7 +42,7 @@ fn run(input: &str, capture: &Path, stages: &str) -> (Output, Value) {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+    let out = dnsluice()
         .args(["run", pipeline.to_str().unwrap(), "--stats-json"])
         .arg(&stats)
         .output()
@@ -86,7 +78,7 @@ fn first_qname(row: &Value) -> &str {
 fn json_lines_before_a_corrupt_record_are_written() {
     let (capture, queries) = corrupt_capture("fatal-json.pcap");
     for input in ["input.fpcap", "input.mmpcap"] {
-        let json = temp("fatal.jsonl");
+        let json = temp_path("fatal.jsonl");
         let (out, stats) = run(
             input,
             &capture,
@@ -106,7 +98,7 @@ fn json_lines_before_a_corrupt_record_are_written() {
 #[test]
 fn pcap_records_before_a_corrupt_record_are_written() {
     let (capture, _) = corrupt_capture("fatal-pcap.pcap");
-    let written = temp("fatal-out.pcap");
+    let written = temp_path("fatal-out.pcap");
     let (out, stats) = run(
         "input.fpcap",
         &capture,
@@ -142,7 +134,7 @@ fn pcap_records_before_a_corrupt_record_are_written() {
 fn answers_to_queries_before_a_corrupt_record_are_written() {
     let (capture, queries) = corrupt_capture("fatal-dnscli.pcap");
     let knot = &servers()["KNOT"];
-    let json = temp("fatal-responses.jsonl");
+    let json = temp_path("fatal-responses.jsonl");
     let (out, stats) = run(
         "input.mmpcap",
         &capture,
@@ -183,15 +175,15 @@ fn answers_to_queries_before_a_corrupt_record_are_written() {
 #[test]
 fn mmpcap_reads_standard_input_with_buffered_reads() {
     let queries = zone_queries(GOOD, 2);
-    let capture = temp("stdin.pcap");
+    let capture = temp_path("stdin.pcap");
     write_capture(&capture, &queries);
-    let pipeline = temp("stdin.toml");
+    let pipeline = temp_path("stdin.toml");
     std::fs::write(
         &pipeline,
         "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"-\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.json\"\n",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+    let mut child = dnsluice()
         .args(["run", pipeline.to_str().unwrap(), "-q"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -202,7 +194,7 @@ fn mmpcap_reads_standard_input_with_buffered_reads() {
     child.stdin.take().unwrap().write_all(&bytes).unwrap();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    assert_ok(&out, "dnsluice");
     assert!(
         stderr.contains("standard input cannot be memory-mapped"),
         "{stderr}"

@@ -3,8 +3,6 @@
 //! the fuzzer checks, with no libFuzzer), and feeds prefixes and damaged
 //! copies of small corpus captures to the capture-reader target.
 
-mod common;
-
 use dnsluice::modules::fuzzing;
 use std::path::Path;
 
@@ -64,7 +62,7 @@ fn every_prefix_and_a_flipped_byte_of_small_captures_reads_cleanly() {
         "malformed.pcap",
         "vlan_qinq.pcap",
     ] {
-        let bytes = std::fs::read(common::corpus_dir().join(name)).unwrap();
+        let bytes = std::fs::read(testkit::corpus::corpus_dir().join(name)).unwrap();
         for cut in (0..bytes.len()).step_by(7) {
             fuzzing::capture_reader(&bytes[..cut]);
         }

@@ -4,13 +4,11 @@
 //! view of a corpus capture, the zone generator's rule for a replay, the
 //! names file written here for a lookup).
 
-mod common;
-mod replay_kit;
-
-use common::{corpus_dir, temp_path, truth, truth_rows};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
+use testkit::corpus::{corpus_dir, truth, truth_rows};
+use testkit::{assert_ok, run_ok, temp_path};
 
 /// The records of a `--stats-jsonl` file: start, intervals, end.
 fn records(path: &Path) -> (Value, Vec<Value>, Value) {
@@ -90,7 +88,7 @@ fn run_intervals_add_up_to_the_stats_and_span_the_capture() {
         capture.display()
     );
     let (jsonl, stats) = (temp_path("run.jsonl"), temp_path("run-stats.json"));
-    let out = common::run_pipeline(
+    let out = testkit::run_pipeline(
         &pipeline,
         &[
             "-q",
@@ -102,11 +100,7 @@ fn run_intervals_add_up_to_the_stats_and_span_the_capture() {
             stats.to_str().unwrap(),
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, "dnsluice run");
     let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     let (start, intervals, end) = records(&jsonl);
     assert_eq!(start["command"], "run");
@@ -195,13 +189,13 @@ fn run_intervals_add_up_to_the_stats_and_span_the_capture() {
 
 #[test]
 fn replay_intervals_add_up_to_the_stats() {
-    let capture = replay_kit::temp("intervals.pcap");
-    let queries = replay_kit::zone_queries(600, 6);
-    replay_kit::write_capture(&capture, &queries);
+    let capture = temp_path("intervals.pcap");
+    let queries = testkit::replay::zone_queries(600, 6);
+    testkit::replay::write_capture(&capture, &queries);
     let server = testkit::servers().knot.to_string();
     for (transport, clients) in [("udp", "1"), ("tcp", "3")] {
-        let jsonl = replay_kit::temp(&format!("intervals-{transport}.jsonl"));
-        let (stats, stderr) = replay_kit::replay(
+        let jsonl = temp_path(&format!("intervals-{transport}.jsonl"));
+        let (stats, stderr) = testkit::replay::replay(
             &capture,
             &[
                 "--server",
@@ -232,15 +226,7 @@ fn replay_intervals_add_up_to_the_stats() {
         );
         check_tiling(&intervals);
         assert_eq!(end["stats"], stats);
-        let keys = [
-            "sent",
-            "answered",
-            "timeouts",
-            "errors",
-            "connections_opened",
-            "tls_handshakes",
-        ];
-        assert_sums_are_totals(&intervals, &stats, &keys, transport);
+        assert_sums_are_totals(&intervals, &stats, &testkit::replay::COUNTS, transport);
         assert_eq!(
             sum_map(&intervals, &|l| &l["rcodes"]),
             as_counts(&stats["rcodes"]),
@@ -299,27 +285,22 @@ fn lookup_intervals_add_up_to_the_stats() {
         .map(|a| a.to_string())
         .chain([servers.slow.to_string()])
         .collect();
-    let out = common::dnsluice()
-        .args([
-            "lookup",
-            "A",
-            "--name-servers",
-            &nameservers.join(","),
-            "--input",
-        ])
-        .arg(&names)
-        .arg("--output")
-        .arg(&records_out)
-        .args(["-q", "--stats-interval", "50ms", "--stats-jsonl"])
-        .arg(&jsonl)
-        .arg("--stats-json")
-        .arg(&stats)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        testkit::dnsluice()
+            .args([
+                "lookup",
+                "A",
+                "--name-servers",
+                &nameservers.join(","),
+                "--input",
+            ])
+            .arg(&names)
+            .arg("--output")
+            .arg(&records_out)
+            .args(["-q", "--stats-interval", "50ms", "--stats-jsonl"])
+            .arg(&jsonl)
+            .arg("--stats-json")
+            .arg(&stats),
     );
     let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     let (start, intervals, end) = records(&jsonl);
@@ -358,7 +339,7 @@ fn lookup_intervals_add_up_to_the_stats() {
 #[test]
 fn an_interval_without_a_file_or_report_is_an_error() {
     let run = |args: &[&str]| {
-        common::dnsluice()
+        testkit::dnsluice()
             .args(["run", "configs/quickstart.toml"])
             .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))

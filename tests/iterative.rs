@@ -8,10 +8,10 @@ use dnsluice::core::dns::mnemonic::rtype_from_str;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 use testkit::kdig::{self, Question};
-use testkit::{normalise_data, wan_world, world, World};
+use testkit::{assert_ok, dnsluice, normalise_data, temp_path, wan_world, world, World};
 
 /// One line of `expected.jsonl`, its answer as compared (see [`rr`]).
 #[derive(Clone, Debug)]
@@ -121,15 +121,8 @@ fn lookup_in_order(args: &[&str], lines: &[String]) -> (Vec<Value>, Value) {
 /// takes names in. The records of each phase (told apart by their names,
 /// which must differ between phases) in the order written, and the stats.
 fn lookup_phased(args: &[&str], phases: &[&[String]], gap: Duration) -> (Vec<Vec<Value>>, Value) {
-    let temp = |what: &str| {
-        std::env::temp_dir().join(format!(
-            "dnsluice-iterative-{}-{}.{what}",
-            std::process::id(),
-            next_id()
-        ))
-    };
-    let (stats_file, intervals) = (temp("json"), temp("jsonl"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+    let (stats_file, intervals) = (temp_path("stats.json"), temp_path("stats.jsonl"));
+    let mut child = dnsluice()
         .arg("lookup")
         .args(args)
         .arg("--stats-json")
@@ -175,11 +168,7 @@ fn lookup_phased(args: &[&str], phases: &[&[String]], gap: Duration) -> (Vec<Vec
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     let text = reader.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "dnsluice lookup {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, format_args!("dnsluice lookup {args:?}"));
     let mut records = vec![Vec::new(); phases.len()];
     for line in text.lines() {
         let record: Value = serde_json::from_str(line).unwrap();
@@ -211,12 +200,6 @@ fn names_done(path: &std::path::Path) -> u64 {
         .filter(|v| v["type"] == "interval")
         .filter_map(|v| v["names"].as_u64())
         .sum()
-}
-
-fn next_id() -> u32 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A name as records are matched: lower case, no trailing dot (`.` for the root).
@@ -837,9 +820,9 @@ fn roots_from_name_servers_and_bad_hints() {
         answers_of(&got[&key(&leaf)]),
         truth(&all, &leaf, "A").answers
     );
-    let bad = std::env::temp_dir().join(format!("dnsluice-bad-hints-{}", std::process::id()));
+    let bad = temp_path("bad-hints");
     std::fs::write(&bad, ". NS a.test.\na.test. A 1.2.3\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+    let out = dnsluice()
         .args(["lookup", "A", "--iterative", "--root-hints"])
         .arg(&bad)
         .stdin(Stdio::null())

@@ -2,11 +2,10 @@
 //! same capture (a fixture made with the command at the top of
 //! tests/data/tshark/live_mini_en10mb.udp-responses.tsv).
 
-mod common;
-
-use common::{corpus_dir, run_pipeline, temp_path};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use testkit::corpus::corpus_dir;
+use testkit::{assert_ok, run_pipeline, temp_path};
 
 const TYPE_OPT: &str = "41";
 
@@ -51,7 +50,7 @@ fn ours() -> BTreeMap<u64, Fields> {
         corpus_dir().join("live_mini_en10mb.pcap").display(),
         json.display()
     );
-    assert!(run_pipeline(&text, &["-q"]).status.success());
+    assert_ok(&run_pipeline(&text, &["-q"]), "dnsluice run");
     let mut out = BTreeMap::new();
     for line in std::fs::read_to_string(&json).unwrap().lines() {
         let row: Value = serde_json::from_str(line).unwrap();

@@ -1,10 +1,9 @@
 //! `input.pcap` (cargo feature `libpcap`): files, BPF filters, clear errors.
 #![cfg(feature = "libpcap")]
 
-mod common;
-
-use common::{corpus_dir, run_pipeline, temp_path, truth};
 use serde_json::Value;
+use testkit::corpus::{corpus_dir, truth};
+use testkit::{run_pipeline, temp_path};
 
 fn stats_of(text: &str) -> (Value, String, bool) {
     let stats = temp_path("stats.json");
@@ -91,7 +90,7 @@ fn live_capture_on_loopback_sees_what_we_send() {
     );
     let file = temp_path("live.toml");
     std::fs::write(&file, text).unwrap();
-    let mut child = common::dnsluice()
+    let mut child = testkit::dnsluice()
         .args(["run", &file.display().to_string(), "-q"])
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -156,7 +155,7 @@ fn capture_lua_prints_the_dns_queries_sent_on_loopback() {
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let sport = socket.local_addr().unwrap().port();
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/lua/capture.lua");
-    let mut child = common::dnsluice()
+    let mut child = testkit::dnsluice()
         .arg("script")
         .arg(&example)
         .args(["lo", "3", &port.to_string()])

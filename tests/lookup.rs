@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use testkit::{FaultKind, FaultServer, TestCert};
+use testkit::{assert_ok, dnsluice, run_ok, temp_dir, FaultKind, FaultServer, TestCert};
 
 /// Runs `dnsluice lookup ARGS` with `input` on stdin; the records and the stats.
 fn lookup(args: &[&str], input: &str) -> (Vec<Value>, Value) {
@@ -16,9 +16,9 @@ fn lookup(args: &[&str], input: &str) -> (Vec<Value>, Value) {
 /// [`lookup`] with the input written in `chunks`, `pause` apart (the
 /// workers are idle between them).
 fn lookup_fed(args: &[&str], chunks: &[&str], pause: Duration) -> (Vec<Value>, Value) {
-    let dir = tempdir();
+    let dir = temp_dir("lookup");
     let stats = dir.join("stats.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+    let mut child = dnsluice()
         .arg("lookup")
         .args(args)
         .arg("--stats-json")
@@ -39,11 +39,7 @@ fn lookup_fed(args: &[&str], chunks: &[&str], pause: Duration) -> (Vec<Value>, V
     }
     drop(stdin);
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "dnsluice lookup {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, format_args!("dnsluice lookup {args:?}"));
     let records = json_lines(&String::from_utf8(out.stdout).unwrap());
     let stats = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     (records, stats)
@@ -54,18 +50,6 @@ fn json_lines(text: &str) -> Vec<Value> {
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
-}
-
-fn tempdir() -> std::path::PathBuf {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "lookup-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn by_name(records: &[Value]) -> std::collections::HashMap<String, &Value> {
@@ -684,7 +668,7 @@ fn sticky_keeps_connections_fifo_redials() {
 #[test]
 fn lookup_pipeline_pushed_and_pulled() {
     let servers = testkit::servers();
-    let dir = tempdir();
+    let dir = temp_dir("lookup");
     let names = dir.join("names.txt");
     let text: String = (0..300).map(|i| format!("n{i}.lookup.test\n")).collect();
     std::fs::write(&names, format!("{text}\n# a comment\nbad..name\n")).unwrap();
@@ -722,17 +706,12 @@ fn lookup_pipeline_pushed_and_pulled() {
 /// its standard output and the statistics.
 fn run_with_stats(pipeline: &std::path::Path, args: &[String]) -> (String, Value) {
     let stats_path = pipeline.with_extension("stats.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
-        .args(["run", pipeline.to_str().unwrap(), "-q"])
-        .args(args)
-        .arg("--stats-json")
-        .arg(&stats_path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        dnsluice()
+            .args(["run", pipeline.to_str().unwrap(), "-q"])
+            .args(args)
+            .arg("--stats-json")
+            .arg(&stats_path),
     );
     let stats = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     (String::from_utf8(out.stdout).unwrap(), stats)
@@ -742,7 +721,7 @@ fn run_with_stats(pipeline: &std::path::Path, args: &[String]) -> (String, Value
 /// failed connects included (one list of counters serves both).
 #[test]
 fn the_lookup_stage_counts_failed_connects() {
-    let dir = tempdir();
+    let dir = temp_dir("lookup");
     let names = dir.join("names.txt");
     std::fs::write(&names, "a.test\nb.test\nc.test\n").unwrap();
     // Nothing listens on port 1 of 127.0.0.1: every connect is refused.
@@ -804,7 +783,7 @@ fn dead_connection_is_reopened() {
 #[test]
 fn lookup_stage_from_lua() {
     let servers = testkit::servers();
-    let dir = tempdir();
+    let dir = temp_dir("lookup");
     let names = dir.join("names.txt");
     std::fs::write(
         &names,
@@ -827,20 +806,12 @@ input:run()
         ),
     )
     .unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
-        .args([
-            "script",
-            script.to_str().unwrap(),
-            names.to_str().unwrap(),
-            out.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    run_ok(dnsluice().args([
+        "script",
+        script.to_str().unwrap(),
+        names.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]));
     let records = json_lines(&std::fs::read_to_string(&out).unwrap());
     let r = by_name(&records);
     assert_eq!(records.len(), 3);

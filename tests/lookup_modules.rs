@@ -9,11 +9,12 @@
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::{Command, Stdio};
+use testkit::{assert_ok, dnsluice};
 
 /// Runs `dnsluice lookup ARGS` against knot with `input`; one record per line.
 fn lookup(args: &[&str], input: &str) -> Vec<Value> {
     let knot = testkit::servers().knot.to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
+    let mut child = dnsluice()
         .arg("lookup")
         .args(["--name-servers", &knot, "-q", "--threads", "4"])
         .args(args)
@@ -29,11 +30,7 @@ fn lookup(args: &[&str], input: &str) -> Vec<Value> {
         .write_all(input.as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, format_args!("{args:?}"));
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()

@@ -6,9 +6,6 @@
 //! count, and the kernel's count of drops on its sockets must be 0 (the
 //! emulator loses only what it was told to).
 
-mod common;
-
-use common::{dnsluice, temp_path};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -16,6 +13,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use testkit::Netem;
+use testkit::{dnsluice, run_ok, temp_path};
 
 /// A file of the names `n{first}` .. `n{first + count - 1}` of the test zone.
 fn names_file(count: u32) -> std::path::PathBuf {
@@ -29,21 +27,16 @@ fn names_file(count: u32) -> std::path::PathBuf {
 /// ARGS`, which must succeed; its stats.
 fn lookup(ns: SocketAddr, names: &Path, out: &Path, args: &[&str]) -> Value {
     let stats = temp_path("stats.json");
-    let run = dnsluice()
-        .args(["lookup", "A", "-q", "--name-servers", &ns.to_string()])
-        .arg("--input")
-        .arg(names)
-        .arg("--output")
-        .arg(out)
-        .arg("--stats-json")
-        .arg(&stats)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "dnsluice lookup failed: {}",
-        String::from_utf8_lossy(&run.stderr)
+    run_ok(
+        dnsluice()
+            .args(["lookup", "A", "-q", "--name-servers", &ns.to_string()])
+            .arg("--input")
+            .arg(names)
+            .arg("--output")
+            .arg(out)
+            .arg("--stats-json")
+            .arg(&stats)
+            .args(args),
     );
     serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap()
 }

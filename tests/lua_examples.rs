@@ -2,14 +2,13 @@
 //! tshark's truth files and, where dnsjit prints the same information,
 //! against Debian's dnsjit running its own examples on the same captures.
 
-mod common;
-
-use common::{corpus_dir, dnsluice, temp_path, truth, truth_rows};
 use dnsluice_core::dns::mnemonic;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use testkit::corpus::{corpus_dir, truth, truth_rows};
+use testkit::{dnsluice, run_ok, temp_path};
 
 type Row = Map<String, Value>;
 
@@ -28,17 +27,7 @@ fn capture(name: &str) -> PathBuf {
 
 /// Runs `examples/lua/NAME` with `args`; its stdout (the run must succeed).
 fn run_example(name: &str, args: &[&Path]) -> String {
-    let out = dnsluice()
-        .arg("script")
-        .arg(example(name))
-        .args(args)
-        .output()
-        .expect("run dnsluice script");
-    assert!(
-        out.status.success(),
-        "{name} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(dnsluice().arg("script").arg(example(name)).args(args));
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
@@ -54,16 +43,7 @@ fn run_dnsjit(name: &str, args: &[&str]) -> String {
         "{} is missing (package dnsjit)",
         script.display()
     );
-    let out = Command::new(DNSJIT)
-        .arg(&script)
-        .args(args)
-        .output()
-        .expect("run dnsjit");
-    assert!(
-        out.status.success(),
-        "dnsjit {name} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(Command::new(DNSJIT).arg(&script).args(args));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

@@ -1,11 +1,10 @@
 //! `dnsluice script`: errors with file:line, views, filter.lua (Lua and TOML),
 //! modules written in Lua in push and pull chains.
 
-mod common;
-
-use common::{corpus_dir, dnsluice, run_pipeline, temp_path, truth, truth_rows};
 use std::path::PathBuf;
 use std::process::Output;
+use testkit::corpus::{corpus_dir, truth, truth_rows};
+use testkit::{assert_ok, dnsluice, run_ok, run_pipeline, temp_dir};
 
 const CAPTURE: &str = "live_mini_en10mb.pcap";
 
@@ -20,8 +19,7 @@ fn truth_messages() -> Vec<serde_json::Map<String, serde_json::Value>> {
 
 /// Writes `text` as `NAME` in a fresh directory and runs it with the capture as arg[1].
 fn script(name: &str, text: &str) -> (Output, String) {
-    let dir = temp_path("lua");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("lua");
     let file = dir.join(name);
     std::fs::write(&file, text).unwrap();
     let out = dnsluice()
@@ -102,14 +100,14 @@ fn wrong_option_names_and_types_are_clear_errors() {
 
 #[test]
 fn options_table_setters_and_open_are_equivalent() {
-    let (out, err) = script(
+    let (out, _) = script(
         "setters.lua",
         "local a = require('dnsluice.input.mmpcap').new{ path = arg[1] }\n\
          local b = require('dnsluice.input.mmpcap').new()\nb:path(arg[1])\n\
          local c = require('dnsluice.input.mmpcap').new()\nc:open(arg[1])\n\
          for _, x in ipairs{a, b, c} do local n = 0 for o in x:iter() do n = n + 1 end print(n) end\n",
     );
-    assert!(out.status.success(), "{err}");
+    assert_ok(&out, "dnsluice script");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "1517\n1517\n1517\n");
 }
 
@@ -140,7 +138,7 @@ fn a_view_is_stale_after_the_next_object_and_a_copy_is_not() {
 
 #[test]
 fn fields_follow_the_json_names() {
-    let (out, err) = script(
+    let (out, _) = script(
         "fields.lua",
         &format!(
             "{CHAIN}dns:producer(layer:producer(input))\nlocal o = dns:produce()\nlocal m = o.dns\n\
@@ -148,7 +146,7 @@ fn fields_follow_the_json_names() {
              print(m.id, m.qr, m.opcode, m.rcode, m.qdcount, m.qname, m.qtype, m.qclass, m.flags.rd, #m.question, m.question[1].type)\n"
         ),
     );
-    assert!(out.status.success(), "{err}");
+    assert_ok(&out, "dnsluice script");
     let t = &truth_messages()[0];
     let want = format!(
         "{}\t4\t{}\t{}\tudp\t{}\t{}\tEN10MB\ttrue\n{}\tfalse\tQUERY\tNOERROR\t1\t{}.\t{}\tIN\ttrue\t1\t{}\n",
@@ -185,8 +183,7 @@ fn filter_lua_pipeline(script: &std::path::Path, function: &str, json: &std::pat
 
 #[test]
 fn filter_lua_in_a_toml_pipeline() {
-    let dir = temp_path("toml-lua");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("toml-lua");
     let script = dir.join("keep.lua");
     std::fs::write(
         &script,
@@ -198,11 +195,7 @@ fn filter_lua_in_a_toml_pipeline() {
     let pipeline = |function: &str| filter_lua_pipeline(&script, function, &json);
     for drive in ["", "drive = \"pull\"\n"] {
         let out = run_pipeline(&format!("{drive}{}", pipeline("nxdomain")), &["-q"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out, "dnsluice run");
         let lines = std::fs::read_to_string(&json).unwrap().lines().count();
         let want = truth_messages().iter().filter(|r| r["rcode"] == 3).count();
         assert_eq!(lines, want);
@@ -228,7 +221,7 @@ fn lua_modules_in_push_and_pull_chains() {
         .filter(|r| r["transport"] == "udp")
         .count();
     // Push: input → layer → (Lua: keep UDP) → dns → (Lua: count); finish is called.
-    let (out, err) = script(
+    let (out, _) = script(
         "push.lua",
         &format!(
             "{CHAIN}local udp = d.module({{ receive = function(self, o)\n\
@@ -238,13 +231,13 @@ fn lua_modules_in_push_and_pull_chains() {
              input:receiver(layer):receiver(udp):receiver(dns):receiver(count)\ninput:run()\n"
         ),
     );
-    assert!(out.status.success(), "{err}");
+    assert_ok(&out, "dnsluice run");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         format!("finished\t{udp}\n")
     );
     // Pull: dns (native) pulls from a Lua module that pulls from layer: producer ← lua → receiver.
-    let (out, err) = script(
+    let (out, _) = script(
         "pull.lua",
         &format!(
             "{CHAIN}local udp = d.module({{ produce = function(self)\n\
@@ -254,35 +247,26 @@ fn lua_modules_in_push_and_pull_chains() {
              local n = 0\nfor o in dns:iter() do n = n + 1 end\nprint(n)\n"
         ),
     );
-    assert!(out.status.success(), "{err}");
+    assert_ok(&out, "dnsluice script");
     assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{udp}\n"));
 }
 
 #[test]
 fn shebang_scripts_run_with_their_arguments() {
-    let dir = temp_path("shebang");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("shebang");
     let file = dir.join("tool.lua");
     std::fs::write(
         &file,
         format!(
             "#!/usr/bin/env -S {} script\nprint(arg[0] ~= nil, arg[1], arg[2], #arg)\n",
-            env!("CARGO_BIN_EXE_dnsluice")
+            testkit::dnsluice_exe().display()
         ),
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
     // spawns: env (the script's shebang line runs our binary through it)
-    let out = std::process::Command::new(&file)
-        .args(["one", "--two"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(std::process::Command::new(&file).args(["one", "--two"]));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "true\tone\t--two\t2\n"
@@ -292,8 +276,7 @@ fn shebang_scripts_run_with_their_arguments() {
 
 /// Runs `text` with `pcap` (a corpus file) as arg[1]; returns stdout.
 fn script_on(pcap: &str, text: &str) -> String {
-    let dir = temp_path("lua-iter");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("lua-iter");
     let file = dir.join("iter.lua");
     std::fs::write(&file, text).unwrap();
     let out = dnsluice()
@@ -303,11 +286,7 @@ fn script_on(pcap: &str, text: &str) -> String {
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        out.status.success(),
-        "{pcap}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, format_args!("{pcap}"));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -461,8 +440,7 @@ fn iter_returns_table_fields_too() {
 
 /// Runs `text` with `pcap` (a corpus file) as arg[1]; its standard output.
 fn run_on(name: &str, pcap: &str, text: &str) -> String {
-    let dir = temp_path("lua-on");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("lua-on");
     let file = dir.join(name);
     std::fs::write(&file, text).unwrap();
     let out = dnsluice()
@@ -472,11 +450,7 @@ fn run_on(name: &str, pcap: &str, text: &str) -> String {
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, "dnsluice run");
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -694,8 +668,7 @@ fn a_view_kept_by_filter_lua_is_stale_in_the_next_call() {
     );
     assert_eq!(out, format!("{messages}\t{}\ttrue\n", messages - 1));
 
-    let dir = temp_path("toml-lua-stale");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("toml-lua-stale");
     let script = dir.join("keep.lua");
     // Passes an object only when the one before it is stale by now.
     std::fs::write(
@@ -715,11 +688,7 @@ fn a_view_kept_by_filter_lua_is_stale_in_the_next_call() {
     for drive in ["", "drive = \"pull\"\n"] {
         let pipeline = format!("{drive}{}", filter_lua_pipeline(&script, "fresh", &json));
         let out = run_pipeline(&pipeline, &["-q"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out, "dnsluice run");
         let lines = std::fs::read_to_string(&json).unwrap().lines().count();
         // The first object (nothing kept yet) and every later one (whose
         // predecessor was stale).

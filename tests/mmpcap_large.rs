@@ -4,8 +4,6 @@
 //! with the helper and without, and a reader dropped early stops the helper
 //! (the test would hang).
 
-mod common;
-
 use dnsluice::core::{Object, Producer};
 use dnsluice::modules::input::mmpcap;
 use std::path::PathBuf;
@@ -34,7 +32,7 @@ fn write_numbered_pcap() -> PathBuf {
         data[CAPLEN - 4..].copy_from_slice(&i.to_le_bytes());
         bytes.extend_from_slice(&data);
     }
-    let path = common::temp_path("numbered.pcap");
+    let path = testkit::temp_path("numbered.pcap");
     std::fs::write(&path, bytes).unwrap();
     path
 }

@@ -6,11 +6,10 @@
 //! µs), the same lengths, link types and bytes (frame MD5), and libpcap's
 //! `ip` and `ip6` filters select the same packets, decoded the same.
 
-mod common;
-
-use common::readers::{capinfos_packets, tcpdump, tshark_frames, Frame};
-use common::{corpus_dir, temp_path, truth, truth_rows};
 use std::path::{Path, PathBuf};
+use testkit::corpus::{corpus_dir, truth, truth_rows};
+use testkit::readers::{capinfos_packets, tcpdump, tshark_frames, Frame};
+use testkit::{assert_ok, run_ok, temp_path};
 
 /// Copies corpus `file` through `input.fpcap → output.pcap` with `format`
 /// and `resolution`.
@@ -21,12 +20,8 @@ fn copy(file: &str, format: &str, resolution: &str) -> PathBuf {
         corpus_dir().join(file).display(),
         written.display()
     );
-    let out = common::run_pipeline(&text, &["-q"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = testkit::run_pipeline(&text, &["-q"]);
+    assert_ok(&out, "dnsluice run");
     written
 }
 
@@ -171,17 +166,12 @@ fn dumpdns2pcap_writes_the_packet_of_each_message() {
     let file = "live_mini_en10mb.pcap";
     let original = corpus_dir().join(file);
     let written = temp_path("dumpdns2pcap.pcap");
-    let out = common::dnsluice()
-        .arg("script")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/lua/dumpdns2pcap.lua"))
-        .arg(&original)
-        .arg(&written)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        testkit::dnsluice()
+            .arg("script")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/lua/dumpdns2pcap.lua"))
+            .arg(&original)
+            .arg(&written),
     );
     let frames = tshark_frames(&original);
     let t = truth(file);

@@ -4,14 +4,12 @@
 //! the percentage and an ETA; erased before the summary, which is the same
 //! as without a bar; and absent when stderr is a pipe.
 
-mod common;
-mod replay_kit;
-
-use common::{corpus_dir, dnsluice, temp_path};
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::FromRawFd;
 use std::process::{Command, Stdio};
+use testkit::corpus::corpus_dir;
+use testkit::{dnsluice, run_ok, temp_path};
 
 /// Runs `command` with stderr on a new pseudo-terminal; everything written
 /// to the terminal, and whether the command succeeded.
@@ -168,8 +166,8 @@ fn run_draws_a_bar_on_a_terminal_only() {
 
 #[test]
 fn replay_draws_a_bar_on_a_terminal_only() {
-    let capture = replay_kit::temp("progress.pcap");
-    replay_kit::write_capture(&capture, &replay_kit::zone_queries(1500, 4));
+    let capture = temp_path("progress.pcap");
+    testkit::replay::write_capture(&capture, &testkit::replay::zone_queries(1500, 4));
     let server = testkit::servers().knot.to_string();
     let make = || {
         let mut c = dnsluice();
@@ -236,12 +234,11 @@ fn queue_get_draws_a_bar_on_a_terminal_only() {
             )
         };
         let (work, results) = (stream("w"), stream("r"));
-        let put = dnsluice()
-            .args(["queue", "put", &work, "--batch", "10"])
-            .arg(&names)
-            .output()
-            .unwrap();
-        assert!(put.status.success(), "{put:?}");
+        run_ok(
+            dnsluice()
+                .args(["queue", "put", &work, "--batch", "10"])
+                .arg(&names),
+        );
         let worker = dnsluice()
             .args(["lookup", "A", "--name-servers", &servers.slow.to_string()])
             .args(["--workers", "4", "--inflight-per-worker", "4"])

@@ -5,25 +5,12 @@
 
 use dnsluice_core::options::{DefaultDoc, OptionDoc, Shape};
 use dnsluice_core::registry::Registry;
-use std::process::Command;
+use testkit::{dnsluice, run_ok};
 
 fn registry() -> Registry {
     let mut registry = dnsluice_modules::registry();
     dnsluice_lua::register(&mut registry);
     registry
-}
-
-fn dnsluice(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_dnsluice"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "dnsluice {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// A value of `shape` the parser must take (for a required key).
@@ -84,14 +71,15 @@ fn every_documented_key_and_default_is_what_the_parser_takes() {
 
 #[test]
 fn the_module_reference_is_current() {
-    let reference = dnsluice(&["modules", "--markdown"]);
+    let reference =
+        String::from_utf8(run_ok(dnsluice().args(["modules", "--markdown"])).stdout).unwrap();
     let file = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/modules.md"))
         .unwrap_or_default();
     assert!(
         reference == file,
         "docs/modules.md is stale: run `cargo run -- modules --markdown > docs/modules.md`"
     );
-    let text = dnsluice(&["modules"]);
+    let text = String::from_utf8(run_ok(dnsluice().args(["modules"])).stdout).unwrap();
     for module in registry().iter() {
         assert!(
             reference.contains(&format!("## `{}`", module.name)),
@@ -135,7 +123,8 @@ fn lua_lists_the_same_options() {
 
 /// The long flags `dnsluice COMMAND --help` lists.
 fn flags_of(command: &str) -> Vec<String> {
-    dnsluice(&[command, "--help"])
+    String::from_utf8(run_ok(dnsluice().args([command, "--help"])).stdout)
+        .unwrap()
         .split_whitespace()
         .filter_map(|w| w.strip_prefix("--"))
         .map(|w| {

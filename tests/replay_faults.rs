@@ -4,13 +4,12 @@
 //! `slow` answers after 100 ms (so later queries are answered first), `reset`
 //! closes the TCP connection mid-stream. The right counts, and nothing hangs.
 
-mod replay_kit;
-
-use replay_kit::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use testkit::replay::*;
+use testkit::{dnsluice, temp_path};
 
 /// The first label of the question of `query`.
 fn first_label(query: &[u8]) -> String {
@@ -111,7 +110,7 @@ fn capture_of(names: &[String], file: &str) -> std::path::PathBuf {
             at_us: i as u64,
         })
         .collect();
-    let path = temp(file);
+    let path = temp_path(file);
     write_capture(&path, &queries);
     path
 }
@@ -176,7 +175,7 @@ fn tcp_answers_out_of_order_are_matched_on_one_connection() {
         });
     }
     let capture = capture_of(&list, "tcp-order.pcap");
-    let responses = temp("tcp-order.jsonl");
+    let responses = temp_path("tcp-order.jsonl");
     let (stats, _) = replay(
         &capture,
         &[
@@ -325,7 +324,7 @@ fn filter_dnscli_passes_one_response_per_query_on_both_drives() {
 /// `responses` option of `output.dnscli` is refused with the reason.
 #[test]
 fn filter_dnscli_refuses_a_responses_file() {
-    let pipeline = temp("chain-responses.toml");
+    let pipeline = temp_path("chain-responses.toml");
     std::fs::write(
         &pipeline,
         "[[stage]]\nmodule = \"input.fpcap\"\npath = \"x.pcap\"\n\
@@ -333,7 +332,7 @@ fn filter_dnscli_refuses_a_responses_file() {
          [[stage]]\nmodule = \"output.null\"\n",
     )
     .unwrap();
-    let out = dnsluice(&["run", pipeline.to_str().unwrap()]);
+    let out = dnsluice().arg("run").arg(&pipeline).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -386,7 +385,7 @@ fn held_queries_go_out_at_the_end_and_when_the_window_fills() {
             let mut args = vec!["replay", capture.to_str().unwrap(), "--server", server];
             args.extend_from_slice(&["--transport", transport, "--print-pipeline"]);
             args.extend_from_slice(extra);
-            String::from_utf8(dnsluice(&args).stdout).unwrap()
+            String::from_utf8(dnsluice().args(&args).output().unwrap().stdout).unwrap()
         };
         assert!(print(&[]).contains("send_batch = 16"), "{transport}");
         assert!(

@@ -2,19 +2,17 @@
 //! and DoH; started by tests/servers/up.sh): every query answered and counted,
 //! rcodes as the zone says, connections reused, certificates verified.
 
-mod common;
-mod replay_kit;
-
-use common::readers::{capinfos_packets, tcpdump_bytes, tshark_frames};
-use replay_kit::*;
 use serde_json::Value;
+use testkit::readers::{capinfos_packets, tcpdump_bytes, tshark_frames};
+use testkit::replay::*;
+use testkit::{dnsluice, run_ok, temp_path};
 
 const QUERIES: usize = 400;
 const CLIENTS: u64 = 4;
 
 /// A capture of QUERIES zone queries from 8 sources (4/5 exist, 1/5 do not).
 fn capture(name: &str) -> std::path::PathBuf {
-    let path = temp(name);
+    let path = temp_path(name);
     write_capture(&path, &zone_queries(QUERIES, 8));
     path
 }
@@ -111,7 +109,7 @@ fn every_transport_answers_every_query_on_one_connection_per_client() {
 fn responses_carry_the_answers_the_zone_holds() {
     let s = servers();
     let capture = capture("responses.pcap");
-    let responses = temp("responses.jsonl");
+    let responses = temp_path("responses.jsonl");
     let (stats, _) = replay(
         &capture,
         &[
@@ -190,8 +188,8 @@ fn filter_dnscli_hands_the_zone_answers_to_the_next_stage() {
         }
     }
     // The shipped example pipeline, pointed at knot.
-    let responses = temp("chain-config.jsonl");
-    let out = dnsluice(&[
+    let responses = temp_path("chain-config.jsonl");
+    run_ok(dnsluice().args([
         "run",
         concat!(env!("CARGO_MANIFEST_DIR"), "/configs/replay-chain.toml"),
         "--set",
@@ -200,12 +198,7 @@ fn filter_dnscli_hands_the_zone_answers_to_the_next_stage() {
         &format!("3.server={}", s["KNOT"]),
         "--set",
         &format!("4.path={}", responses.display()),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]));
     check_response_lines(&std::fs::read_to_string(&responses).unwrap(), "udp");
 }
 
@@ -221,9 +214,9 @@ fn a_truncated_udp_answer_is_retried_over_tcp() {
             at_us: i * 10,
         })
         .collect();
-    let capture = temp("big.pcap");
+    let capture = temp_path("big.pcap");
     write_capture(&capture, &queries);
-    let responses = temp("big.jsonl");
+    let responses = temp_path("big.jsonl");
     let (stats, _) = replay(
         &capture,
         &[
@@ -272,7 +265,7 @@ fn an_unverifiable_certificate_is_taken_with_insecure() {
 fn the_printed_pipeline_runs_the_same_replay() {
     let s = servers();
     let capture = capture("printed.pcap");
-    let out = dnsluice(&[
+    let out = run_ok(dnsluice().args([
         "replay",
         capture.to_str().unwrap(),
         "--server",
@@ -282,27 +275,21 @@ fn the_printed_pipeline_runs_the_same_replay() {
         "--rate",
         "4000",
         "--print-pipeline",
-    ]);
-    assert!(out.status.success());
+    ]));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains("module = \"filter.timing\"\nrate = 4000.0"),
         "{text}"
     );
-    let pipeline = temp("printed.toml");
+    let pipeline = temp_path("printed.toml");
     std::fs::write(&pipeline, &text).unwrap();
-    let stats_path = temp("printed-stats.json");
-    let out = dnsluice(&[
+    let stats_path = temp_path("printed-stats.json");
+    run_ok(dnsluice().args([
         "run",
         pipeline.to_str().unwrap(),
         "--stats-json",
         stats_path.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]));
     let stats: Value =
         serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     let client = stats["stages"]
@@ -325,7 +312,7 @@ fn the_printed_pipeline_runs_the_same_replay() {
 fn responses_as_pcap_read_back_with_tshark() {
     let s = servers();
     let capture = capture("responses-pcap-in.pcap");
-    let out = temp("responses-out.pcap");
+    let out = temp_path("responses-out.pcap");
     let (stats, _) = replay(
         &capture,
         &[
@@ -337,25 +324,20 @@ fn responses_as_pcap_read_back_with_tshark() {
         ],
     );
     check_all_answered(&stats, "udp");
-    let tshark = std::process::Command::new("tshark")
-        .args(["-n", "-o", "udp.check_checksum:TRUE", "-r"])
-        .arg(&out)
-        .args(["-T", "fields", "-E", "separator=,"])
-        .args(["-e", "ip.src", "-e", "ip.dst", "-e", "udp.checksum.status"])
-        .args([
-            "-e",
-            "dns.flags.response",
-            "-e",
-            "dns.id",
-            "-e",
-            "dns.flags.rcode",
-        ])
-        .output()
-        .expect("tshark (package tshark) is needed for this test");
-    assert!(
-        tshark.status.success(),
-        "{}",
-        String::from_utf8_lossy(&tshark.stderr)
+    let tshark = run_ok(
+        std::process::Command::new("tshark")
+            .args(["-n", "-o", "udp.check_checksum:TRUE", "-r"])
+            .arg(&out)
+            .args(["-T", "fields", "-E", "separator=,"])
+            .args(["-e", "ip.src", "-e", "ip.dst", "-e", "udp.checksum.status"])
+            .args([
+                "-e",
+                "dns.flags.response",
+                "-e",
+                "dns.id",
+                "-e",
+                "dns.flags.rcode",
+            ]),
     );
     let text = String::from_utf8(tshark.stdout).unwrap();
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
@@ -435,12 +417,7 @@ fn the_lua_replay_example_replays_and_reports() {
     let capture = capture("lua-replay.pcap");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/lua/replay.lua");
     let run = |args: &[&str]| {
-        let out = dnsluice(&[&["script", script], args].concat());
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = run_ok(dnsluice().args([&["script", script], args].concat()));
         String::from_utf8(out.stdout).unwrap()
     };
     let (host, port) = s["KNOT"].split_once(':').unwrap();

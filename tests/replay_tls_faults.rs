@@ -3,10 +3,9 @@
 //! with a clear error unless `--insecure`; `drop`, `late<N>` and `reset` give
 //! the counts the server's own counters confirm; nothing hangs.
 
-mod replay_kit;
-
-use replay_kit::*;
 use std::time::{Duration, Instant};
+use testkit::replay::*;
+use testkit::temp_path;
 use testkit::{FaultKind, FaultServer, TestCert};
 
 /// A capture of `spec` (label, count) queries, `LABEL.qI.fault.test`.
@@ -22,7 +21,7 @@ fn capture_of(spec: &[(&str, usize)], file: &str) -> std::path::PathBuf {
             });
         }
     }
-    let path = temp(file);
+    let path = temp_path(file);
     write_capture(&path, &queries);
     path
 }

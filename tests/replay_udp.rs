@@ -1,12 +1,11 @@
 //! Fire-and-forget replay (`--no-responses`, output.udpcli) into a UDP sink on
 //! loopback, and pacing (`--rate`, `--keep-timing`, `--speed`).
 
-mod replay_kit;
-
-use replay_kit::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use testkit::replay::*;
+use testkit::{dnsluice, temp_path};
 
 /// What a sink saw: datagrams, distinct source ports, the query names.
 type SinkCounts = (usize, usize, Vec<String>);
@@ -44,7 +43,7 @@ fn sink() -> (String, Arc<AtomicBool>, std::thread::JoinHandle<SinkCounts>) {
 
 #[test]
 fn every_query_reaches_the_sink_from_each_client() {
-    let capture = temp("sink.pcap");
+    let capture = temp_path("sink.pcap");
     // Paced at 20k/s so that the sink's socket buffer never overflows.
     write_capture(&capture, &zone_queries(2000, 16));
     let (addr, stop, counter) = sink();
@@ -94,7 +93,7 @@ fn qname(msg: &[u8]) -> String {
 
 #[test]
 fn batched_sends_carry_every_query() {
-    let capture = temp("batched.pcap");
+    let capture = temp_path("batched.pcap");
     // Few enough that an unpaced burst fits the sink's socket buffer.
     write_capture(&capture, &zone_queries(100, 3));
     let (addr, stop, counter) = sink();
@@ -168,7 +167,7 @@ fn pacing_releases_each_object_at_its_capture_offset() {
             ..q
         })
         .collect();
-    let capture = temp("paced.pcap");
+    let capture = temp_path("paced.pcap");
     write_capture(&capture, &queries);
     let due_keep = |i: usize| Duration::from_millis(i as u64 * GAP_MS);
     for (args, due) in [
@@ -219,13 +218,13 @@ fn pacing_releases_each_object_at_its_capture_offset() {
 #[test]
 fn replay_reads_stdin_and_any_input_module() {
     use std::io::Write as _;
-    use std::process::{Command, Stdio};
-    let capture = temp("stdin.pcap");
+    use std::process::Stdio;
+    let capture = temp_path("stdin.pcap");
     write_capture(&capture, &zone_queries(300, 3));
     for how in ["stdin", "input-module"] {
         let (addr, stop, counter) = sink();
-        let stats_path = temp(&format!("stdin-{how}.json"));
-        let mut command = Command::new(env!("CARGO_BIN_EXE_dnsluice"));
+        let stats_path = temp_path(&format!("stdin-{how}.json"));
+        let mut command = dnsluice();
         command.arg("replay");
         if how == "stdin" {
             command.arg("-").stdin(Stdio::piped());

@@ -3,10 +3,9 @@
 //! its pace with the default flags, its in-flight window growing to what
 //! the pace needs (rate × round trip), and every query is answered.
 
-mod replay_kit;
-
-use replay_kit::{replay, temp, write_capture, zone_queries};
 use std::time::Instant;
+use testkit::replay::{replay, write_capture, zone_queries};
+use testkit::temp_path;
 use testkit::Netem;
 
 /// 10,000 queries at 5,000/s through 50 ms of round trip: 250 in flight are
@@ -20,7 +19,7 @@ fn a_paced_replay_keeps_its_pace_across_a_network() {
         servers.knot,
         &["--udp-only", "--delay", "25ms"],
     );
-    let capture = temp("wan.pcap");
+    let capture = temp_path("wan.pcap");
     let count = 10_000;
     write_capture(&capture, &zone_queries(count, 50));
     let started = Instant::now();
@@ -58,7 +57,7 @@ fn a_window_too_small_for_the_pace_says_so() {
         servers.knot,
         &["--udp-only", "--delay", "25ms"],
     );
-    let capture = temp("wan-small.pcap");
+    let capture = temp_path("wan-small.pcap");
     write_capture(&capture, &zone_queries(2_000, 10));
     let (stats, stderr) = replay(
         &capture,

@@ -14,13 +14,11 @@
 //! `DNSLUICE_UPDATE_SCREENSHOTS=1` also as `docs/img/report-KIND.png` (what
 //! the README shows).
 
-mod common;
-mod replay_kit;
-
-use common::{corpus_dir, dnsluice, temp_path};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use testkit::chromium::Browser;
+use testkit::corpus::corpus_dir;
+use testkit::{assert_ok, dnsluice, run_ok, temp_path};
 
 /// One report to check: where it is, the stats JSON of each of its runs,
 /// the charts that must have data, those that must be there at all, table
@@ -63,7 +61,7 @@ fn tshark_queries(capture: &Path) -> (u64, u64) {
         ])
         .output()
         .unwrap();
-    ok(out.clone());
+    assert_ok(&out, "tshark");
     let names = String::from_utf8(out.stdout).unwrap();
     let total = names.lines().count() as u64;
     let missing = names.lines().filter(|n| n.starts_with("missing")).count() as u64;
@@ -110,21 +108,13 @@ fn rel(path: &Path) -> PathBuf {
 /// project's directory (where cargo runs the tests too).
 fn here() -> std::process::Command {
     // spawns: (dnsluice, this workspace's binary, named relative to the project)
-    let mut command = std::process::Command::new(rel(Path::new(env!("CARGO_BIN_EXE_dnsluice"))));
+    let mut command = std::process::Command::new(rel(&testkit::dnsluice_exe()));
     command.current_dir(env!("CARGO_MANIFEST_DIR"));
     command
 }
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn ok(out: std::process::Output) {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Whether the screenshots are for the docs (then the runs are longer, so
@@ -137,13 +127,13 @@ fn for_docs() -> bool {
 /// 12000 at 4000/s); its report, interval file, stats and capture.
 fn replay(name: &str, transport: &str) -> (PathBuf, PathBuf, Value, PathBuf) {
     let s = testkit::servers();
-    let capture = replay_kit::temp(&format!("{name}.pcap"));
+    let capture = temp_path(&format!("{name}.pcap"));
     let (count, rate) = if for_docs() {
         (12_000, "4000")
     } else {
         (1200, "2000")
     };
-    replay_kit::write_capture(&capture, &replay_kit::zone_queries(count, 8));
+    testkit::replay::write_capture(&capture, &testkit::replay::zone_queries(count, 8));
     let (html, jsonl, stats) = (
         temp_path(&format!("{name}.html")),
         temp_path(&format!("{name}.jsonl")),
@@ -168,16 +158,16 @@ fn replay(name: &str, transport: &str) -> (PathBuf, PathBuf, Value, PathBuf) {
     if transport == "tls" {
         args.extend(["--ca-file", &ca, "--tls-name", &s.tls_name]);
     }
-    ok(here()
-        .args(&args)
-        .args(["--stats-interval", "100ms", "--report"])
-        .arg(rel(&html))
-        .arg("--stats-jsonl")
-        .arg(rel(&jsonl))
-        .arg("--stats-json")
-        .arg(rel(&stats))
-        .output()
-        .unwrap());
+    run_ok(
+        here()
+            .args(&args)
+            .args(["--stats-interval", "100ms", "--report"])
+            .arg(rel(&html))
+            .arg("--stats-jsonl")
+            .arg(rel(&jsonl))
+            .arg("--stats-json")
+            .arg(rel(&stats)),
+    );
     (html, jsonl, read_json(&stats), capture)
 }
 
@@ -231,14 +221,14 @@ fn compare_report() -> Report {
     replay_truth(&mut truth, 0, "udp", &udp_capture);
     replay_truth(&mut truth, 1, "tcp", &tcp_capture);
     let html = temp_path("compare.html");
-    ok(here()
-        .arg("report")
-        .arg(format!("udp={}", rel(&udp).display()))
-        .arg(format!("tcp={}", rel(&tcp).display()))
-        .args(["--title", "UDP against TCP", "-o"])
-        .arg(rel(&html))
-        .output()
-        .unwrap());
+    run_ok(
+        here()
+            .arg("report")
+            .arg(format!("udp={}", rel(&udp).display()))
+            .arg(format!("tcp={}", rel(&tcp).display()))
+            .args(["--title", "UDP against TCP", "-o"])
+            .arg(rel(&html)),
+    );
     Report {
         truth,
         kind: "compare",
@@ -273,18 +263,18 @@ fn lookup_report() -> Report {
         temp_path("lookup.json"),
         temp_path("lookup.out"),
     );
-    ok(here()
-        .args(["lookup", "A", "--name-servers", &nameservers.join(",")])
-        .arg("--input")
-        .arg(rel(&names))
-        .arg("--output")
-        .arg(rel(&out))
-        .args(["-q", "--stats-interval", "50ms", "--report"])
-        .arg(rel(&html))
-        .arg("--stats-json")
-        .arg(rel(&stats))
-        .output()
-        .unwrap());
+    run_ok(
+        here()
+            .args(["lookup", "A", "--name-servers", &nameservers.join(",")])
+            .arg("--input")
+            .arg(rel(&names))
+            .arg("--output")
+            .arg(rel(&out))
+            .args(["-q", "--stats-interval", "50ms", "--report"])
+            .arg(rel(&html))
+            .arg("--stats-json")
+            .arg(rel(&stats)),
+    );
     let stats = read_json(&stats);
     let mut keys: Vec<String> = ["/names", "/queries", "/connections_opened", "/steals"]
         .iter()
@@ -349,15 +339,15 @@ fn run_report() -> Report {
     )
     .unwrap();
     let (html, stats) = (temp_path("run.html"), temp_path("run.json"));
-    ok(here()
-        .arg("run")
-        .arg(rel(&pipeline))
-        .args(["-q", "--stats-interval", "50ms", "--report"])
-        .arg(rel(&html))
-        .arg("--stats-json")
-        .arg(rel(&stats))
-        .output()
-        .unwrap());
+    run_ok(
+        here()
+            .arg("run")
+            .arg(rel(&pipeline))
+            .args(["-q", "--stats-interval", "50ms", "--report"])
+            .arg(rel(&html))
+            .arg("--stats-json")
+            .arg(rel(&stats)),
+    );
     let stats = read_json(&stats);
     let mut keys = Vec::new();
     for i in 0..6 {
@@ -381,7 +371,7 @@ fn run_report() -> Report {
     // read, and the queries' types and answers' rcodes filter.dns counts
     // (AAAA: one A query, frame 1265, is in two TCP segments cut at 96
     // bytes, which we reassemble and tshark does not: tests/corpus_dns.rs).
-    let tshark = common::truth("live_mini_snaplen96.pcap");
+    let tshark = testkit::corpus::truth("live_mini_snaplen96.pcap");
     let counts = &tshark["counts"];
     let records = counts["records"].as_u64().unwrap();
     let qtype_aaaa = counts["qtypes"]["28"].as_u64().unwrap();
@@ -692,12 +682,12 @@ fn a_report_needs_runs_of_one_command_and_a_start_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no start line"), "{stderr}");
     let run = temp_path("run.jsonl");
-    ok(dnsluice()
-        .args(["run", "configs/quickstart.toml", "-q", "--stats-jsonl"])
-        .arg(&run)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap());
+    run_ok(
+        dnsluice()
+            .args(["run", "configs/quickstart.toml", "-q", "--stats-jsonl"])
+            .arg(&run)
+            .current_dir(env!("CARGO_MANIFEST_DIR")),
+    );
     let out = dnsluice()
         .arg("report")
         .arg(&replay_jsonl)

@@ -1,13 +1,12 @@
 //! `filter.select` criterion by criterion, and `output.pcap` round trips,
 //! both judged against tshark's view of the corpus.
 
-mod common;
-
-use common::{corpus_dir, run_pipeline, temp_path, truth, truth_rows};
 use dnsluice::core::{Object, Producer};
 use dnsluice::modules::input::mmpcap;
 use serde_json::{Map, Value};
 use std::path::Path;
+use testkit::corpus::{corpus_dir, truth, truth_rows};
+use testkit::{assert_ok, run_pipeline, temp_path};
 
 /// Messages of `file` that `select` (TOML lines for filter.select) keeps.
 fn selected(file: &str, select: &str) -> Vec<Value> {
@@ -18,11 +17,7 @@ fn selected(file: &str, select: &str) -> Vec<Value> {
         json.display()
     );
     let out = run_pipeline(&text, &["-q"]);
-    assert!(
-        out.status.success(),
-        "{select}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, format_args!("{select}"));
     std::fs::read_to_string(&json)
         .unwrap()
         .lines()
@@ -178,11 +173,7 @@ fn write(file: &str, format: &str, resolution: &str) -> (std::path::PathBuf, Val
         written.display()
     );
     let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, "dnsluice run");
     (
         written,
         serde_json::from_str(&std::fs::read_to_string(stats).unwrap()).unwrap(),
@@ -281,7 +272,7 @@ fn selected_dns_messages_to_pcap() {
         corpus_dir().join("live_mini_en10mb.pcap").display(),
         written.display()
     );
-    assert!(run_pipeline(&text, &["-q"]).status.success());
+    assert_ok(&run_pipeline(&text, &["-q"]), "dnsluice run");
     let want = tshark_count("live_mini_en10mb.pcap", |d| {
         d["qr"] == 1 && d["rcode"] == 3 && d["transport"] == "udp"
     });

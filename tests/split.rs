@@ -1,11 +1,10 @@
 //! `filter.split`: the rest of the chain in N threads gives the same counts as
 //! one thread, and `by = "client"` keeps every source address on one thread.
 
-mod common;
-
-use common::{corpus, run_pipeline, temp_path};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use testkit::corpus::corpus;
+use testkit::{assert_ok, run_ok, run_pipeline, temp_path};
 
 /// Runs `stages` (TOML after the input) on `capture`; the stats JSON.
 fn stats_of(capture: &std::path::Path, stages: &str) -> Value {
@@ -15,12 +14,7 @@ fn stats_of(capture: &std::path::Path, stages: &str) -> Value {
         capture.display().to_string()
     );
     let out = run_pipeline(&text, &["-q", "--stats-json", stats.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        capture.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, capture.display());
     let value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     let _ = std::fs::remove_file(&stats);
     value
@@ -101,19 +95,18 @@ fn counts_are_the_same_with_and_without_split() {
 #[test]
 fn by_client_keeps_each_source_on_one_thread_in_order() {
     let capture = temp_path("split-clients.pcap");
-    let status = std::process::Command::new("python3")
-        .args([
-            concat!(env!("CARGO_MANIFEST_DIR"), "/benches/gen-pcap.py"),
-            "--count",
-            "20000",
-            "--clients",
-            "300",
-            "--out",
-        ])
-        .arg(&capture)
-        .output()
-        .expect("python3 benches/gen-pcap.py");
-    assert!(status.status.success(), "{status:?}");
+    run_ok(
+        std::process::Command::new("python3")
+            .args([
+                concat!(env!("CARGO_MANIFEST_DIR"), "/benches/gen-pcap.py"),
+                "--count",
+                "20000",
+                "--clients",
+                "300",
+                "--out",
+            ])
+            .arg(&capture),
+    );
     let prefix = temp_path("split-out");
     let out_path = format!("{}-{{thread}}.jsonl", prefix.display());
     let chain = format!(

@@ -4,11 +4,10 @@
 //! stays within its stated error of the truth, the errors within N / m, and
 //! no key seen more than N / m times is missing.
 
-mod common;
-
-use common::{corpus_dir, run_pipeline, temp_path, truth, truth_rows};
 use serde_json::Value;
 use std::collections::HashMap;
+use testkit::corpus::{corpus_dir, truth, truth_rows};
+use testkit::{assert_ok, run_pipeline, temp_path};
 
 /// `filter.top` on `file` with `options`: its stage in --stats-json.
 fn top_of(file: &str, options: &str) -> Value {
@@ -20,11 +19,7 @@ fn top_of(file: &str, options: &str) -> Value {
         corpus_dir().join(file).display()
     );
     let out = run_pipeline(&pipeline, &["-q", "--stats-json", stats.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, "dnsluice run");
     let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     stats["stages"][3].clone()
 }

@@ -38,8 +38,7 @@ mod tests {
 
     #[test]
     fn a_file_of_nameservers_with_comments() {
-        let dir = std::env::temp_dir().join(format!("dnsluice-ns-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = testkit::temp_dir("nameservers");
         let file = dir.join("resolvers.txt");
         std::fs::write(
             &file,

@@ -67,7 +67,7 @@ impl TestCert {
         ];
         let key = KeyPair::generate().expect("CA key");
         let cert = params.self_signed(&key).expect("CA certificate");
-        let file = std::env::temp_dir().join(format!("dnsluice-testkit-{unique}-ca.pem"));
+        let file = crate::temp_path("ca.pem");
         std::fs::write(&file, cert.pem()).expect("writing the CA file");
         let ca = Ca {
             issuer: Issuer::new(params, key),

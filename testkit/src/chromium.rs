@@ -46,7 +46,8 @@ pub struct Visit {
 
 impl Browser {
     /// Starts Chromium and attaches to a blank page. `scratch` is a directory
-    /// for the profile (it is emptied first).
+    /// for the profile (it is emptied first) and Chromium's temporary files
+    /// (its TMPDIR: its lock socket would be left in /tmp otherwise).
     pub fn start(scratch: &Path) -> Browser {
         let profile = scratch.join("chromium-profile");
         let _ = std::fs::remove_dir_all(&profile);
@@ -67,6 +68,7 @@ impl Browser {
             ])
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("about:blank")
+            .env("TMPDIR", scratch)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -1,5 +1,16 @@
-//! Test helpers for dnsluice's network code.
+//! The one home of dnsluice's test helpers.
 //!
+//! - [`dnsluice()`], [`run_ok`], [`assert_ok`]: run the dnsluice binary, and
+//!   check that a run succeeded (the failure message carries its stderr).
+//! - [`temp_path`], [`temp_dir`]: a fresh path (or directory) under the
+//!   target directory; tests write nowhere else.
+//! - [`pipeline`]: pipelines written in the test, run, their JSON read back.
+//! - [`corpus`]: the test captures and what tshark reads in them.
+//! - [`readers`]: tshark, capinfos and tcpdump reading what we write.
+//! - [`replay`]: captures of queries built in the test, `dnsluice replay`
+//!   with its statistics.
+//! - [`daemon`]: knot, unbound, dnsdist, nsd started by a test itself.
+//! - [`queue`]: NATS JetStream work streams, brokers and lookup workers.
 //! - [`servers()`]: where the real servers started by `tests/servers/up.sh`
 //!   (knot, dnsdist with DoT and DoH, a slow nameserver behind the network emulator) listen.
 //! - [`FaultServer`]: an in-process DNS server (UDP, TCP, TLS, DoH) whose
@@ -20,18 +31,29 @@
 
 mod cert;
 pub mod chromium;
+pub mod corpus;
+pub mod daemon;
 mod env_file;
 mod fault;
 pub mod kdig;
 mod netem;
+pub mod pipeline;
+pub mod queue;
+pub mod readers;
+pub mod replay;
+mod run;
 mod servers;
 mod sockets;
+mod temp;
 pub mod wire;
 mod world;
 
 pub use cert::TestCert;
 pub use fault::{Behaviour, FaultKind, FaultServer};
 pub use netem::Netem;
+pub use pipeline::run_pipeline;
+pub use run::{assert_ok, dnsluice, dnsluice_exe, run_ok};
 pub use servers::{lookup_address, servers, servers_dir, Servers};
 pub use sockets::sink_socket;
+pub use temp::{temp_dir, temp_path};
 pub use world::{normalise_data, wan_world, world, Expected, Rr, World};

@@ -184,7 +184,7 @@ start netem "$SLOW_IP:$KNOT_PORT $SLOW_IP:$DOT_PORT $SLOW_IP:$DOH_PORT" "$NETEM"
     "$SLOW_IP:$DOT_PORT=127.0.0.1:$DOT_PORT" \
     "$SLOW_IP:$DOH_PORT=127.0.0.1:$DOH_PORT"
 
-# --- NATS JetStream brokers (tests/queue.rs) --------------------------------------
+# --- NATS JetStream brokers (tests/queue_*.rs) ------------------------------------
 NATS_USER=dnsluice
 [[ -s $STATE/nats-password ]] || openssl rand -hex 16 >"$STATE/nats-password"
 if ! alive nats; then

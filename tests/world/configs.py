@@ -80,6 +80,7 @@ def nsd(world, inst, d):
         '    database: ""',
         f'    zonelistfile: "{d}/zone.list"',
         f'    xfrdfile: "{d}/xfrd.state"',
+        f'    xfrdir: "{d}"',
         f'    pidfile: "{d}/nsd.pid"',
         "    hide-version: no",
         f'    version: "{inst["version"]}"',

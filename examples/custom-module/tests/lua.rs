@@ -32,8 +32,11 @@ fn sources_by_tshark() -> BTreeMap<String, u64> {
     counts
 }
 
+/// A path for `name` under the target directory (cargo's scratch directory
+/// for tests), not /tmp.
 fn temp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("custom-module-{}-{name}", std::process::id()))
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("custom-module-{}-{name}", std::process::id()))
 }
 
 fn example(args: &[&std::ffi::OsStr]) -> String {

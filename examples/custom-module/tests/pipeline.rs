@@ -9,7 +9,9 @@ use std::process::Command;
 fn custom_module_counts_packets_per_source_like_tshark() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let corpus = root.join("tests/data/corpus");
-    let stats = std::env::temp_dir().join(format!("custom-module-{}.json", std::process::id()));
+    // Under the target directory (cargo's scratch directory for tests), not /tmp.
+    let stats = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("custom-module-{}.json", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_dnsluice-example-custom-module"))
         .current_dir(&root)
         .args(["run", "examples/custom-module/pipeline.toml", "--set"])

@@ -90,8 +90,7 @@ mod tests {
 
     #[test]
     fn whole_records_are_recorded_and_a_cut_line_is_not() {
-        let dir = std::env::temp_dir().join(format!("dnsluice-recorded-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = testkit::temp_dir("recorded");
         let path = dir.join("out.jsonl");
         let whole = "{\"name\":\"a.example\",\"status\":\"NOERROR\"}\n{\"name\":\"b.example\",\"status\":\"TIMEOUT\"}\n";
         let cut_short = "{\"name\":\"c.exa";

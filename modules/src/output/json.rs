@@ -166,8 +166,7 @@ mod tests {
 
     #[test]
     fn appending_cuts_a_last_line_cut_short_first() {
-        let dir = std::env::temp_dir().join(format!("dnsluice-append-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = testkit::temp_dir("append");
         let path = dir.join("out.jsonl");
         let long = format!("{{\"name\":\"{}\"}}\n", "x".repeat(5000));
         for (before, cut) in [

@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::assert_ok;
+
 /// One packet record as tshark reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
@@ -28,12 +30,7 @@ fn run(program: &str, args: &[&str], path: &Path) -> String {
         .arg(path)
         .output()
         .unwrap_or_else(|e| panic!("{program} (installed by .ci/run) could not run: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, format_args!("{program} {args:?} {}", path.display()));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -92,12 +89,7 @@ pub fn tcpdump(path: &Path, filter: &str) -> Vec<String> {
     let out = command
         .output()
         .unwrap_or_else(|e| panic!("tcpdump (installed by .ci/run) could not run: {e}"));
-    assert!(
-        out.status.success(),
-        "tcpdump {} {filter}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out, format_args!("tcpdump {} {filter}", path.display()));
     packets(&String::from_utf8(out.stdout).unwrap())
 }
 

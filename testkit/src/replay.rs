@@ -1,18 +1,21 @@
 //! Helpers of the replay tests: captures of queries built in the test, the
 //! test servers' addresses (`tests/servers/up.sh` writes them), and running
 //! `dnsluice replay` with its statistics read back.
-#![allow(dead_code)]
 
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+
+use crate::{dnsluice, run_ok, temp_path};
 
 /// One query of a capture: its source (10.0.0.N), name and type.
 #[derive(Clone, Debug)]
 pub struct Q {
+    /// The last byte of the source address 10.0.0.N.
     pub source: u8,
+    /// The query name.
     pub name: String,
+    /// The query type (1: A).
     pub qtype: u16,
     /// Capture time in microseconds from the first packet.
     pub at_us: u64,
@@ -37,7 +40,7 @@ pub fn zone_queries(count: usize, sources: u8) -> Vec<Q> {
 
 /// A DNS query message (RD set, no EDNS).
 pub fn query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
-    testkit::wire::query(id, name, qtype, None)
+    crate::wire::query(id, name, qtype, None)
 }
 
 /// Writes a classic pcap (LINKTYPE_RAW) with one IPv4/UDP query per packet
@@ -75,17 +78,10 @@ pub fn write_capture(path: &Path, queries: &[Q]) {
     std::fs::write(path, f).unwrap();
 }
 
-/// A fresh path under the target directory for this test.
-pub fn temp(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("replay");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(format!("{}-{name}", std::process::id()))
-}
-
-/// The test servers (`tests/servers/up.sh`, read by `testkit::servers()`),
+/// The test servers (`tests/servers/up.sh`, read by `crate::servers()`),
 /// by their `servers.env` keys.
 pub fn servers() -> BTreeMap<String, String> {
-    let s = testkit::servers();
+    let s = crate::servers();
     [
         ("KNOT", s.knot.to_string()),
         ("DNSDIST", s.dnsdist.to_string()),
@@ -101,47 +97,40 @@ pub fn servers() -> BTreeMap<String, String> {
 
 /// The address the test zone gives n<i>.lookup.test.
 pub fn address_of(i: u32) -> String {
-    testkit::lookup_address(i).to_string()
-}
-
-/// Runs `dnsluice ARGS`.
-pub fn dnsluice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dnsluice"))
-        .args(args)
-        .output()
-        .expect("run dnsluice")
+    crate::lookup_address(i).to_string()
 }
 
 /// Runs `dnsluice replay CAPTURE ARGS --stats-json ...`, checks it succeeded,
 /// and returns the statistics and stderr.
 pub fn replay(capture: &Path, args: &[&str]) -> (Value, String) {
-    let stats = temp(&format!(
-        "stats-{}.json",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    let mut all = vec!["replay", capture.to_str().unwrap()];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["--stats-json", stats.to_str().unwrap()]);
-    let out = dnsluice(&all);
+    let stats = temp_path("stats.json");
+    let out = run_ok(
+        dnsluice()
+            .arg("replay")
+            .arg(capture)
+            .args(args)
+            .arg("--stats-json")
+            .arg(&stats),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "dnsluice {all:?} failed: {stderr}");
     let text = std::fs::read_to_string(&stats).unwrap();
     (serde_json::from_str(&text).unwrap(), stderr)
 }
 
+/// The counts of the replay statistics' contract (with `rcodes`,
+/// `latency_ms` and `elapsed_s`).
+pub const COUNTS: [&str; 6] = [
+    "sent",
+    "answered",
+    "timeouts",
+    "errors",
+    "connections_opened",
+    "tls_handshakes",
+];
+
 /// The contract keys of the replay statistics, checked present and typed.
 pub fn check_contract(stats: &Value) {
-    for key in [
-        "sent",
-        "answered",
-        "timeouts",
-        "errors",
-        "connections_opened",
-        "tls_handshakes",
-    ] {
+    for key in COUNTS {
         assert!(
             stats[key].is_u64(),
             "`{key}` missing or not a count: {stats}"
@@ -169,8 +158,8 @@ pub fn n(stats: &Value, key: &str) -> u64 {
 /// checks it succeeded, and returns the responses written and stderr.
 pub fn run_dnscli_chain(capture: &Path, drive: &str, dnscli: &str) -> (String, String) {
     let name = capture.file_stem().unwrap().to_string_lossy().to_string();
-    let responses = temp(&format!("{name}-{drive}.jsonl"));
-    let pipeline = temp(&format!("{name}-{drive}.toml"));
+    let responses = temp_path(&format!("{name}-{drive}.jsonl"));
+    let pipeline = temp_path(&format!("{name}-{drive}.toml"));
     std::fs::write(
         &pipeline,
         format!(
@@ -184,8 +173,7 @@ pub fn run_dnscli_chain(capture: &Path, drive: &str, dnscli: &str) -> (String, S
         ),
     )
     .unwrap();
-    let out = dnsluice(&["run", pipeline.to_str().unwrap()]);
+    let out = run_ok(dnsluice().arg("run").arg(&pipeline));
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "{drive}: {stderr}");
     (std::fs::read_to_string(&responses).unwrap(), stderr)
 }

@@ -65,7 +65,7 @@ pub fn wait_answering(server: SocketAddr, zone: &str, dir: &Path, name: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut buf = [0u8; 4096];
     while Instant::now() < deadline {
-        let _ = socket.send_to(&testkit::wire::query(1, zone, 6, None), server);
+        let _ = socket.send_to(&crate::wire::query(1, zone, 6, None), server);
         if socket.recv(&mut buf).is_ok() {
             return;
         }

@@ -1,17 +1,16 @@
-//! Helpers shared by the integration tests: run the real binary, read truth files.
-#![allow(dead_code)]
-
-pub mod daemon;
-pub mod readers;
+//! The test captures of `tests/data/corpus` and their truth files: what
+//! tshark reads in each capture, and the conversions that compare it with
+//! what dnsluice writes.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The test captures and their tshark truth files (copied from the shared corpus).
 pub fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testkit is inside the workspace")
+        .join("tests/data/corpus")
 }
 
 /// Every capture in the corpus that has a truth file, with the truth parsed.
@@ -63,53 +62,6 @@ pub fn truth_rows(table: &Value) -> Vec<serde_json::Map<String, Value>> {
         .collect()
 }
 
-/// A fresh path for this test process, under the target directory (cargo's
-/// `CARGO_TARGET_TMPDIR`, removed by `cargo clean`), so tests leave nothing in /tmp.
-pub fn temp_path(name: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(format!("{}-{n}-{name}", std::process::id()))
-}
-
-/// The dnsluice binary built for these tests.
-pub fn dnsluice() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_dnsluice"))
-}
-
-/// Writes `text` as a pipeline file and runs `dnsluice run` on it with `args`.
-pub fn run_pipeline(text: &str, args: &[&str]) -> Output {
-    let file = temp_path("pipeline.toml");
-    std::fs::write(&file, text).unwrap();
-    let out = dnsluice()
-        .arg("run")
-        .arg(&file)
-        .args(args)
-        .output()
-        .expect("run dnsluice");
-    let _ = std::fs::remove_file(&file);
-    out
-}
-
-/// Runs input → filter.layer → output.json on `capture`; the JSON lines and the process output.
-pub fn layer_json(input: &str, capture: &Path) -> (Vec<Value>, Output) {
-    let json = temp_path("out.jsonl");
-    let text = format!(
-        "[[stage]]\nmodule = \"{input}\"\npath = \"{}\"\n\n[[stage]]\nmodule = \"filter.layer\"\n\n[[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
-        capture.display(),
-        json.display()
-    );
-    let out = run_pipeline(&text, &["--quiet"]);
-    let rows = std::fs::read_to_string(&json)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("valid JSON line"))
-        .collect();
-    let _ = std::fs::remove_file(&json);
-    (rows, out)
-}
-
 /// `2024-01-01T00:00:00.123456000Z` → `1704067200.123456000` (seconds since the
 /// epoch with 9 decimals, as tshark prints frame.time_epoch). Counts days year by
 /// year and month by month: a deliberately plain method, independent of the
@@ -139,40 +91,6 @@ pub fn rfc3339_to_epoch(ts: &str) -> String {
     days += month_days[..(month - 1) as usize].iter().sum::<i64>() + day - 1;
     let secs = days * 86_400 + num(11..13) * 3600 + num(14..16) * 60 + num(17..19);
     format!("{secs}.{}", &ts[20..29])
-}
-
-/// Runs input → filter.layer → filter.dns → output.json; the JSON lines and
-/// the stats, asserting that the run succeeds.
-pub fn dns_json(input: &str, capture: &Path) -> (Vec<Value>, Value) {
-    let (rows, stats, out) = dns_run(input, capture);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (rows, stats)
-}
-
-/// [`dns_json`] for a run that may fail: the JSON lines written, the stats
-/// (`Null` when none were written) and the process output.
-pub fn dns_run(input: &str, capture: &Path) -> (Vec<Value>, Value, Output) {
-    let json = temp_path("dns.jsonl");
-    let stats = temp_path("stats.json");
-    let text = format!(
-        "[[stage]]\nmodule = \"{input}\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
-        capture.display(),
-        json.display()
-    );
-    let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
-    let rows = std::fs::read_to_string(&json)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let stats = std::fs::read_to_string(&stats)
-        .map(|s| serde_json::from_str(&s).unwrap())
-        .unwrap_or(Value::Null);
-    (rows, stats, out)
 }
 
 /// Our presentation name back to wire-label bytes (undoing `\.`, `\\` and `\DDD`).
@@ -211,6 +129,7 @@ pub fn unescape(name: &str) -> Vec<Vec<u8>> {
     labels
 }
 
+/// Wire-label bytes as tshark prints a name in hex (length-prefixed labels, a final `00`).
 pub fn wire_hex(labels: &[Vec<u8>]) -> String {
     let mut hex = String::new();
     for label in labels {

@@ -1,0 +1,347 @@
+//! Work shared through NATS JetStream (`dnsluice queue`, `input.nats`,
+//! `output.nats`), for the `tests/queue_*.rs` files: streams of the shared
+//! broker `tests/servers/up.sh` runs (or a test's own [`OwnBroker`]), names
+//! put as work, lookup workers started and stopped, and the check that
+//! every name was answered once, with the zone generator's address.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{dnsluice, run_ok};
+
+/// A stream name no other test (or earlier run) uses.
+pub fn stream(name: &str) -> String {
+    format!("{name}_{}", std::process::id())
+}
+
+/// A work stream and a results stream of the shared broker, named after `tag`.
+pub fn work_and_results(tag: &str) -> (String, String) {
+    let nats = crate::servers().nats;
+    (
+        url(nats, &stream(&format!("{tag}_w"))),
+        url(nats, &stream(&format!("{tag}_r"))),
+    )
+}
+
+/// The `nats://` URL of `stream` on the broker at `addr`.
+pub fn url(addr: SocketAddr, stream: &str) -> String {
+    format!("nats://{addr}/{stream}")
+}
+
+/// `queue status --json`.
+pub fn status(url: &str, extra: &[&str]) -> Value {
+    let out = run_ok(
+        dnsluice()
+            .args(["queue", "status", url, "--json"])
+            .args(extra),
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The consumer `name` of a [`status`], `Null` when there is none.
+pub fn consumer(status: &Value, name: &str) -> Value {
+    status["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Writes `n0.lookup.test` .. `n{count-1}.lookup.test` to a file.
+pub fn names_file(dir: &Path, count: u32) -> PathBuf {
+    let path = dir.join("names.txt");
+    let text: String = (0..count).map(|i| format!("n{i}.lookup.test\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `queue put URL FILE EXTRA`, asserted to succeed: its stderr (what it put).
+pub fn put(url: &str, file: &Path, extra: &[&str]) -> String {
+    let out = run_ok(dnsluice().args(["queue", "put", url]).arg(file).args(extra));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A lookup worker asking knot, its stderr in `dir/NAME.err`, its counters in `dir/NAME.json`.
+pub fn lookup_worker(dir: &Path, name: &str, work: &str, results: &str, extra: &[&str]) -> Child {
+    lookup_worker_asking(
+        &crate::servers().knot.to_string(),
+        dir,
+        name,
+        work,
+        results,
+        extra,
+    )
+}
+
+/// [`lookup_worker`] asking `nameserver` instead of knot.
+pub fn lookup_worker_asking(
+    nameserver: &str,
+    dir: &Path,
+    name: &str,
+    work: &str,
+    results: &str,
+    extra: &[&str],
+) -> Child {
+    dnsluice()
+        .args([
+            "lookup",
+            "A",
+            "--name-servers",
+            nameserver,
+            "--input",
+            work,
+            "--output",
+            results,
+        ])
+        .args(extra)
+        .arg("--stats-json")
+        .arg(dir.join(format!("{name}.json")))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("{name}.err"))).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// A lookup worker named `worker` asking the slow nameserver (a 40 ms
+/// round trip: about 2,500 names/s with 100 workers), so that what a test
+/// does mid-run lands mid-run.
+pub fn slow_worker(dir: &Path, work: &str, results: &str, extra: &[&str]) -> Child {
+    let slow = crate::servers().slow.to_string();
+    lookup_worker_asking(&slow, dir, "worker", work, results, extra)
+}
+
+/// Waits for a worker to exit 0; one still running after two minutes
+/// (a worker that never goes idle) is killed and the test fails.
+pub fn wait_ok(child: &mut Child, dir: &Path, name: &str) {
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(dir.join(format!("{name}.err"))).unwrap_or_default();
+    match status {
+        Some(status) => assert!(status.success(), "{name} ended with {status}:\n{err}"),
+        None => panic!("{name} was still running after 120 s (killed):\n{err}"),
+    }
+}
+
+/// Waits (at most `limit`) until `done` holds for the status of `url`.
+pub fn wait_for(
+    url: &str,
+    extra: &[&str],
+    limit: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let start = Instant::now();
+    loop {
+        let s = status(url, extra);
+        if done(&s) {
+            return s;
+        }
+        assert!(start.elapsed() < limit, "gave up waiting: {s}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stops `child` (SIGSTOP) so it holds what it holds, then kills it (SIGKILL).
+pub fn freeze_and_kill(child: &mut Child) {
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: signals to a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(pid, libc::SIGSTOP);
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+}
+
+/// `queue get --expect N`: the records.
+pub fn get(url: &str, expect: usize, extra: &[&str]) -> Vec<Value> {
+    let out = run_ok(
+        dnsluice()
+            .args(["queue", "get", url, "--expect", &expect.to_string()])
+            .args(extra),
+    );
+    json_lines(&out.stdout)
+}
+
+/// One JSON value per line.
+pub fn json_lines(text: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(text)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Exactly one record per name `n0` .. `n{count-1}`, each answered with
+/// the address the zone generator gave it.
+pub fn assert_one_right_answer_each(records: &[Value], count: u32) {
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    for r in records {
+        let name = r["name"].as_str().unwrap().to_string();
+        *by_name.entry(name.clone()).or_default() += 1;
+        let index: u32 = name
+            .strip_prefix('n')
+            .and_then(|s| s.strip_suffix(".lookup.test"))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected name {name}"));
+        assert_eq!(r["status"], "NOERROR", "{r}");
+        let answers: Vec<&str> = r["data"]["answers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["answer"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            answers,
+            vec![crate::lookup_address(index).to_string()],
+            "{name}"
+        );
+    }
+    assert_eq!(by_name.len(), count as usize, "names answered");
+    let doubled: Vec<_> = by_name.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(doubled.is_empty(), "records twice: {doubled:?}");
+    assert_eq!(records.len(), count as usize);
+}
+
+/// The stage of `module` in the `--stats-json` summary at `stats_json`.
+pub fn counters(stats_json: &Path, module: &str) -> Value {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(stats_json).unwrap()).unwrap();
+    v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["module"] == module)
+        .cloned()
+        .unwrap()
+}
+
+/// A nats-server of this test's own, on a port of its own, so it can be restarted.
+pub struct OwnBroker {
+    child: Child,
+    /// The port it listens on, on 127.0.0.1.
+    pub port: u16,
+    dir: PathBuf,
+    extra: Vec<String>,
+}
+
+impl OwnBroker {
+    /// A broker on a free port (another if someone takes the port first).
+    pub fn start(dir: &Path) -> OwnBroker {
+        Self::start_with(dir, &[])
+    }
+
+    /// A broker with `extra` arguments too (a `-c` configuration file).
+    pub fn start_with(dir: &Path, extra: &[String]) -> OwnBroker {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Self::spawn(dir, port, extra);
+            if wait_listening(port, &mut child) {
+                return OwnBroker {
+                    child,
+                    port,
+                    dir: dir.to_path_buf(),
+                    extra: extra.to_vec(),
+                };
+            }
+        }
+        panic!("nats-server did not start on any of five ports");
+    }
+
+    /// nats-server with JetStream on `port`, its store and log in `dir`.
+    fn spawn(dir: &Path, port: u16, extra: &[String]) -> Child {
+        Command::new("nats-server")
+            .args(extra)
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(dir.join("store"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(format!("nats-{port}.log"))).unwrap())
+            .spawn()
+            .expect("nats-server (apt-get install nats-server)")
+    }
+
+    /// Stops the broker (SIGTERM), waits `down`, and starts it again on the same store.
+    pub fn restart(&mut self, down: Duration) {
+        // SAFETY: a signal to our own child.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        self.child.wait().unwrap();
+        std::thread::sleep(down);
+        self.child = Self::spawn(&self.dir, self.port, &self.extra);
+        assert!(
+            wait_listening(self.port, &mut self.child),
+            "nats-server did not start again on port {}",
+            self.port
+        );
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits (at most 10 s) until `server` listens on `port`; false if it
+/// exited first (the port was taken between [`free_port`] and its bind).
+pub fn wait_listening(port: u16, server: &mut Child) -> bool {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if server.try_wait().unwrap().is_some() {
+            return false;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "nats-server did not start on port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// A port nobody listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits (at most `limit`) for a worker to fail; its stderr.
+pub fn wait_failed(child: &mut Child, dir: &Path, name: &str, limit: Duration) -> String {
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{name} was still running after {limit:?} (killed)");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(dir.join(format!("{name}.err"))).unwrap_or_default();
+    assert!(!status.success(), "{name} succeeded:\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
