@@ -1203,3 +1203,40 @@ fn bindversion_asks_each_world_server() {
         }
     }
 }
+
+/// `CAALOOKUP` climbs from a name to the closest CAA RRset (RFC 8659 §3).
+/// The world's one CAA RRset is `rdata.com.`'s (tests/world/gen.py), and
+/// unbound's answer to it is in `expected.jsonl`: the name itself, a name
+/// below it without CAA, and a name below it that does not exist all get
+/// that RRset; a leaf zone's name, with no CAA up to `com.`, gets NOERROR
+/// and no answer.
+#[test]
+fn caalookup_finds_the_closest_caa_rrset_up_the_tree() {
+    let world = world();
+    let all = expected(&world);
+    let truth = all
+        .iter()
+        .find(|e| e.name == "rdata.com." && e.qtype == "CAA")
+        .expect("the generator records rdata.com's CAA");
+    assert_eq!(truth.rcode, "NOERROR");
+    assert!(!truth.answers.is_empty(), "{truth:?}");
+    let leaf = all
+        .iter()
+        .find(|e| e.case == "leaf" && e.qtype == "A" && e.rcode == "NOERROR")
+        .expect("a leaf name");
+    let below = ["rdata.com.", "ptr.rdata.com.", "no.such.name.rdata.com."];
+    let names: Vec<&str> = below.iter().copied().chain([leaf.name.as_str()]).collect();
+    let (got, _) = iterate(&world, "CAALOOKUP", &[], &names);
+    for name in below {
+        let record = &got[&key(name)];
+        assert_eq!(record["status"], "NOERROR", "{record}");
+        assert_eq!(answers_of(record), truth.answers, "{name}: {record}");
+    }
+    // Asked at the name and each parent up to rdata.com: 4 questions at
+    // least for the name that is not there (its NXDOMAIN climbs too).
+    let deep = &got[&key("no.such.name.rdata.com.")];
+    assert!(deep["attempts"].as_u64().unwrap() >= 4, "{deep}");
+    let record = &got[&key(&leaf.name)];
+    assert_eq!(record["status"], "NOERROR", "{record}");
+    assert!(answers_of(record).is_empty(), "no CAA up to com.: {record}");
+}

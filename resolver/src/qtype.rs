@@ -28,8 +28,9 @@ impl ZdnsModule {
     }
 }
 
-/// ZDNS's modules, in the order help and `docs/lookups.md` list them. A new
-/// module is a row here (ARCHITECTURE.md, "Adding a lookup module").
+/// ZDNS's modules (and ours in their style: `CAALOOKUP`), in the order help
+/// and `docs/lookups.md` list them. A new module is a row here
+/// (ARCHITECTURE.md, "Adding a lookup module").
 pub const ZDNS_MODULES: &[ZdnsModule] = &[
     ZdnsModule::new("ALOOKUP", LookupType::Addresses),
     ZdnsModule::new("NSLOOKUP", LookupType::NameServers),
@@ -38,6 +39,8 @@ pub const ZDNS_MODULES: &[ZdnsModule] = &[
     ZdnsModule::new("BINDVERSION", LookupType::BindVersion),
     ZdnsModule::new("SPF", LookupType::Spf),
     ZdnsModule::new("DMARC", LookupType::Dmarc),
+    // Ours: ZDNS has no module for it.
+    ZdnsModule::new("CAALOOKUP", LookupType::RelevantCaa),
 ];
 
 /// The modules' names, comma-separated (`ALOOKUP, NSLOOKUP, ...`).
@@ -87,6 +90,9 @@ pub enum LookupType {
     Spf,
     /// `DMARC`: the name's TXT record that starts `v=DMARC1;`.
     Dmarc,
+    /// `CAALOOKUP`: the CAA RRset relevant to the name (RFC 8659 §3), found
+    /// by climbing from the name towards the root.
+    RelevantCaa,
 }
 
 impl LookupType {
@@ -157,13 +163,13 @@ mod tests {
         assert_eq!(
             help_text(),
             "record type (A, AAAA, NS, MX, TXT, ..., TYPEnnn) or module \
-             (ALOOKUP, NSLOOKUP, MXLOOKUP, AXFR, BINDVERSION, SPF, DMARC)"
+             (ALOOKUP, NSLOOKUP, MXLOOKUP, AXFR, BINDVERSION, SPF, DMARC, CAALOOKUP)"
         );
         assert_eq!(
             LookupType::parse("BOGUS").unwrap_err(),
             "unknown record type `BOGUS` (for example A, AAAA, NS, MX, TXT, SOA, PTR, \
              CNAME, SRV, CAA, HTTPS, ANY, ALOOKUP, NSLOOKUP, MXLOOKUP, AXFR, BINDVERSION, \
-             SPF, DMARC, or TYPEnnn)"
+             SPF, DMARC, CAALOOKUP, or TYPEnnn)"
         );
     }
 

@@ -8,6 +8,7 @@
 pub mod alookup;
 pub mod axfr;
 pub mod bindversion;
+pub mod caa;
 pub mod dmarc;
 pub mod mxlookup;
 pub mod nslookup;
@@ -68,6 +69,7 @@ pub async fn run<A: Ask>(
         LookupType::BindVersion => bindversion::run(ask, outcome).await,
         LookupType::Spf => spf::run(ask, name, outcome).await,
         LookupType::Dmarc => dmarc::run(ask, name, outcome).await,
+        LookupType::RelevantCaa => caa::run(ask, name, outcome).await,
     }
 }
 
