@@ -9,9 +9,9 @@
 //! per differing query (`qname`, `qtype`, `fields`, `answers`), SUMMARY has
 //! `queries`, `differing` and `by_field` (see `output.diff`).
 
-use crate::flags::{in_flag_terms, ModuleFlags};
+use crate::flags::ModuleFlags;
 use crate::report::print_summary;
-use crate::running::{drive, Ran};
+use crate::running::{build_from_flags, drive, print_pipeline, Ran};
 use crate::watch::input_position;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -85,12 +85,9 @@ fn pipeline(args: &DiffArgs) -> Result<Pipeline> {
 pub fn diff(registry: &Registry, args: &DiffArgs) -> Result<ExitCode> {
     let pipeline = pipeline(args)?;
     if args.print_pipeline {
-        print!("{}", pipeline.to_toml());
-        return Ok(ExitCode::SUCCESS);
+        return print_pipeline(&pipeline);
     }
-    let mut chain = pipeline
-        .build(registry)
-        .map_err(|e| in_flag_terms(e.into()))?;
+    let mut chain = build_from_flags(registry, &pipeline)?;
     let Ran {
         stats,
         elapsed,

@@ -6,7 +6,7 @@ use crate::flags::{in_flag_terms, parse_table, ModuleFlags};
 use crate::intervals::{Interval, RecordFlags, Recorder};
 use crate::progress::Position;
 use crate::queue::flags::is_nats_url;
-use crate::running::{drive, run_pipeline, Ran};
+use crate::running::{build_from_flags, drive, run_pipeline, Ran};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use dnsluice_core::pipeline::{Drive, Pipeline};
@@ -219,9 +219,7 @@ pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
         drive: Drive::Pull,
         ..pipeline
     };
-    let mut chain = pipeline
-        .build(registry)
-        .map_err(|e| in_flag_terms(e.into()))?;
+    let mut chain = build_from_flags(registry, &pipeline)?;
     let opened = chain.stats();
     let recorded = counter(&opened, "input.lines", "recorded_names");
     if args.resume && !args.quiet {

@@ -8,10 +8,10 @@
 //! `connections_opened`, `tls_handshakes`, `rcodes`, `latency_ms` (`p50`,
 //! `p90`, `p99`, `p999`, `max`) and `elapsed_s` are a contract.
 
-use crate::flags::{flag_name, in_flag_terms, ModuleFlags};
+use crate::flags::{flag_name, ModuleFlags};
 use crate::intervals::{Interval, RecordFlags, Recorder};
 use crate::report::{histogram_value, print_summary, stats_json};
-use crate::running::{drive, Ran};
+use crate::running::{build_from_flags, drive, print_pipeline, Ran};
 use crate::watch::input_position;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -152,12 +152,9 @@ pub fn replay(registry: &Registry, args: &ReplayArgs) -> Result<ExitCode> {
     let plan = ReplayPlan::new(args)?;
     let pipeline = plan.pipeline();
     if args.print_pipeline {
-        print!("{}", pipeline.to_toml());
-        return Ok(ExitCode::SUCCESS);
+        return print_pipeline(&pipeline);
     }
-    let mut chain = pipeline
-        .build(registry)
-        .map_err(|e| in_flag_terms(e.into()))?;
+    let mut chain = build_from_flags(registry, &pipeline)?;
     let cli = &plan.client.cli;
     let transport = if args.no_responses {
         "udp".to_string()

@@ -4,6 +4,7 @@
 //! (`dnsluice run`, and the workers of `crate::queue::worker`, which run a
 //! pipeline per work item).
 
+use crate::flags::in_flag_terms;
 use crate::intervals::{Interval, RecordFlags, Recorder};
 use crate::progress::Progress;
 use crate::report::{print_summary, stage_value, stats_json};
@@ -39,6 +40,20 @@ fn run_recorded(
     Ok(drive(&mut chain, quiet, recorder, &|stats| {
         input_position(stats, stats.first().map_or(0, |s| s.output), "records")
     }))
+}
+
+/// Builds a pipeline a command made of its flags: an error names the flag
+/// at fault.
+pub fn build_from_flags(registry: &Registry, pipeline: &Pipeline) -> Result<Chain> {
+    pipeline
+        .build(registry)
+        .map_err(|e| in_flag_terms(e.into()))
+}
+
+/// `--print-pipeline`: prints `pipeline` as a file.
+pub fn print_pipeline(pipeline: &Pipeline) -> Result<ExitCode> {
+    print!("{}", pipeline.to_toml());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs a built chain to its end: the one driver of every command (`run`,
