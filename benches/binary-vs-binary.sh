@@ -81,7 +81,7 @@ run_case() {
             ;;
     esac
     read -r wall user sys rss < "$TMP/time"
-    echo "$wall $(python3 -c "print(round($user + $sys, 2))") $((rss / 1024)) $result"
+    echo "$wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }') $((rss / 1024)) $result"
 }
 
 echo "binary-vs-binary: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), rounds $ROUNDS"
