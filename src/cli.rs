@@ -32,6 +32,7 @@ pub enum Command {
         dnsluice run configs/report.toml --set 0.path=capture.pcap --report report.html\n  \
         tcpdump -i eth0 -w - port 53 | dnsluice run configs/dump.toml --set 0.module=input.fpcap --set 0.path=-\n  \
         dnsluice run configs/qtype-stats.toml --files day1/*.pcap --shard 0/4      every 4th file, one summary\n  \
+        dnsluice run configs/qtype-stats.toml --files day1/*.pcap.zst --jobs 16    16 files at once, one summary\n  \
         dnsluice run configs/qtype-stats.toml --work nats://broker:4222/captures --results nats://broker:4222/stats")]
     Run {
         /// The pipeline file.
@@ -53,6 +54,14 @@ pub enum Command {
         /// With --files: only file k (from 0) with k mod N = I.
         #[arg(long, value_name = "I/N", requires = "files")]
         shard: Option<crate::queue::Shard>,
+        /// With --files: run up to N files at once, each on a thread with a
+        /// chain of its own; the summary adds them up in file order, as one
+        /// at a time would. The runs must not share an output file: the last
+        /// stage is output.null, or output.json to standard output or
+        /// /dev/null.
+        #[arg(long, value_name = "N", default_value_t = 1, requires = "files",
+              value_parser = clap::value_parser!(u16).range(1..=1024))]
+        jobs: u16,
         /// Be a worker: take files from this work stream (put there with
         /// `dnsluice queue put URL --files ...`), run the pipeline on each,
         /// and publish each run's summary to --results.
@@ -151,6 +160,7 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             quiet,
             files,
             shard,
+            jobs,
             work,
             results,
             worker,
@@ -166,9 +176,16 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
                     };
                     crate::queue::worker::pipeline(registry, &pipeline, &set, &queue, quiet)
                 }
-                _ if !files.is_empty() => crate::queue::worker::files(
-                    registry, &pipeline, &set, &files, shard, stats_path, quiet,
-                ),
+                _ if !files.is_empty() => {
+                    let file_set = crate::queue::worker::FileSet {
+                        files: &files,
+                        shard,
+                        jobs: usize::from(jobs),
+                    };
+                    crate::queue::worker::files(
+                        registry, &pipeline, &set, &file_set, stats_path, quiet,
+                    )
+                }
                 _ => run(registry, &pipeline, &set, stats_path, quiet, &record),
             }
         }

@@ -260,3 +260,46 @@ fn shards_cover_every_line_and_every_file_exactly_once() {
             .unwrap()
     );
 }
+
+/// `run --files ... --jobs N`: the ten captures one, two and three at a
+/// time (more runs at once than this machine's two cores) add up to what
+/// one run over their concatenation by mergecap gives; a pipeline whose
+/// runs would write one output file at once is refused.
+#[test]
+fn files_run_several_at_once_add_up_to_one_run() {
+    let dir = temp_dir("files-jobs");
+    let files = capture_set(&dir);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let one = comparable(&one_run_over(&dir, &files));
+    for jobs in ["1", "2", "3"] {
+        let stats = dir.join(format!("jobs{jobs}.json"));
+        run_ok(
+            dnsluice()
+                .arg("run")
+                .arg(root.join("configs/qtype-stats.toml"))
+                .arg("--files")
+                .args(&files)
+                .args(["--jobs", jobs, "-q", "--stats-json"])
+                .arg(&stats),
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        assert_eq!(v["files"], files.len(), "--jobs {jobs}");
+        assert_eq!(comparable(&v), one, "--jobs {jobs}");
+    }
+    let out = dnsluice()
+        .arg("run")
+        .arg(root.join("configs/dump.toml"))
+        .arg("--set")
+        .arg(format!("3.path={}", dir.join("shared.jsonl").display()))
+        .arg("--files")
+        .args(&files)
+        .args(["--jobs", "2"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--jobs 2: the runs would write output.json's output at once"),
+        "{stderr}"
+    );
+}

@@ -8,6 +8,7 @@
 pub mod flags;
 pub mod get;
 pub mod merge;
+pub mod parallel;
 pub mod put;
 pub mod status;
 pub mod worker;

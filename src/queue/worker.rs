@@ -132,15 +132,24 @@ fn summary_record(item: &str, ran: Result<Ran>) -> Value {
     }
 }
 
-/// `dnsluice run PIPELINE --files A B ... [--shard I/N]`: the pipeline once
-/// per file (file k from 0 only when `k mod N = I`), one summary adding up
-/// the runs. A file that fails stops the run, naming it.
+/// The files of `dnsluice run PIPELINE --files A B ...`, and how they run.
+pub struct FileSet<'a> {
+    /// The files.
+    pub files: &'a [PathBuf],
+    /// `--shard I/N`: only file k (from 0) with `k mod N = I`.
+    pub shard: Option<Shard>,
+    /// `--jobs N`: runs at once ([`super::parallel`]).
+    pub jobs: usize,
+}
+
+/// `dnsluice run PIPELINE --files A B ... [--shard I/N] [--jobs N]`: the
+/// pipeline once per file of the set, one summary adding up the runs in
+/// file order. A file that fails stops the run, naming it.
 pub fn files(
     registry: &Registry,
     file: &Path,
     overrides: &[String],
-    files: &[PathBuf],
-    shard: Option<Shard>,
+    set: &FileSet<'_>,
     stats_path: Option<&Path>,
     quiet: bool,
 ) -> Result<ExitCode> {
@@ -148,19 +157,33 @@ pub fn files(
     for assignment in overrides {
         base.set(assignment)?;
     }
-    let mut merged = Merged::default();
-    for (k, path) in files.iter().enumerate() {
-        if shard.is_some_and(|s| !s.takes(k as u64)) {
+    if set.jobs > 1 {
+        super::parallel::check_outputs(&base, set.jobs)?;
+    }
+    let mut runs = Vec::new();
+    for (k, path) in set.files.iter().enumerate() {
+        if set.shard.is_some_and(|s| !s.takes(k as u64)) {
             continue;
         }
         let mut run = base.clone();
         run.set(&format!("0.path={}", path.display()))?;
-        let ran = run_collecting(registry, &run, quiet)?;
-        if let Err(e) = ran.result {
-            return Err(anyhow::Error::new(e).context(format!("{}", path.display())));
+        runs.push((path.clone(), run));
+    }
+    let mut merged = Merged::default();
+    if set.jobs > 1 {
+        for ran in super::parallel::run_all(registry, &runs, set.jobs)? {
+            let summary: Value = serde_json::from_str(&stats_json(&ran.stats, ran.elapsed))?;
+            merged.add_summary(&summary).map_err(anyhow::Error::msg)?;
         }
-        let summary: Value = serde_json::from_str(&stats_json(&ran.stats, ran.elapsed))?;
-        merged.add_summary(&summary).map_err(anyhow::Error::msg)?;
+    } else {
+        for (path, run) in &runs {
+            let ran = run_collecting(registry, run, quiet)?;
+            if let Err(e) = ran.result {
+                return Err(anyhow::Error::new(e).context(format!("{}", path.display())));
+            }
+            let summary: Value = serde_json::from_str(&stats_json(&ran.stats, ran.elapsed))?;
+            merged.add_summary(&summary).map_err(anyhow::Error::msg)?;
+        }
     }
     let text = merged.to_json();
     let summary: Value = serde_json::from_str(&text)?;

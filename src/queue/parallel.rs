@@ -1,0 +1,71 @@
+//! `dnsluice run PIPELINE --files ... --jobs N`: the runs of a file set, up
+//! to N at once, each on a thread of its own with a chain of its own (a
+//! file's run is what it would be alone), their counters handed back in
+//! file order so the summary that adds them up is the same whatever order
+//! they end in. Why threads, not processes: every run builds its chain
+//! from the one registry, and a run's counters come back as values.
+
+use crate::running::{run_collecting, Ran};
+use anyhow::{bail, Context, Result};
+use dnsluice_core::pipeline::Pipeline;
+use dnsluice_core::Registry;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Runs each `(file, pipeline)`, up to `jobs` at once; every run's
+/// counters in the order given, or the first failure, naming its file
+/// (runs not started yet are not started then).
+pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -> Result<Vec<Ran>> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let done: Mutex<Vec<Option<Result<Ran>>>> = Mutex::new(runs.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.clamp(1, runs.len().max(1)) {
+            scope.spawn(|| {
+                while !failed.load(Ordering::Relaxed) {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((file, pipeline)) = runs.get(k) else {
+                        break;
+                    };
+                    let ran =
+                        run_collecting(registry, pipeline, true).and_then(|ran| match ran.result {
+                            Ok(_) => Ok(ran),
+                            Err(e) => Err(anyhow::Error::new(e)),
+                        });
+                    let ran = ran.with_context(|| file.display().to_string());
+                    failed.fetch_or(ran.is_err(), Ordering::Relaxed);
+                    dnsluice_core::sync::lock(&done)[k] = Some(ran);
+                }
+            });
+        }
+    });
+    let done = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut all = Vec::with_capacity(done.len());
+    for ran in done {
+        match ran {
+            Some(ran) => all.push(ran?),
+            // Not started: an earlier file failed (its error came first).
+            None => continue,
+        }
+    }
+    Ok(all)
+}
+
+/// With `jobs` runs at once, their outputs must not share a file: the last
+/// stage may write nothing (`output.null`) or JSON lines (whole lines
+/// interleave) to standard output or `/dev/null`.
+pub fn check_outputs(pipeline: &Pipeline, jobs: usize) -> Result<()> {
+    let Some(last) = pipeline.stages.last() else {
+        return Ok(());
+    };
+    let path = last.options.get("path").and_then(|v| v.as_str());
+    match (last.module.as_str(), path) {
+        ("output.null", _) | ("output.json", None | Some("-" | "/dev/null")) => Ok(()),
+        (module, _) => bail!(
+            "--jobs {jobs}: the runs would write {module}'s output at once; \
+             with several jobs the last stage must be output.null, or output.json to \
+             standard output or /dev/null (or give --jobs 1)"
+        ),
+    }
+}
