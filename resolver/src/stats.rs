@@ -231,11 +231,7 @@ impl LookupSummary {
             self.unmatched_responses,
             self.tcp_fallbacks,
         ];
-        let mut named = COUNTER_NAMES.map(|name| (name, 0));
-        for ((_, slot), value) in named.iter_mut().zip(values) {
-            *slot = value;
-        }
-        named
+        std::array::from_fn(|i| (COUNTER_NAMES[i], values[i]))
     }
 
     /// The counters' fields, in [`COUNTER_NAMES`]' order (as

@@ -6,10 +6,10 @@
 //! from the one registry, and a run's counters come back as values.
 
 use crate::running::{run_collecting, Ran};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use dnsluice_core::pipeline::Pipeline;
 use dnsluice_core::Registry;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -28,12 +28,7 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
                     let Some((file, pipeline)) = runs.get(k) else {
                         break;
                     };
-                    let ran =
-                        run_collecting(registry, pipeline, true).and_then(|ran| match ran.result {
-                            Ok(_) => Ok(ran),
-                            Err(e) => Err(anyhow::Error::new(e)),
-                        });
-                    let ran = ran.with_context(|| file.display().to_string());
+                    let ran = run_one(registry, file, pipeline, true);
                     failed.fetch_or(ran.is_err(), Ordering::Relaxed);
                     dnsluice_core::sync::lock(&done)[k] = Some(ran);
                 }
@@ -50,6 +45,16 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
         }
     }
     Ok(all)
+}
+
+/// Runs `pipeline` over `file` (a progress bar unless `quiet`): its
+/// counters, or its failure naming the file.
+pub fn run_one(registry: &Registry, file: &Path, pipeline: &Pipeline, quiet: bool) -> Result<Ran> {
+    let ran = run_collecting(registry, pipeline, quiet)?;
+    match ran.result {
+        Ok(_) => Ok(ran),
+        Err(e) => Err(anyhow::Error::new(e).context(file.display().to_string())),
+    }
 }
 
 /// With `jobs` runs at once, their outputs must not share a file: the last

@@ -169,21 +169,18 @@ pub fn files(
         run.set(&format!("0.path={}", path.display()))?;
         runs.push((path.clone(), run));
     }
-    let mut merged = Merged::default();
-    if set.jobs > 1 {
-        for ran in super::parallel::run_all(registry, &runs, set.jobs)? {
-            let summary: Value = serde_json::from_str(&stats_json(&ran.stats, ran.elapsed))?;
-            merged.add_summary(&summary).map_err(anyhow::Error::msg)?;
-        }
+    let ran = if set.jobs > 1 {
+        super::parallel::run_all(registry, &runs, set.jobs)?
     } else {
-        for (path, run) in &runs {
-            let ran = run_collecting(registry, run, quiet)?;
-            if let Err(e) = ran.result {
-                return Err(anyhow::Error::new(e).context(format!("{}", path.display())));
-            }
-            let summary: Value = serde_json::from_str(&stats_json(&ran.stats, ran.elapsed))?;
-            merged.add_summary(&summary).map_err(anyhow::Error::msg)?;
-        }
+        let one = |(path, run): &(PathBuf, Pipeline)| {
+            super::parallel::run_one(registry, path, run, quiet)
+        };
+        runs.iter().map(one).collect::<Result<Vec<Ran>>>()?
+    };
+    let mut merged = Merged::default();
+    for ran in ran {
+        let summary: Value = serde_json::from_str(&stats_json(&ran.stats, ran.elapsed))?;
+        merged.add_summary(&summary).map_err(anyhow::Error::msg)?;
     }
     let text = merged.to_json();
     let summary: Value = serde_json::from_str(&text)?;
