@@ -47,6 +47,19 @@ pub enum Command {
         /// No summary and no progress bar on stderr (warnings are still printed).
         #[arg(long, short)]
         quiet: bool,
+        /// Threads for the stages after the input, each over its own part of
+        /// the input: `auto` (the default: the machine's cores when every
+        /// stage can run in copies and the input is a file, else 1; the
+        /// summary says which and why) or a number. Overrides the
+        /// pipeline's `threads` key. TCP streams and fragments stay on one
+        /// thread (spread by address pair); output.json's lines come out in
+        /// input order, as one thread writes them.
+        #[arg(long, value_name = "N|auto")]
+        threads: Option<dnsluice_core::pipeline::Threads>,
+        /// With several threads: write output.json's lines as each batch
+        /// is done instead of in input order (the same lines, faster).
+        #[arg(long)]
+        unordered: bool,
         /// Many files: run the pipeline once per file (its first stage's
         /// `path` set to each) and print one summary adding them up.
         #[arg(long, num_args = 1.., value_name = "FILE", conflicts_with = "work")]
@@ -155,9 +168,11 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
         }
         Command::Run {
             pipeline,
-            set,
+            mut set,
             stats_json: stats_path,
             quiet,
+            threads,
+            unordered,
             files,
             shard,
             jobs,
@@ -167,6 +182,10 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             record,
         } => {
             let stats_path = stats_path.as_deref();
+            set.extend(threads.map(|n| format!("threads={n}")));
+            if unordered {
+                set.push("ordered=false".into());
+            }
             match (work, results) {
                 (Some(work), Some(results)) => {
                     let queue = crate::queue::worker::Queues {

@@ -92,6 +92,7 @@ pub fn diff(registry: &Registry, args: &DiffArgs) -> Result<ExitCode> {
         stats,
         elapsed,
         result,
+        ..
     } = drive(&mut chain, args.quiet, &mut None, &|stats| {
         let diff = stats.iter().find(|s| s.module == "output.diff");
         let queries = diff.and_then(|d| d.counters.get("queries").copied());

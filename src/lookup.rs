@@ -251,6 +251,7 @@ pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
         stats,
         elapsed,
         result,
+        ..
     } = drive(&mut chain, args.quiet, &mut recorder, &|stats| {
         let names = counter(stats, MODULE, "names");
         Position {

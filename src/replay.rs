@@ -172,6 +172,7 @@ pub fn replay(registry: &Registry, args: &ReplayArgs) -> Result<ExitCode> {
         stats,
         elapsed,
         result,
+        ..
     } = drive(&mut chain, args.quiet, &mut recorder, &|stats| {
         let sent = client_stage(stats).and_then(|c| c.counters.get(keys::SENT).copied());
         input_position(stats, sent.unwrap_or(0), "queries sent")

@@ -10,7 +10,7 @@ use crate::progress::Progress;
 use crate::report::{print_summary, stage_value, stats_json};
 use crate::watch::{input_position, run_watched, Locate};
 use anyhow::{Context, Result};
-use dnsluice_core::pipeline::{Chain, Pipeline};
+use dnsluice_core::pipeline::{Chain, Pipeline, ThreadPlan};
 use dnsluice_core::registry::Registry;
 use dnsluice_core::StageStats;
 use serde_json::{json, Map, Value};
@@ -26,6 +26,8 @@ pub struct Ran {
     pub elapsed: f64,
     /// How the run ended.
     pub result: Result<u64, dnsluice_core::StageError>,
+    /// The threads it ran on, and why.
+    pub threads: ThreadPlan,
 }
 
 /// Builds `pipeline` and runs it with a progress bar (unless `quiet`),
@@ -74,6 +76,7 @@ pub fn drive(
         elapsed: started.elapsed().as_secs_f64(),
         stats: chain.stats(),
         result,
+        threads: chain.threads.clone(),
     }
 }
 
@@ -100,6 +103,7 @@ pub fn run_pipeline(
         stats,
         elapsed,
         result,
+        threads,
     } = run_recorded(registry, pipeline, quiet, &mut recorder)?;
     let text = stats_json(&stats, elapsed);
     let record_result = match recorder {
@@ -115,6 +119,7 @@ pub fn run_pipeline(
     }
     if !quiet {
         print_summary(&stats, elapsed);
+        eprintln!("  on {threads}");
     }
     if let Some(path) = stats_path {
         std::fs::write(path, &text)

@@ -4,7 +4,7 @@
 
 use crate::error::describe;
 use crate::filter_lua::{LuaFilter, FILTER_LUA};
-use dnsluice_core::registry::{Factory, ModuleEntry, Registry, StageOptions};
+use dnsluice_core::registry::{Factory, ModuleEntry, Parallel, Registry, StageOptions};
 use dnsluice_core::{FlatMapStage, StageError};
 use dnsluice_options::Options as _;
 use mlua::Function;
@@ -66,5 +66,7 @@ pub fn filter_lua_entry() -> ModuleEntry {
                 Ok(Box::new(FlatMapStage::new(pull_make(stage)?, prev)))
             }),
         },
+        // A script may keep state (counts, tables) that one copy must see.
+        parallel: Parallel::No,
     }
 }

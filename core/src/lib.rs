@@ -23,6 +23,7 @@
 
 pub mod dns;
 pub mod error;
+pub mod merge;
 pub mod object;
 pub mod owned;
 pub mod pipeline;

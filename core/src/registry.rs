@@ -130,6 +130,20 @@ pub enum Factory {
     Split(SplitFactory),
 }
 
+/// Whether copies of a stage may run in several threads, each over its own
+/// part of one input (`dnsluice run --threads N`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parallel {
+    /// Each object is handled on its own: any thread may take any object.
+    Any,
+    /// It keeps state per flow (TCP streams, IP fragments): the packets
+    /// between two addresses must meet on one thread.
+    ByFlow,
+    /// It cannot be copied: it talks to the network, paces, writes a file
+    /// of its own format, or runs user code that may keep state.
+    No,
+}
+
 /// One registered module.
 #[derive(Clone)]
 pub struct ModuleEntry {
@@ -144,6 +158,8 @@ pub struct ModuleEntry {
     pub check: fn(toml::Table) -> Result<(), OptionError>,
     /// Its constructor(s).
     pub factory: Factory,
+    /// Whether its copies may run in several threads.
+    pub parallel: Parallel,
 }
 
 fn check<O: Options>(table: toml::Table) -> Result<(), OptionError> {
@@ -158,7 +174,15 @@ impl ModuleEntry {
             options: O::docs(),
             check: check::<O>,
             factory,
+            parallel: Parallel::No,
         }
+    }
+
+    /// Says whether copies of the module may run in several threads (a
+    /// module that says nothing may not).
+    pub fn parallel(mut self, parallel: Parallel) -> Self {
+        self.parallel = parallel;
+        self
     }
 
     /// An input, built from its options `O`.

@@ -25,6 +25,13 @@ pub trait Receiver {
         Ok(())
     }
 
+    /// Told, just before [`Receiver::finish`], the latest capture time of the
+    /// whole input (ns): a split tells each of its threads' chains, whose own
+    /// objects may end earlier, so that what times out at the end (a TCP
+    /// flow, a datagram's fragments) is decided on the input's clock, as one
+    /// thread decides it. A stage that passes objects on passes this on too.
+    fn clock_at_end(&mut self, _ts_ns: i64) {}
+
     /// Appends this stage's counters, then those of the stages it pushes to.
     fn stats(&self, out: &mut Vec<StageStats>);
 }
@@ -75,6 +82,9 @@ impl<R: Receiver + ?Sized> Receiver for Box<R> {
     }
     fn finish(&mut self) -> Result<(), StageError> {
         (**self).finish()
+    }
+    fn clock_at_end(&mut self, ts_ns: i64) {
+        (**self).clock_at_end(ts_ns)
     }
     fn stats(&self, out: &mut Vec<StageStats>) {
         (**self).stats(out)
@@ -129,7 +139,9 @@ where
     R: Receiver + ?Sized,
 {
     let mut moved = 0u64;
-    match pump(producer, receiver, watch, &mut moved) {
+    let pumped = pump(producer, receiver, watch, &mut moved);
+    tell_input_end(producer, receiver);
+    match pumped {
         Ok(()) => {
             receiver.finish()?;
             Ok(moved)
@@ -140,6 +152,23 @@ where
             let _ = receiver.finish();
             Err(e)
         }
+    }
+}
+
+/// Tells the receiver the capture time of the input's last record, when
+/// the input knows one (see [`Receiver::clock_at_end`]).
+fn tell_input_end<P, R>(producer: &P, receiver: &mut R)
+where
+    P: Producer + ?Sized,
+    R: Receiver + ?Sized,
+{
+    let mut stats = Vec::new();
+    producer.stats(&mut stats);
+    let last = stats
+        .iter()
+        .find_map(|s| s.reading.and_then(|r| r.last_ts_ns));
+    if let Some(ts) = last {
+        receiver.clock_at_end(ts);
     }
 }
 
@@ -273,6 +302,10 @@ impl<M: Map, R: Receiver> Receiver for MapStage<M, R> {
         self.neighbour.finish()
     }
 
+    fn clock_at_end(&mut self, ts_ns: i64) {
+        self.neighbour.clock_at_end(ts_ns);
+    }
+
     fn stats(&self, out: &mut Vec<StageStats>) {
         out.push(self.own_stats());
         self.neighbour.stats(out);
@@ -329,6 +362,9 @@ pub trait FlatMap {
         Ok(())
     }
 
+    /// The input's latest capture time, before the flush (see [`Receiver::clock_at_end`]).
+    fn clock_at_end(&mut self, _ts_ns: i64) {}
+
     /// This filter's counters (`input` is filled in by [`FlatMapStage`]; the
     /// filter counts its own `output`).
     fn stats(&self) -> StageStats;
@@ -383,6 +419,11 @@ impl<F: FlatMap, R: Receiver> Receiver for FlatMapStage<F, R> {
     fn finish(&mut self) -> Result<(), StageError> {
         self.filter.flush(&mut self.neighbour)?;
         self.neighbour.finish()
+    }
+
+    fn clock_at_end(&mut self, ts_ns: i64) {
+        self.filter.clock_at_end(ts_ns);
+        self.neighbour.clock_at_end(ts_ns);
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {

@@ -12,7 +12,7 @@ use crate::report::{print_summary, stats_json};
 use crate::running::{run_collecting, Ran};
 use anyhow::{Context, Result};
 use dnsluice_core::options::Options;
-use dnsluice_core::pipeline::Pipeline;
+use dnsluice_core::pipeline::{Pipeline, Threads};
 use dnsluice_core::{Object, Producer, Receiver, Registry, StageStats, Text, TextKind};
 use dnsluice_modules::input::nats::{NatsInput, NatsInputOptions};
 use dnsluice_modules::nats::tickets;
@@ -120,6 +120,7 @@ fn summary_record(item: &str, ran: Result<Ran>) -> Value {
             stats,
             elapsed,
             result: Ok(_),
+            ..
         }) => {
             let summary: Value =
                 serde_json::from_str(&stats_json(&stats, elapsed)).unwrap_or(Value::Null);
@@ -159,6 +160,10 @@ pub fn files(
     }
     if set.jobs > 1 {
         super::parallel::check_outputs(&base, set.jobs)?;
+        // The jobs use the cores already.
+        if base.threads == Threads::Auto {
+            base.threads = Threads::Count(1);
+        }
     }
     let mut runs = Vec::new();
     for (k, path) in set.files.iter().enumerate() {

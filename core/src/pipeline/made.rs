@@ -2,7 +2,7 @@
 //! made into stages ([`Pipeline::from_stages`]), and any pipeline printed
 //! back as a file ([`Pipeline::to_toml`], `--print-pipeline`).
 
-use super::{Drive, Pipeline, StageSpec};
+use super::{Drive, Pipeline, StageSpec, Threads};
 use std::collections::BTreeMap;
 
 impl Pipeline {
@@ -27,6 +27,9 @@ impl Pipeline {
                     set_keys: Vec::new(),
                 })
                 .collect(),
+            threads: Threads::Auto,
+            threads_line: None,
+            ordered: true,
         }
     }
 
@@ -35,7 +38,16 @@ impl Pipeline {
     pub fn to_toml(&self) -> String {
         let mut text = String::new();
         if self.drive == Drive::Pull {
-            text.push_str("drive = \"pull\"\n\n");
+            text.push_str("drive = \"pull\"\n");
+        }
+        if let Threads::Count(n) = self.threads {
+            text.push_str(&format!("threads = {n}\n"));
+        }
+        if !self.ordered {
+            text.push_str("ordered = false\n");
+        }
+        if self.drive == Drive::Pull || self.threads != Threads::Auto || !self.ordered {
+            text.push('\n');
         }
         for stage in &self.stages {
             let mut module = toml::Table::new();

@@ -25,8 +25,11 @@
 //! pull pipelines cannot split.
 
 mod made;
+mod threads;
 
-use crate::registry::{DownstreamBuilder, Factory, ModuleEntry, Role, StageOptions};
+pub use threads::{ThreadPlan, Threads};
+
+use crate::registry::{Factory, ModuleEntry, Role, StageOptions};
 use crate::stage::{drive, Watch};
 use crate::{Producer, Receiver, Registry, StageError, StageStats};
 use serde::Deserialize;
@@ -103,6 +106,13 @@ pub struct Pipeline {
     pub drive: Drive,
     /// The stages, in order.
     pub stages: Vec<StageSpec>,
+    /// Threads for the stages after the input (the `threads` key; see [`Threads`]).
+    pub threads: Threads,
+    /// Line of the `threads` key, when the file has one.
+    pub threads_line: Option<usize>,
+    /// With several threads sharing one output stream: write it in input
+    /// order, as one thread would (the `ordered` key, default true).
+    pub ordered: bool,
 }
 
 type SpannedTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
@@ -112,6 +122,10 @@ type SpannedTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 struct RawPipeline {
     #[serde(default)]
     drive: Option<Spanned<Drive>>,
+    #[serde(default)]
+    threads: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    ordered: Option<bool>,
     #[serde(default)]
     stage: Vec<Spanned<SpannedTable>>,
 }
@@ -209,17 +223,35 @@ impl Pipeline {
                 set_keys: Vec::new(),
             });
         }
+        let (threads, threads_line) = match raw.threads {
+            None => (Threads::Auto, None),
+            Some(value) => {
+                let line = line_of(text, value.span().start);
+                let text = match value.into_inner() {
+                    toml::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                let threads = text
+                    .parse()
+                    .map_err(|e| err(Some(line), Some("threads"), e))?;
+                (threads, Some(line))
+            }
+        };
         Ok(Pipeline {
             file: file.to_string(),
             base_dir: None,
             drive: raw.drive.map(Spanned::into_inner).unwrap_or_default(),
             stages,
+            threads,
+            threads_line,
+            ordered: raw.ordered.unwrap_or(true),
         })
     }
 
     /// Applies an override `INDEX.KEY=VALUE` (e.g. `0.path=big.pcap`). VALUE is
     /// read as a TOML value when it parses as one (`true`, `42`, `"x"`), else as
-    /// a string. `INDEX.module=NAME` replaces the module.
+    /// a string. `INDEX.module=NAME` replaces the module. The pipeline's own
+    /// keys take no index: `threads=4`, `ordered=false`.
     pub fn set(&mut self, assignment: &str) -> Result<(), ConfigError> {
         let err = |message: String| ConfigError {
             file: "--set".to_string(),
@@ -230,6 +262,20 @@ impl Pipeline {
         let (target, value) = assignment
             .split_once('=')
             .ok_or_else(|| err(format!("`{assignment}`: expected INDEX.KEY=VALUE")))?;
+        match target {
+            "threads" => {
+                self.threads = value.parse().map_err(err)?;
+                self.threads_line = None;
+                return Ok(());
+            }
+            "ordered" => {
+                self.ordered = value
+                    .parse()
+                    .map_err(|_| err(format!("`{value}`: ordered is true or false")))?;
+                return Ok(());
+            }
+            _ => {}
+        }
         let (index, key) = target
             .split_once('.')
             .ok_or_else(|| err(format!("`{target}`: expected INDEX.KEY, e.g. 0.path")))?;
@@ -388,10 +434,15 @@ impl Pipeline {
                 ));
             }
         }
+        let plan = self.plan_threads(entries)?;
         // Pushing, the output and filters are built before the input opens its
         // file, so a mistyped option is reported before any I/O error. Pulling,
         // a filter needs its input first.
         let (producer, receiver) = match self.drive {
+            Drive::Push if plan.count > 1 => {
+                let receiver = self.implicit_split(&plan, entries, registry.clone())?;
+                (build_input()?, receiver)
+            }
             Drive::Push => {
                 // Everything after a split is built in each of its threads.
                 let (mut receiver, upstream_filters) = match split_at {
@@ -425,48 +476,10 @@ impl Pipeline {
                 (producer, receiver)
             }
         };
-        Ok(Chain { producer, receiver })
-    }
-
-    /// Builds stages `from..` (filters, then the output) for one worker of a
-    /// split: string options have `{thread}` replaced by the worker's index
-    /// (so each thread's output can write its own file), and errors name the
-    /// pipeline file and line.
-    fn downstream_builder(
-        &self,
-        entries: &[&ModuleEntry],
-        from: usize,
-        registry: Arc<Registry>,
-    ) -> DownstreamBuilder {
-        let pipeline = self.clone();
-        let entries: Vec<ModuleEntry> = entries[from..].iter().map(|e| (*e).clone()).collect();
-        Arc::new(move |index: usize| {
-            let specs = &pipeline.stages[from..];
-            let options = |spec: &StageSpec| {
-                let mut table = spec.options.clone();
-                for (_, value) in table.iter_mut() {
-                    if let toml::Value::String(text) = value {
-                        *text = text.replace("{thread}", &index.to_string());
-                    }
-                }
-                StageOptions::new(&spec.module, table).with_registry(registry.clone())
-            };
-            let located = |spec: &StageSpec, e: StageError| {
-                StageError::config("filter.split", pipeline.stage_error(spec, e).to_string())
-            };
-            let (out_spec, filter_specs) = specs.split_last().expect("an output after the split");
-            let mut receiver = match &entries[entries.len() - 1].factory {
-                Factory::Output(make) => {
-                    make(&options(out_spec)).map_err(|e| located(out_spec, e))?
-                }
-                _ => unreachable!("roles checked before"),
-            };
-            for (offset, spec) in filter_specs.iter().enumerate().rev() {
-                if let Factory::Filter { push, .. } = &entries[offset].factory {
-                    receiver = push(&options(spec), receiver).map_err(|e| located(spec, e))?;
-                }
-            }
-            Ok(receiver)
+        Ok(Chain {
+            producer,
+            receiver,
+            threads: plan,
         })
     }
 
@@ -540,6 +553,8 @@ pub struct Chain {
     pub producer: Box<dyn Producer>,
     /// The pushing half.
     pub receiver: Box<dyn Receiver>,
+    /// The threads it runs on, and why.
+    pub threads: ThreadPlan,
 }
 
 impl Chain {

@@ -3,7 +3,7 @@
 //! ([`dnsluice_core::wire::Layers`], of the innermost packet). Every packet
 //! passes on, non-IP and malformed ones included; problems are counted by kind.
 
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::wire::{parse_layers_into, LayerError, Layers, Network};
 use dnsluice_core::{Map, Object, StageStats};
 
@@ -92,4 +92,5 @@ pub fn entry() -> ModuleEntry {
         "parse link (Ethernet/VLAN/MPLS/PPPoE, NULL, LOOP, raw, Linux cooked, PPP, NFLOG, PKTAP, 802.11, radiotap), IPv4/IPv6, tunnels (GRE, ERSPAN, VXLAN, Geneve, GTP-U, IP-in-IP) and UDP/TCP headers",
         |(): ()| Ok(Layer::new()),
     )
+    .parallel(Parallel::Any)
 }

@@ -14,7 +14,7 @@
 //! ```
 
 use dnsluice_core::dns::{mnemonic, name};
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::wire::Transport;
 use dnsluice_core::{FlatMap, Object, Receiver, StageError, StageStats};
 use dnsluice_options::{text_option, Choice, Options};
@@ -322,6 +322,7 @@ pub fn entry() -> ModuleEntry {
         "keep (or drop) objects by qr, opcode, qtype, qname, rcode, transport, addresses",
         |o: SelectOptions| Select::new(&o),
     )
+    .parallel(Parallel::Any)
 }
 
 #[cfg(test)]

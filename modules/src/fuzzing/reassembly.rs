@@ -79,7 +79,7 @@ pub fn reassembly(data: &[u8]) {
             }
         }
     }
-    tcp.finish();
-    ip.finish();
+    tcp.finish(None);
+    ip.finish(None);
     assert_eq!(tcp.flows(), 0);
 }

@@ -7,7 +7,7 @@ use super::decompress::decompressed;
 use super::CaptureReader;
 use crate::format::compression::Compression;
 use crate::format::stream::BufferedStream;
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::StageError;
 use dnsluice_options::Options;
 use std::fs::File;
@@ -45,6 +45,8 @@ pub fn entry() -> ModuleEntry {
             )?))
         },
     )
+    // A file: the stages after it may run in threads (`threads = auto`).
+    .parallel(Parallel::Any)
 }
 
 /// Opens `path` (or stdin for `-`) for buffered reading in chunks of `chunk`

@@ -7,7 +7,7 @@ use super::decompress::Decompressed;
 use super::CaptureReader;
 use crate::format::compression::Compression;
 use crate::format::stream::{BufferedStream, RecordSource};
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::{Producer, StageError};
 use dnsluice_options::Options;
 use memmap2::{Advice, Mmap};
@@ -50,6 +50,8 @@ pub fn entry() -> ModuleEntry {
             open_any(o.path, o.helper)
         },
     )
+    // A file: the stages after it may run in threads (`threads = auto`).
+    .parallel(Parallel::Any)
 }
 
 /// How far ahead of the current record the map is prefetched, in bytes.

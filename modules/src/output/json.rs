@@ -9,12 +9,13 @@
 //! (`output.dnscli`) has its own shape. The encoding is in [`crate::json`].
 
 use crate::json::{write_object, write_response};
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::merge;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_options::Options;
 use std::fs::File;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Options of `output.json`.
 #[derive(Debug, Options)]
@@ -42,16 +43,25 @@ pub struct JsonLines {
     objects: u64,
     /// Bytes of a cut-short last line removed before appending.
     cut_bytes: u64,
+    /// Buffered bytes that make a write (0 in a thread's lane: every object).
+    flush_at: usize,
 }
 
 impl JsonLines {
-    /// Writes to `path` (`-` is standard output).
+    /// Writes to `path` (`-` is standard output). In a worker thread of a
+    /// split, the threads share one stream (see [`dnsluice_core::merge`]).
     pub fn create(path: PathBuf) -> Result<Self, StageError> {
-        let out: Box<dyn Write> = if path.as_os_str() == "-" {
-            Box::new(io::stdout())
-        } else {
-            Box::new(File::create(&path).map_err(|e| StageError::io(&path, e))?)
+        let open = |path: &Path| -> Result<Box<dyn Write + Send>, StageError> {
+            Ok(if path.as_os_str() == "-" {
+                Box::new(io::stdout())
+            } else {
+                Box::new(File::create(path).map_err(|e| StageError::io(path, e))?)
+            })
         };
+        if let Some(lane) = merge::claim(&path, || open(&path)) {
+            return Ok(JsonLines::writing_to(path, lane?, 0).object_by_object());
+        }
+        let out = open(&path)?;
         Ok(JsonLines::writing_to(path, out, 0))
     }
 
@@ -61,14 +71,23 @@ impl JsonLines {
         if path.as_os_str() == "-" {
             return JsonLines::create(path);
         }
-        let mut file = File::options()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| StageError::io(&path, e))?;
-        let cut = cut_partial_line(&mut file).map_err(|e| StageError::io(&path, e))?;
-        Ok(JsonLines::writing_to(path, Box::new(file), cut))
+        let cut = std::cell::Cell::new(0);
+        let open = |path: &Path| -> Result<Box<dyn Write + Send>, StageError> {
+            let mut file = File::options()
+                .create(true)
+                .read(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| StageError::io(path, e))?;
+            cut.set(cut_partial_line(&mut file).map_err(|e| StageError::io(path, e))?);
+            Ok(Box::new(file))
+        };
+        if let Some(lane) = merge::claim(&path, || open(&path)) {
+            let lane = lane?;
+            return Ok(JsonLines::writing_to(path, lane, cut.get()).object_by_object());
+        }
+        let out = open(&path)?;
+        Ok(JsonLines::writing_to(path, out, cut.get()))
     }
 
     fn writing_to(path: PathBuf, out: Box<dyn Write>, cut_bytes: u64) -> Self {
@@ -79,7 +98,15 @@ impl JsonLines {
             scratch: Vec::with_capacity(512),
             objects: 0,
             cut_bytes,
+            flush_at: FLUSH_AT,
         }
+    }
+
+    /// Hands each object's line on at once (a thread's lane of a shared
+    /// stream marks where each object's bytes end).
+    fn object_by_object(mut self) -> Self {
+        self.flush_at = 0;
+        self
     }
 
     fn flush_buffer(&mut self) -> Result<(), StageError> {
@@ -102,7 +129,7 @@ impl Receiver for JsonLines {
                 self.line.push(b'\n');
             }
         }
-        if self.line.len() >= FLUSH_AT {
+        if self.line.len() >= self.flush_at && !self.line.is_empty() {
             self.flush_buffer()?;
         }
         Ok(())
@@ -135,6 +162,8 @@ pub fn entry() -> ModuleEntry {
             }))
         },
     )
+    // The threads share one stream (dnsluice_core::merge).
+    .parallel(Parallel::Any)
 }
 
 /// Cuts the file after its last newline (a line a killed run left cut

@@ -1,7 +1,7 @@
 //! `output.null`: counts what it receives and discards it (for benchmarks and
 //! for chains run only for their statistics).
 
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
 
 /// Counts objects and packets.
@@ -46,4 +46,5 @@ pub fn entry() -> ModuleEntry {
     ModuleEntry::output("output.null", "count objects and discard them", |(): ()| {
         Ok(Box::new(Null::new()))
     })
+    .parallel(Parallel::Any)
 }

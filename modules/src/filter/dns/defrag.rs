@@ -8,7 +8,7 @@
 //! sender never produces them). Datagrams still incomplete after `timeout` of
 //! capture time, or at the end of the input, are reported, not silently lost.
 
-use super::table::{take_expired, take_quietest};
+use super::table::{idle_past, take_expired, take_quietest};
 use std::collections::HashMap;
 use std::net::IpAddr;
 
@@ -74,6 +74,8 @@ pub struct Defragmenter {
     limits: DefragLimits,
     partial: HashMap<DatagramKey, Partial>,
     swept_ns: i64,
+    /// The latest capture time seen.
+    latest_ns: i64,
     assembled: Vec<u8>,
     /// Counters.
     pub counters: DefragCounters,
@@ -91,6 +93,7 @@ impl Defragmenter {
             limits,
             partial: HashMap::new(),
             swept_ns: i64::MIN,
+            latest_ns: i64::MIN,
             assembled: Vec::new(),
             counters: DefragCounters::default(),
             lost: Vec::new(),
@@ -110,6 +113,7 @@ impl Defragmenter {
         frame: u64,
     ) -> Option<(&[u8], u32)> {
         self.sweep(now_ns);
+        self.expire_if_late(&key, now_ns);
         self.counters.fragments += 1;
         let end = offset + data.len() as u32;
         // A datagram of no bytes was never fragmented; past 64 KiB none can be.
@@ -171,12 +175,39 @@ impl Defragmenter {
         Some((&self.assembled, partial.pieces.len() as u32))
     }
 
-    /// Reports every datagram still incomplete (end of input).
-    pub fn finish(&mut self) {
-        let left: Vec<(DatagramKey, Partial)> = self.partial.drain().collect();
+    /// Reports every datagram still incomplete (end of input): as expired
+    /// when its first fragment is older than the timeout at the input's
+    /// latest capture time (`input_end_ns` when a split told it, else the
+    /// latest this defragmenter saw), else as incomplete at the end.
+    pub fn finish(&mut self, input_end_ns: Option<i64>) {
+        let end = input_end_ns.map_or(self.latest_ns, |t| t.max(self.latest_ns));
+        let timeout = self.limits.timeout_ns;
+        let mut left: Vec<(DatagramKey, Partial)> = self.partial.drain().collect();
+        left.sort_by_key(|(_, p)| p.first_frame);
         for (key, partial) in left {
-            self.counters.incomplete_at_end += 1;
-            self.describe_lost(&key, &partial, "incomplete at the end of the input");
+            if idle_past(end, partial.first_ns, timeout) {
+                self.counters.expired += 1;
+                self.describe_lost(&key, &partial, "expired with fragments missing");
+            } else {
+                self.counters.incomplete_at_end += 1;
+                self.describe_lost(&key, &partial, "incomplete at the end of the input");
+            }
+        }
+    }
+
+    /// A datagram whose next fragment comes after the timeout has expired,
+    /// swept or not: decided by its own fragments, so the same with any
+    /// number of threads (a sweep only frees memory sooner).
+    fn expire_if_late(&mut self, key: &DatagramKey, now_ns: i64) {
+        self.latest_ns = self.latest_ns.max(now_ns);
+        let timeout = self.limits.timeout_ns;
+        let late = self
+            .partial
+            .get(key)
+            .is_some_and(|p| idle_past(now_ns, p.first_ns, timeout));
+        if let Some(partial) = late.then(|| self.partial.remove(key)).flatten() {
+            self.counters.expired += 1;
+            self.describe_lost(key, &partial, "expired with fragments missing");
         }
     }
 
@@ -282,7 +313,7 @@ mod tests {
             .fragment(key(4), 0, true, &[0; 8], 31_000_000_000, 8)
             .is_none());
         assert_eq!(d.counters.expired, 1);
-        d.finish();
+        d.finish(None);
         assert_eq!(d.counters.incomplete_at_end, 1);
         assert_eq!(d.lost.len(), 2);
         assert!(

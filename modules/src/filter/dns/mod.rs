@@ -15,7 +15,7 @@ pub mod tcp;
 use counters::DnsCounters;
 use defrag::{DatagramKey, DefragLimits, Defragmenter};
 use dnsluice_core::dns::scan_inspect;
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::wire::{be16, be32, parse_layers_into, Network, Transport};
 use dnsluice_core::{
     DnsMessage, FlatMap, Flow, Object, Origin, Packet, PacketRef, Receiver, StageError, StageStats,
@@ -70,6 +70,9 @@ pub struct DnsFilter {
     tcp: Option<TcpReassembler>,
     defrag: Option<Defragmenter>,
     counters: DnsCounters,
+    /// The input's latest capture time, when a split told it (its thread's
+    /// own packets may end earlier).
+    input_end_ns: Option<i64>,
 }
 
 impl DnsFilter {
@@ -92,6 +95,7 @@ impl DnsFilter {
                 })
             }),
             counters: DnsCounters::default(),
+            input_end_ns: None,
         }
     }
 
@@ -363,12 +367,16 @@ impl FlatMap for DnsFilter {
 
     fn flush<R: Receiver + ?Sized>(&mut self, _out: &mut R) -> Result<(), StageError> {
         if let Some(tcp) = &mut self.tcp {
-            tcp.finish();
+            tcp.finish(self.input_end_ns);
         }
         if let Some(defrag) = &mut self.defrag {
-            defrag.finish();
+            defrag.finish(self.input_end_ns);
         }
         Ok(())
+    }
+
+    fn clock_at_end(&mut self, ts_ns: i64) {
+        self.input_end_ns = Some(self.input_end_ns.map_or(ts_ns, |t| t.max(ts_ns)));
     }
 
     fn stats(&self) -> StageStats {
@@ -413,4 +421,5 @@ pub fn entry() -> ModuleEntry {
             Ok(DnsFilter::new(&o))
         },
     )
+    .parallel(Parallel::ByFlow)
 }

@@ -6,6 +6,12 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
+/// Whether something whose time is `then` is past `timeout` at `now` (the
+/// test of every timeout here, swept, checked on arrival or at the end).
+pub fn idle_past(now: i64, then: i64, timeout: i64) -> bool {
+    now.saturating_sub(then) > timeout
+}
+
 /// Removes the entries whose time (`time_of`) is more than `timeout` before `now`.
 pub fn take_expired<K: Copy + Eq + Hash, V>(
     table: &mut HashMap<K, V>,
@@ -15,7 +21,7 @@ pub fn take_expired<K: Copy + Eq + Hash, V>(
 ) -> Vec<(K, V)> {
     let keys: Vec<K> = table
         .iter()
-        .filter(|(_, v)| now.saturating_sub(time_of(v)) > timeout)
+        .filter(|(_, v)| idle_past(now, time_of(v), timeout))
         .map(|(k, _)| *k)
         .collect();
     keys.into_iter()

@@ -18,7 +18,7 @@
 //! declared gap, is framed on its own.
 
 use super::resync;
-use super::table::{take_expired, take_quietest};
+use super::table::{idle_past, take_expired, take_quietest};
 use std::collections::HashMap;
 use std::net::IpAddr;
 
@@ -124,6 +124,8 @@ pub struct TcpReassembler {
     flows: HashMap<FlowKey, FlowState>,
     /// Capture time of the last sweep for idle flows.
     swept_ns: i64,
+    /// The latest capture time seen.
+    latest_ns: i64,
     /// Counters.
     pub counters: TcpCounters,
 }
@@ -139,6 +141,7 @@ impl TcpReassembler {
             limits,
             flows: HashMap::new(),
             swept_ns: i64::MIN,
+            latest_ns: i64::MIN,
             counters: TcpCounters::default(),
         }
     }
@@ -170,6 +173,7 @@ impl TcpReassembler {
         const SYN: u8 = 0x02;
         const RST: u8 = 0x04;
         self.sweep(now_ns);
+        self.expire_if_idle(&key, now_ns);
         if flags & SYN != 0 {
             // A new connection: whatever an old one with these ports left is gone.
             if let Some(old) = self.flows.remove(&key) {
@@ -236,11 +240,35 @@ impl TcpReassembler {
         }
     }
 
-    /// Drops every flow, counting incomplete messages (end of input).
-    pub fn finish(&mut self) {
+    /// Drops every flow, counting incomplete messages and, as expired,
+    /// the flows idle past the timeout at the end of the input: its latest
+    /// capture time, `input_end_ns` when a split told it, else the latest
+    /// this reassembler saw (end of input).
+    pub fn finish(&mut self, input_end_ns: Option<i64>) {
+        let end = input_end_ns.map_or(self.latest_ns, |t| t.max(self.latest_ns));
+        let timeout = self.limits.idle_timeout_ns;
         let flows: Vec<FlowState> = self.flows.drain().map(|(_, f)| f).collect();
         for flow in &flows {
+            if idle_past(end, flow.last_ns, timeout) {
+                self.counters.flows_expired += 1;
+            }
             self.drop_flow(flow);
+        }
+    }
+
+    /// A flow whose next segment comes after the idle timeout has expired,
+    /// swept or not: decided by the flow's own segments, so the same with
+    /// any number of threads (a sweep only frees memory sooner).
+    fn expire_if_idle(&mut self, key: &FlowKey, now_ns: i64) {
+        self.latest_ns = self.latest_ns.max(now_ns);
+        let timeout = self.limits.idle_timeout_ns;
+        let idle = self
+            .flows
+            .get(key)
+            .is_some_and(|f| idle_past(now_ns, f.last_ns, timeout));
+        if let Some(flow) = idle.then(|| self.flows.remove(key)).flatten() {
+            self.counters.flows_expired += 1;
+            self.drop_flow(&flow);
         }
     }
 

@@ -21,7 +21,7 @@ mod space_saving;
 pub use space_saving::SpaceSaving;
 
 use dnsluice_core::dns::name;
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::{Map, Object, StageStats, TopEntry, TopList};
 use dnsluice_options::{Choice, Options};
 use std::hash::{Hash, Hasher};
@@ -246,6 +246,8 @@ pub fn entry() -> ModuleEntry {
         "count the most frequent query names, clients and servers in bounded memory (space-saving)",
         |o: TopOptions| Ok(Top::new(&o)),
     )
+    // Each thread counts its part; the lists merge with their error bounds.
+    .parallel(Parallel::Any)
 }
 
 #[cfg(test)]

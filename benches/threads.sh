@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# One capture on several threads: `dnsluice run --threads N` against
+# `--threads 1` on the chain of configs/dump.toml (layers -> DNS -> JSON
+# lines to /dev/null), alternating, several rounds, each a whole process
+# under /usr/bin/time (wall, user + system CPU, peak RSS); every run must
+# count the same packets and DNS messages and write as many objects.
+#
+# Cases:
+#   udp       COUNT packets of UDP queries (benches/gen-pcap.py, 3,000 clients)
+#   tcp       CONNECTIONS DNS-over-TCP connections of 9 packets, the query and
+#             the answer each cut in two segments (benches/gen-tcp-pcap.py)
+#   crossing  the cost of crossing threads per object: input -> output.null
+#             against input -> filter.split (1 thread) -> output.null
+#
+# Usage: benches/threads.sh
+#        CASES="udp tcp crossing" COUNT=20000000 CONNECTIONS=1000000 \
+#        THREADS="1 2" ROUNDS=3 SKIP_BUILD=1 benches/threads.sh
+#
+# Environment: CASES, COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
+# ("1 2"; "2u" is 2 threads, --unordered), ROUNDS (3), SKIP_BUILD=1,
+# DATA_DIR (bench-data/threads; the captures stay there, 1.6 GB for the
+# udp case). Run it on an idle machine, through `cpu-lock bench` where
+# sessions share one.
+set -euo pipefail
+export LC_ALL=C
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+CASES=${CASES:-udp tcp crossing}
+COUNT=${COUNT:-20000000}
+CONNECTIONS=${CONNECTIONS:-1000000}
+THREADS=${THREADS:-1 2}
+ROUNDS=${ROUNDS:-3}
+DATA_DIR=${DATA_DIR:-$ROOT/bench-data/threads}
+BIN=$ROOT/target/release/dnsluice
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+    cargo build --release -p dnsluice
+fi
+mkdir -p "$DATA_DIR"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+udp_capture=$DATA_DIR/udp-$COUNT.pcap
+tcp_capture=$DATA_DIR/tcp-$CONNECTIONS.pcap
+
+# One timed run: label, then the command (its output to /dev/null); appends
+# "label wall cpu rss packets messages", the packets the input read and the
+# objects the last stage wrote, from the run's statistics.
+timed() {
+    local label=$1
+    shift
+    /usr/bin/time -f "%e %U %S %M" -o "$TMP/time" "$@" --stats-json "$TMP/stats.json" -q > /dev/null
+    read -r wall user sys rss < "$TMP/time"
+    local counted line
+    counted=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); st=s["stages"]; print(st[0]["out"], st[-1]["in"])' "$TMP/stats.json")
+    line="$label $wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }') $((rss / 1024)) $counted"
+    echo "$line" >> "$TMP/runs"
+    printf '%-10s wall %7.2f s  cpu %7.2f s  rss %5s MB  packets %s  out %s\n' $line
+}
+
+# Alternating rounds of `dnsluice run configs/dump.toml` on capture $1 with each of THREADS.
+compare_threads() {
+    local capture=$1
+    for round in $(seq "$ROUNDS"); do
+        order=($THREADS)
+        ((round % 2 == 0)) && order=($(printf '%s\n' "${order[@]}" | tac))
+        for threads in "${order[@]}"; do
+            flags=(--threads "${threads%u}")
+            [[ $threads == *u ]] && flags+=(--unordered)
+            timed "$threads" "$BIN" run configs/dump.toml --set "0.path=$capture" "${flags[@]}"
+        done
+    done
+}
+
+# Medians per label, speed-up against the first label; fails when counts differ.
+summary() {
+    python3 - "$TMP/runs" "$1" <<'PY'
+import statistics, sys
+runs = {}
+order = []
+for line in open(sys.argv[1]):
+    label, wall, cpu, rss, packets, out = line.split()
+    if label not in runs:
+        order.append(label)
+    runs.setdefault(label, []).append((float(wall), float(cpu), int(rss), (packets, out)))
+counts = {r[3] for rows in runs.values() for r in rows}
+print(f"\n{sys.argv[2]}: medians" + ("" if len(counts) == 1 else f"  COUNTS DIFFER: {sorted(counts)}"))
+packets = int(next(iter(counts))[0])
+base = statistics.median(r[0] for r in runs[order[0]])
+for label in order:
+    rows = runs[label]
+    wall = statistics.median(r[0] for r in rows)
+    cpu = statistics.median(r[1] for r in rows)
+    rss = statistics.median(r[2] for r in rows)
+    print(f"{label:<10} wall {wall:7.2f} s  cpu {cpu:7.2f} s ({1e9 * cpu / packets:6.1f} ns/packet)  rss {rss} MB  speed-up {base / wall:.2f}x")
+sys.exit(0 if len(counts) == 1 else 1)
+PY
+}
+
+echo "threads: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), rounds $ROUNDS"
+for case in $CASES; do
+    : > "$TMP/runs"
+    case $case in
+    udp)
+        [[ -s $udp_capture ]] || python3 benches/gen-pcap.py --count "$COUNT" --out "$udp_capture" >&2
+        echo "udp: $COUNT packets, layers -> DNS -> JSON lines to /dev/null"
+        compare_threads "$udp_capture"
+        summary "udp"
+        ;;
+    tcp)
+        [[ -s $tcp_capture ]] || python3 benches/gen-tcp-pcap.py --connections "$CONNECTIONS" --out "$tcp_capture"
+        echo "tcp: $CONNECTIONS connections (9 packets, 2 messages each), layers -> DNS -> JSON lines to /dev/null"
+        compare_threads "$tcp_capture"
+        summary "tcp"
+        ;;
+    crossing)
+        [[ -s $udp_capture ]] || python3 benches/gen-pcap.py --count "$COUNT" --out "$udp_capture" >&2
+        printf '[[stage]]\nmodule = "input.mmpcap"\npath = "%s"\n[[stage]]\nmodule = "output.null"\n' \
+            "$udp_capture" > "$TMP/plain.toml"
+        printf '[[stage]]\nmodule = "input.mmpcap"\npath = "%s"\n[[stage]]\nmodule = "filter.split"\nthreads = 1\nreport = false\n[[stage]]\nmodule = "output.null"\n' \
+            "$udp_capture" > "$TMP/split.toml"
+        echo "crossing: $COUNT packets, input -> output.null, then through filter.split (1 thread)"
+        for round in $(seq "$ROUNDS"); do
+            timed plain "$BIN" run "$TMP/plain.toml" --threads 1
+            timed split "$BIN" run "$TMP/split.toml"
+        done
+        summary "crossing"
+        python3 - "$TMP/runs" <<'PY'
+import statistics, sys
+cpu = {}
+for line in open(sys.argv[1]):
+    label, wall, c, rss, packets, out = line.split()
+    cpu.setdefault(label, []).append(float(c))
+    n = int(packets)
+extra = statistics.median(cpu["split"]) - statistics.median(cpu["plain"])
+print(f"crossing: {1e9 * extra / n:.1f} ns of CPU per object (both sides: copy, queues, wake-ups)")
+PY
+        ;;
+    *)
+        echo "unknown case $case" >&2
+        exit 2
+        ;;
+    esac
+done

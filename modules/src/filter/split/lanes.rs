@@ -1,0 +1,219 @@
+//! What the split and one worker share (a [`Lane`]), and the worker's loop.
+//!
+//! Objects cross in batches ([`Batch`]): the split copies objects into a
+//! batch's reused [`OwnedObject`]s and hands the whole batch over with one
+//! queue push, so the cost of a crossing (queue operations, a wake-up) is
+//! paid once per batch, not once per object.
+
+use crossbeam_queue::ArrayQueue;
+use dnsluice_core::merge::{self, LaneBuffer, MergeTarget};
+use dnsluice_core::sync::lock;
+use dnsluice_core::{OwnedObject, Receiver, StageStats};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often a worker publishes its chain's statistics while it runs (for
+/// interval statistics and progress).
+const SNAPSHOT_EVERY: Duration = Duration::from_millis(100);
+
+/// Objects copied for one worker, handed over together.
+#[derive(Default)]
+pub(super) struct Batch {
+    /// The copies; only the first `len` are this batch's.
+    pub objects: Vec<OwnedObject>,
+    /// How many of `objects` are filled.
+    pub len: usize,
+}
+
+impl Batch {
+    /// The next copy to fill (made once; reused after).
+    pub fn next_slot(&mut self) -> &mut OwnedObject {
+        if self.len == self.objects.len() {
+            self.objects.push(OwnedObject::default());
+        }
+        self.len += 1;
+        &mut self.objects[self.len - 1]
+    }
+}
+
+/// What the split and one worker share.
+pub(super) struct Lane {
+    /// Batches for the worker.
+    pub full: ArrayQueue<Batch>,
+    /// Emptied batches, back to the split.
+    pub free: ArrayQueue<Batch>,
+    /// The bytes the worker's chain wrote for each batch, to the merger
+    /// (when the output is one stream shared by the threads).
+    pub written: ArrayQueue<LaneBuffer>,
+    /// Written buffers the merger emptied, back to the worker.
+    pub spare: ArrayQueue<LaneBuffer>,
+    /// The worker sleeps (the split wakes it after a push).
+    pub parked: AtomicBool,
+    /// No more batches will come.
+    pub done: AtomicBool,
+    /// The latest capture time of the whole input (`i64::MIN`: none), set
+    /// before `done`: the chain is told it before it finishes.
+    pub input_end_ns: AtomicI64,
+    /// The worker has finished its chain and handed over its last bytes.
+    pub finished: AtomicBool,
+    /// The worker stopped on an error (its text).
+    pub failed: Mutex<Option<String>>,
+    /// Objects the worker handled.
+    pub handled: AtomicU64,
+    /// The worker's chain's statistics, as of its last snapshot.
+    pub snapshot: Mutex<Vec<StageStats>>,
+}
+
+impl Lane {
+    /// A lane with room for `batches` batches each way.
+    pub fn new(batches: usize) -> Lane {
+        let lane = Lane {
+            full: ArrayQueue::new(batches),
+            free: ArrayQueue::new(batches),
+            written: ArrayQueue::new(batches + 1),
+            spare: ArrayQueue::new(batches + 1),
+            parked: AtomicBool::new(false),
+            done: AtomicBool::new(false),
+            input_end_ns: AtomicI64::new(i64::MIN),
+            finished: AtomicBool::new(false),
+            failed: Mutex::new(None),
+            handled: AtomicU64::new(0),
+            snapshot: Mutex::new(Vec::new()),
+        };
+        for _ in 0..batches {
+            let _ = lane.free.push(Batch::default());
+        }
+        lane
+    }
+
+    /// Records the worker's error (the first one stays).
+    pub fn fail(&self, error: String) {
+        lock(&self.failed).get_or_insert(error);
+    }
+
+    /// The worker's error, if it stopped on one.
+    pub fn failure(&self) -> Option<String> {
+        lock(&self.failed).clone()
+    }
+}
+
+/// One round of waiting for a queue: the first 64 rounds spin, the next 64
+/// yield the thread; after that it returns true and the caller blocks its
+/// own way (the worker parks, the split and the merger sleep).
+pub(super) fn spin_then_yield(spins: &mut u32) -> bool {
+    *spins += 1;
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else if *spins < 128 {
+        std::thread::yield_now();
+    } else {
+        return true;
+    }
+    false
+}
+
+/// Everything a worker needs besides its chain.
+pub(super) struct WorkerSide {
+    /// Its lane.
+    pub lane: Arc<Lane>,
+    /// The stream the threads share, when the output claims it.
+    pub target: Arc<MergeTarget>,
+    /// Set when the merger stopped on an error: stop too.
+    pub merger_failed: Arc<AtomicBool>,
+}
+
+/// A worker: hands every batch to its chain until the split is done; when
+/// the output shares one stream (`merging`: this thread's lane), hands the
+/// bytes of each batch to the merger.
+pub(super) fn work(
+    side: &WorkerSide,
+    merging: Option<&merge::LaneHandle>,
+    mut downstream: Box<dyn Receiver>,
+) -> Vec<StageStats> {
+    let lane = &*side.lane;
+    let mut spins = 0u32;
+    let mut last_snapshot = Instant::now();
+    loop {
+        if let Some(mut batch) = lane.full.pop() {
+            spins = 0;
+            let mut result = Ok(());
+            for owned in &batch.objects[..batch.len] {
+                result = downstream.receive(&mut owned.view());
+                if let Some(lane_handle) = merging {
+                    lane_handle.end_object();
+                }
+                if result.is_err() {
+                    break;
+                }
+            }
+            lane.handled.fetch_add(batch.len as u64, Ordering::Relaxed);
+            batch.len = 0;
+            // Never full: as many batches as room in the queue.
+            let _ = lane.free.push(batch);
+            if let Err(e) = result {
+                lane.fail(e.to_string());
+                break;
+            }
+            if merging.is_some_and(|handle| !hand_over(side, handle)) {
+                break;
+            }
+            if last_snapshot.elapsed() >= SNAPSHOT_EVERY {
+                let mut stats = Vec::new();
+                downstream.stats(&mut stats);
+                *lock(&lane.snapshot) = stats;
+                last_snapshot = Instant::now();
+            }
+            continue;
+        }
+        if lane.done.load(Ordering::SeqCst) && lane.full.is_empty() {
+            let input_end_ns = lane.input_end_ns.load(Ordering::SeqCst);
+            if input_end_ns != i64::MIN {
+                downstream.clock_at_end(input_end_ns);
+            }
+            if let Err(e) = downstream.finish() {
+                lane.fail(e.to_string());
+            }
+            if let Some(lane_handle) = merging {
+                // What the chain wrote as it finished, as one more "object".
+                lane_handle.end_object();
+                hand_over(side, lane_handle);
+            }
+            break;
+        }
+        if spin_then_yield(&mut spins) {
+            lane.parked.store(true, Ordering::SeqCst);
+            // Checked again after saying so: the split wakes us for anything
+            // pushed after this point.
+            if lane.full.is_empty() && !lane.done.load(Ordering::SeqCst) {
+                std::thread::park_timeout(Duration::from_millis(10));
+            }
+            lane.parked.store(false, Ordering::SeqCst);
+        }
+    }
+    lane.finished.store(true, Ordering::SeqCst);
+    let mut stats = Vec::new();
+    downstream.stats(&mut stats);
+    stats
+}
+
+/// Hands the bytes written since the last batch to the merger, waiting while
+/// its queue is full; false when the merger has stopped on an error.
+fn hand_over(side: &WorkerSide, lane_handle: &merge::LaneHandle) -> bool {
+    let lane = &*side.lane;
+    let empty = lane.spare.pop().unwrap_or_default();
+    let mut written = lane_handle.take(empty);
+    let mut spins = 0u32;
+    loop {
+        match lane.written.push(written) {
+            Ok(()) => return true,
+            Err(back) => written = back,
+        }
+        if side.merger_failed.load(Ordering::SeqCst) {
+            return false;
+        }
+        if spin_then_yield(&mut spins) {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+}

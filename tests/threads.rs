@@ -1,0 +1,355 @@
+//! One capture on several threads (`run --threads N`, the pipeline's
+//! `threads` key): every corpus and field capture gives, on 2 and 3 threads,
+//! the lines one thread writes, in the same order (`ordered`, the default)
+//! or as the same multiset (`--unordered`); TCP streams cut into segments
+//! and IP fragments reassemble the same (the captures have both, and the
+//! corpus tests check one thread against tshark); the statistics merged
+//! from the threads are the one thread's; every kind of input splits;
+//! chains that cannot run in copies are refused or run on one thread, saying
+//! why.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use testkit::{assert_ok, dnsluice, run_ok, temp_dir};
+
+/// layer → dns → json, the chain of `configs/dump.toml`.
+const DUMP: &str = "[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n";
+
+/// Every capture of the corpus and of the field set.
+fn captures() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in [testkit::corpus::corpus_dir(), field_dir()] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if name.ends_with(".pcap") || name.ends_with(".pcapng") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    assert!(
+        files.len() > 100,
+        "the corpus and field captures: {}",
+        files.len()
+    );
+    files
+}
+
+fn field_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/field")
+}
+
+/// A pipeline: `input` reading `path`, the dump chain, output.json to `out`,
+/// then `extra` top-level keys.
+fn pipeline(dir: &Path, input: &str, path: &Path, out: &Path, extra: &str) -> PathBuf {
+    let file = dir.join(format!("p{}.toml", rand_suffix()));
+    std::fs::write(
+        &file,
+        format!(
+            "{extra}\n[[stage]]\nmodule = \"{input}\"\npath = {:?}\n{DUMP}[[stage]]\nmodule = \"output.json\"\npath = {:?}\n",
+            path.display().to_string(),
+            out.display().to_string()
+        ),
+    )
+    .unwrap();
+    file
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// What one run gave: its output bytes, its statistics, its exit and stderr.
+struct Ran {
+    lines: Vec<u8>,
+    stats: Value,
+    output: Output,
+}
+
+/// Runs the dump chain on `capture` with `args` (`--threads N`...).
+fn dump(dir: &Path, input: &str, capture: &Path, args: &[&str]) -> Ran {
+    let out = dir.join(format!("out{}.jsonl", rand_suffix()));
+    let stats = dir.join(format!("stats{}.json", rand_suffix()));
+    let file = pipeline(dir, input, capture, &out, "");
+    let output = dnsluice()
+        .arg("run")
+        .arg(&file)
+        .arg("--stats-json")
+        .arg(&stats)
+        .args(args)
+        .output()
+        .unwrap();
+    let ran = Ran {
+        lines: std::fs::read(&out).unwrap_or_default(),
+        stats: std::fs::read_to_string(&stats)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null),
+        output,
+    };
+    for f in [&out, &stats, &file] {
+        let _ = std::fs::remove_file(f);
+    }
+    ran
+}
+
+fn sorted_lines(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    lines.sort();
+    lines
+}
+
+/// The stages' counts, errors and counters, by module: what must not
+/// change with the threads. Counters listing a breakdown's most frequent
+/// keys (`qtype A`) may list more keys once merged, each with its exact
+/// count; they are compared key by key from the one thread's side.
+fn same_statistics(one: &Value, many: &Value, what: &str) {
+    let by_module = |stats: &Value| -> BTreeMap<String, Value> {
+        stats["stages"]
+            .as_array()
+            .unwrap_or(&Vec::new())
+            .iter()
+            .map(|s| (s["module"].as_str().unwrap().to_string(), s.clone()))
+            .collect()
+    };
+    let (one, many) = (by_module(one), by_module(many));
+    assert_eq!(
+        one.keys().collect::<Vec<_>>(),
+        many.keys().collect::<Vec<_>>(),
+        "{what}: the stages"
+    );
+    for (module, a) in &one {
+        let b = &many[module];
+        for key in ["in", "out", "errors"] {
+            assert_eq!(a[key], b[key], "{what}: {module} {key}");
+        }
+        let counters = a["counters"].as_object().unwrap();
+        for (name, value) in counters {
+            assert_eq!(
+                &b["counters"][name], value,
+                "{what}: {module} counter {name}"
+            );
+        }
+        for (name, value) in b["counters"].as_object().unwrap() {
+            if !counters.contains_key(name) {
+                assert!(
+                    name.contains(' '),
+                    "{what}: {module}: {name} = {value} only with threads"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_capture_gives_one_threads_lines_on_two_and_three() {
+    let dir = temp_dir("threads-corpus");
+    let mut compared = 0;
+    for capture in captures() {
+        let what = capture.display().to_string();
+        let one = dump(&dir, "input.mmpcap", &capture, &["--threads", "1"]);
+        for threads in ["2", "3"] {
+            let many = dump(&dir, "input.mmpcap", &capture, &["--threads", threads]);
+            assert_eq!(
+                one.output.status.code(),
+                many.output.status.code(),
+                "{what}"
+            );
+            assert!(
+                one.lines == many.lines,
+                "{what}: {threads} threads wrote other lines, or in another order"
+            );
+            same_statistics(&one.stats, &many.stats, &what);
+        }
+        compared += usize::from(!one.lines.is_empty());
+    }
+    assert!(compared > 100, "captures with DNS messages: {compared}");
+}
+
+/// Every capture merged into one in time order (pcapng, one interface per
+/// link type): long enough for a hundred batches and more, and its capture
+/// times only go forward, as a capture's do (what times out depends on them).
+fn everything(dir: &Path) -> PathBuf {
+    let all = dir.join("all.pcapng");
+    let mut merge = Command::new("mergecap");
+    merge.args(["-F", "pcapng", "-w"]).arg(&all);
+    // Captures that end in a broken record would stop mergecap: only those
+    // that read to the end with one thread; and mergecap cannot write a
+    // second section's interfaces.
+    for capture in captures() {
+        let ran = dump(dir, "input.mmpcap", &capture, &["--threads", "1"]);
+        let two_sections = capture.ends_with("pcapng_two_sections.pcapng");
+        let warned = ran.stats["stages"][0]["warnings"] != serde_json::json!([]);
+        if ran.output.status.success() && !two_sections && !warned {
+            merge.arg(capture);
+        }
+    }
+    run_ok(&mut merge);
+    all
+}
+
+#[test]
+fn a_long_capture_splits_the_same_ordered_or_not_from_every_input() {
+    let dir = temp_dir("threads-long");
+    let all = everything(&dir);
+    let one = dump(&dir, "input.mmpcap", &all, &["--threads", "1"]);
+    assert_ok(&one.output, "one thread");
+    let counters = &one.stats["stages"][2]["counters"];
+    assert_eq!(one.stats["stages"][2]["module"], "filter.dns");
+    // TCP streams cut into segments and fragmented datagrams, reassembled.
+    for kind in ["tcp_reassembled", "ip_reassembled", "tcp_flows_expired"] {
+        assert!(counters[kind].as_u64().unwrap() > 10, "{kind}: {counters}");
+    }
+    let messages = counters["messages"].as_u64().unwrap();
+    assert!(messages > 20_000, "messages: {messages}");
+    for threads in ["2", "3"] {
+        let ordered = dump(&dir, "input.mmpcap", &all, &["--threads", threads]);
+        assert_ok(&ordered.output, threads);
+        assert!(one.lines == ordered.lines, "{threads} threads, ordered");
+        same_statistics(&one.stats, &ordered.stats, "ordered");
+        let summary = String::from_utf8_lossy(&ordered.output.stderr).to_string();
+        assert!(
+            summary.contains(&format!("on {threads} threads by flow")),
+            "{summary}"
+        );
+        let loose = dump(
+            &dir,
+            "input.mmpcap",
+            &all,
+            &["--threads", threads, "--unordered"],
+        );
+        assert_ok(&loose.output, threads);
+        assert_eq!(
+            sorted_lines(&one.lines),
+            sorted_lines(&loose.lines),
+            "{threads} unordered"
+        );
+        same_statistics(&one.stats, &loose.stats, "unordered");
+    }
+    // Buffered reads, a compressed file, standard input.
+    small_batches_spread_and_merge_in_order(&dir, &all, &one);
+    let buffered = dump(&dir, "input.fpcap", &all, &["--threads", "2"]);
+    assert!(one.lines == buffered.lines, "input.fpcap");
+    run_ok(Command::new("zstd").args(["-q", "-f", "-k"]).arg(&all));
+    let zstd = PathBuf::from(format!("{}.zst", all.display()));
+    let compressed = dump(&dir, "input.fpcap", &zstd, &["--threads", "2"]);
+    assert!(one.lines == compressed.lines, "zstd");
+    let out = dir.join("stdin.jsonl");
+    let file = pipeline(&dir, "input.fpcap", Path::new("-"), &out, "threads = 2");
+    let status = dnsluice()
+        .arg("run")
+        .arg(&file)
+        .arg("-q")
+        .stdin(std::fs::File::open(&zstd).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(one.lines == std::fs::read(&out).unwrap(), "stdin");
+}
+
+/// The implicit split is a filter.split: with small batches it shows that
+/// every thread works and the merge still gives one thread's lines.
+fn small_batches_spread_and_merge_in_order(dir: &Path, capture: &Path, one: &Ran) {
+    let out = dir.join("split.jsonl");
+    let stats = dir.join("split.json");
+    let text = format!(
+        "[[stage]]\nmodule = \"input.mmpcap\"\npath = {:?}\n[[stage]]\nmodule = \"filter.split\"\nthreads = 3\nby = \"flow\"\nbatch = 3\nqueue = 6\n{DUMP}[[stage]]\nmodule = \"output.json\"\npath = {:?}\n",
+        capture.display().to_string(),
+        out.display().to_string()
+    );
+    let file = dir.join("split.toml");
+    std::fs::write(&file, text).unwrap();
+    let run = dnsluice()
+        .arg("run")
+        .arg(&file)
+        .arg("--stats-json")
+        .arg(&stats)
+        .output()
+        .unwrap();
+    assert_ok(&run, "filter.split");
+    assert!(one.lines == std::fs::read(&out).unwrap(), "batches of 3");
+    let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let split = &stats["stages"][1];
+    assert_eq!(split["module"], "filter.split");
+    for thread in ["thread.0", "thread.1", "thread.2"] {
+        assert!(split["counters"][thread].as_u64().unwrap() > 100, "{split}");
+    }
+}
+
+#[test]
+fn chains_that_cannot_run_in_copies_are_refused_or_run_on_one_thread() {
+    let dir = temp_dir("threads-refused");
+    let capture = testkit::corpus::corpus_dir().join("dns_edns_compression.pcap");
+    let pcap_out = dir.join("out.pcap");
+    let text = format!(
+        "threads = 2\n\n[[stage]]\nmodule = \"input.mmpcap\"\npath = {:?}\n[[stage]]\nmodule = \"output.pcap\"\npath = {:?}\n",
+        capture.display().to_string(),
+        pcap_out.display().to_string()
+    );
+    let file = dir.join("pcap.toml");
+    std::fs::write(&file, &text).unwrap();
+    let out = dnsluice().arg("run").arg(&file).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pcap.toml:1: key `threads`: `output.pcap` cannot run in several threads"),
+        "{err}"
+    );
+    // Left to choose, it runs on one thread and says why.
+    let out = dnsluice()
+        .arg("run")
+        .arg(&file)
+        .args(["--threads", "auto"])
+        .output()
+        .unwrap();
+    assert_ok(&out, "auto");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("on 1 thread (`output.pcap` runs on one thread)"),
+        "{err}"
+    );
+    // A bad value names its line.
+    std::fs::write(&file, text.replace("threads = 2", "threads = 0")).unwrap();
+    let out = dnsluice().arg("run").arg(&file).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pcap.toml:1: key `threads`: `0`"), "{err}");
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_run_quietly() {
+    // Far more lines than a pipe holds.
+    let dir = temp_dir("threads-pipe");
+    let capture = dir.join("long.pcap");
+    let once = field_dir().join("dnscap-dns.pcap");
+    run_ok(
+        Command::new("mergecap")
+            .args(["-a", "-F", "pcap", "-w"])
+            .arg(&capture)
+            .args(vec![&once; 40]),
+    );
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/dump.toml");
+    let mut child = dnsluice()
+        .arg("run")
+        .arg(&config)
+        .args(["--threads", "2", "-q", "--set"])
+        .arg(format!("0.path={}", capture.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 10];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
