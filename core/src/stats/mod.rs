@@ -42,6 +42,9 @@ pub struct StageStats {
     pub top: BTreeMap<String, TopList>,
     /// Where an input is in what it reads (for progress and capture times).
     pub reading: Option<Reading>,
+    /// Breakdowns whose largest counts the counters list ([`StageStats::list_top`]),
+    /// with how many: a merge lists them again from the merged breakdown.
+    pub listed: BTreeMap<String, usize>,
 }
 
 /// Where an input is: bytes read of how many, and the capture times seen.
@@ -78,6 +81,23 @@ impl StageStats {
         if n > 0 {
             *self.counters.entry(name.to_string()).or_default() += n;
         }
+    }
+
+    /// Lists breakdown `name`'s `n` largest counts as counters `name KEY`
+    /// (ties by key), for the summary. A merge of two parts of a stream
+    /// ([`StageStats::absorb`]) lists them again from the merged breakdown,
+    /// so a stream in parts lists what the whole stream lists.
+    pub fn list_top(&mut self, name: &str, n: usize) {
+        let prefix = format!("{name} ");
+        self.counters.retain(|key, _| !key.starts_with(&prefix));
+        if let Some(breakdown) = self.breakdowns.get(name) {
+            let mut counts: Vec<(&String, &u64)> = breakdown.iter().collect();
+            counts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            for (key, count) in counts.into_iter().take(n) {
+                self.counters.insert(format!("{prefix}{key}"), *count);
+            }
+        }
+        self.listed.insert(name.to_string(), n);
     }
 
     /// Adds `n` to `key` of breakdown `name` (zero counts are left out).
@@ -220,6 +240,10 @@ impl StageStats {
             *self.counters.entry(name.clone()).or_default() += n;
         }
         self.derive();
+        for (name, n) in other.listed {
+            let n = self.listed.get(&name).map_or(n, |mine| n.max(*mine));
+            self.list_top(&name, n);
+        }
         for (name, list) in other.top {
             match self.top.get_mut(&name) {
                 Some(mine) => {

@@ -123,12 +123,8 @@ impl DnsCounters {
         for (r, n) in rcodes.iter().filter(|(_, n)| *n > 0) {
             stats.add_breakdown(RCODE, &mnemonic::rcode(*r), *n);
         }
-        for (t, n) in top(qtypes) {
-            stats.add_counter(&format!("{QTYPE} {}", mnemonic::rtype(t)), n);
-        }
-        for (r, n) in top(rcodes) {
-            stats.add_counter(&format!("{RCODE} {}", mnemonic::rcode(r)), n);
-        }
+        stats.list_top(QTYPE, TOP);
+        stats.list_top(RCODE, TOP);
         for (op, (q, r)) in queries.iter().zip(responses).enumerate() {
             if q + r > 0 && op != 0 {
                 stats.add_counter(&format!("opcode {}", mnemonic::opcode(op as u8)), q + r);
@@ -156,14 +152,6 @@ impl Inspect for DnsCounters {
             self.malformed[e.index()] += 1;
         }
     }
-}
-
-/// The `TOP` largest non-zero counts.
-fn top(mut counts: Vec<(u16, u64)>) -> Vec<(u16, u64)> {
-    counts.retain(|(_, n)| *n > 0);
-    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    counts.truncate(TOP);
-    counts
 }
 
 /// Adds the TCP reassembly counters.
