@@ -353,14 +353,13 @@ fn client_address(obj: &Object<'_>) -> Option<IpAddr> {
 }
 
 /// Where a packet goes when flows must stay together: `None` for a DNS
-/// datagram that stands alone (untagged Ethernet, IPv4 or IPv6, UDP to or
-/// from port 53, not a fragment: most of a capture), which any thread may
-/// take; else a hash of its two addresses, the same both ways. Fragments
-/// after the first carry no ports, so ports are left out: a datagram's
-/// fragments meet on one thread. Untagged Ethernet is read in place;
-/// anything else has its layers parsed here when no stage before did (a
-/// tunnel's packets hash by the tunnel's outer addresses, which all of an
-/// inner flow's packets share).
+/// datagram that stands alone (UDP to or from port 53, not a fragment: most
+/// of a capture), which any thread may take; else a hash of its two
+/// addresses, the same both ways (the innermost ones, through tunnels: an
+/// inner flow may change tunnels). Fragments after the first carry no ports,
+/// so ports are left out: a datagram's fragments meet on one thread.
+/// Untagged Ethernet carrying DNS straight over IPv4 or IPv6 is read in
+/// place; anything else has its layers parsed here when no stage before did.
 fn flow_hash(obj: &Object<'_>) -> Option<u32> {
     let packet = obj.packet()?;
     let data = packet.data;
@@ -373,17 +372,24 @@ fn flow_hash(obj: &Object<'_>) -> Option<u32> {
         if v4 && data.len() >= 34 {
             let header = usize::from(data[14] & 0x0f) * 4;
             let fragment = u16::from_be_bytes([data[20], data[21]]) & 0x3fff != 0;
-            if data[23] == 17 && !fragment && dns_port(14 + header) {
+            let protocol = data[23];
+            let direct_dns = matches!(protocol, 6 | 17) && dns_port(14 + header);
+            if protocol == 17 && !fragment && direct_dns {
                 return None;
             }
-            return Some(symmetric_hash(&data[26..30], &data[30..34]));
+            if fragment || direct_dns {
+                return Some(symmetric_hash(&data[26..30], &data[30..34]));
+            }
         }
         if v6 && data.len() >= 54 {
-            // UDP right after the fixed header: no extension header, no fragment.
-            if data[20] == 17 && dns_port(54) {
+            // UDP or TCP right after the fixed header; a fragment header.
+            let next = data[20];
+            if next == 17 && dns_port(54) {
                 return None;
             }
-            return Some(symmetric_hash(&data[22..38], &data[38..54]));
+            if next == 44 || (next == 6 && dns_port(54)) {
+                return Some(symmetric_hash(&data[22..38], &data[38..54]));
+            }
         }
     }
     let parsed;
