@@ -1,7 +1,7 @@
 //! # dnsluice-lua
 //!
-//! Lua for dnsluice (mlua, vendored Lua 5.4 by default, or LuaJIT with the
-//! `luajit` feature):
+//! Lua for dnsluice (mlua, vendored LuaJIT by default, or Lua 5.4 with the
+//! `lua54` feature and without the default ones):
 //!
 //! - [`run_script`]: `dnsluice script FILE.lua [ARGS...]`, with every registry
 //!   module reachable as `require("dnsluice.input.mmpcap").new{...}` or

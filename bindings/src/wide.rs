@@ -18,9 +18,11 @@ use mlua::{Lua, Value};
 
 /// Registry key of `jit.lua`'s `box(hi, lo, unsigned)`: the 64-bit integer
 /// cdata `hi * 2^32 + lo` (`hi`, `lo`: 32-bit halves, as numbers).
+#[cfg(feature = "luajit")]
 pub const BOX_KEY: &std::ffi::CStr = c"dnsluice.jit.box";
 
 /// The largest magnitude a double holds exactly with all integers below it.
+#[cfg(feature = "luajit")]
 pub const EXACT_IN_DOUBLE: u64 = 1 << 53;
 
 /// How a 64-bit value is handed to a LuaJIT state (Lua 5.4 always gets an
@@ -33,15 +35,15 @@ pub enum Wide {
     Fit,
 }
 
-/// Whether LuaJIT gets `v` as a cdata (never with Lua 5.4).
-#[cfg_attr(not(feature = "luajit"), allow(dead_code))]
+/// Whether LuaJIT gets `v` as a cdata.
+#[cfg(feature = "luajit")]
 fn boxed(v: i128, how: Wide) -> bool {
-    cfg!(feature = "luajit") && (how == Wide::Always || v.unsigned_abs() > EXACT_IN_DOUBLE.into())
+    how == Wide::Always || v.unsigned_abs() > EXACT_IN_DOUBLE.into()
 }
 
 /// The 32-bit halves of `v` (two's complement for a negative one) as the
 /// numbers `box` takes: `v == hi * 2^32 + lo`.
-#[cfg_attr(not(feature = "luajit"), allow(dead_code))]
+#[cfg(feature = "luajit")]
 fn halves(v: i128) -> (f64, f64) {
     ((v >> 32) as i64 as f64, (v & 0xffff_ffff) as f64)
 }
@@ -57,18 +59,20 @@ pub fn count(lua: &Lua, n: u64) -> mlua::Result<Value> {
     make(lua, i128::from(n), Wide::Fit, true)
 }
 
-#[cfg_attr(not(feature = "luajit"), allow(unused_variables))]
+/// LuaJIT: a number, or a cdata made by `box`.
+#[cfg(feature = "luajit")]
 fn make(lua: &Lua, v: i128, how: Wide, unsigned: bool) -> mlua::Result<Value> {
-    #[cfg(feature = "luajit")]
-    if boxed(v, how) {
-        let make: mlua::Function =
-            lua.named_registry_value(BOX_KEY.to_str().unwrap_or_default())?;
-        let (hi, lo) = halves(v);
-        return make.call((hi, lo, unsigned));
+    if !boxed(v, how) {
+        return Ok(Value::Number(v as f64));
     }
-    #[cfg(feature = "luajit")]
-    return Ok(Value::Number(v as f64));
-    #[cfg(not(feature = "luajit"))]
+    let make: mlua::Function = lua.named_registry_value(BOX_KEY.to_str().unwrap_or_default())?;
+    let (hi, lo) = halves(v);
+    make.call((hi, lo, unsigned))
+}
+
+/// Lua 5.4: an integer.
+#[cfg(not(feature = "luajit"))]
+fn make(_: &Lua, v: i128, _: Wide, _: bool) -> mlua::Result<Value> {
     Ok(match i64::try_from(v) {
         Ok(i) => Value::Integer(i),
         // A count above 2^63: never met, but not wrapped either.
@@ -80,8 +84,8 @@ fn make(lua: &Lua, v: i128, how: Wide, unsigned: bool) -> mlua::Result<Value> {
 ///
 /// # Safety
 ///
-/// `l` is a live state with room for 4 values on its stack. With LuaJIT it
-/// calls `box`, which raises only when memory runs out.
+/// `l` is a live state with room for 4 values on its stack. It calls
+/// `box`, which raises only when memory runs out.
 #[cfg(feature = "luajit")]
 pub unsafe fn push(l: *mut ffi::lua_State, v: i64, how: Wide) {
     let v = i128::from(v);
