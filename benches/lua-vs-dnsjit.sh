@@ -13,8 +13,8 @@
 #            `dns:iter("qr", "qdcount", "qname", "qtype")`;
 #   dnsjit   benches/dnsjit/qname-qtype.lua: input.mmpcap -> filter.layer,
 #            dns:parse_header(), dns:parse_q(), label.tostring().
-# Ours run with Lua 5.4 (the default build) and LuaJIT
-# (`--no-default-features --features luajit`, built in its own target dir).
+# Ours run with LuaJIT (the default build) and Lua 5.4
+# (`--no-default-features --features lua54`, built in its own target dir).
 # Every round runs dnsjit and each of ours once, in an order that reverses
 # from round to round; ratio = dnsjit's time / ours in that round (above 1:
 # we are faster), the median over the rounds, in wall time and in CPU time
@@ -28,9 +28,9 @@
 # on one thread: (median CPU with - median CPU without) / messages.
 #
 # Environment: COUNT (packets, default 1000000), RUNS (default 5), SEED (1),
-# SKIP_BUILD=1 (use existing binaries), LUA54_BIN, LUAJIT_BIN (binaries to
-# use; default target/release/dnsluice and target/luajit/release/dnsluice),
-# BUILDS ("lua54 luajit"), DATA_DIR, ONE_THREAD.
+# SKIP_BUILD=1 (use existing binaries), LUAJIT_BIN, LUA54_BIN (binaries to
+# use; default target/release/dnsluice and target/lua54/release/dnsluice),
+# BUILDS ("luajit lua54"), DATA_DIR, ONE_THREAD.
 set -euo pipefail
 export LC_ALL=C
 
@@ -42,13 +42,13 @@ COUNT="${COUNT:-1000000}"
 RUNS="${RUNS:-5}"
 SEED="${SEED:-1}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
-BUILDS="${BUILDS:-lua54 luajit}"
+BUILDS="${BUILDS:-luajit lua54}"
 ONE_THREAD="${ONE_THREAD:-0}"
 DATA_DIR="${DATA_DIR:-$REPO_ROOT/bench-data}"
 TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 PCAP="$DATA_DIR/lua-$COUNT.pcap"
-LUA54_BIN="${LUA54_BIN:-$TARGET/release/dnsluice}"
-LUAJIT_BIN="${LUAJIT_BIN:-$TARGET/luajit/release/dnsluice}"
+LUAJIT_BIN="${LUAJIT_BIN:-$TARGET/release/dnsluice}"
+LUA54_BIN="${LUA54_BIN:-$TARGET/lua54/release/dnsluice}"
 DNSJIT_LUA="$SCRIPT_DIR/dnsjit/qname-qtype.lua"
 declare -A STYLE=([natural]="$SCRIPT_DIR/lua/natural.lua" [iter]="$SCRIPT_DIR/lua/qname-qtype.lua")
 declare -A BIN=([lua54]="$LUA54_BIN" [luajit]="$LUAJIT_BIN")
@@ -62,11 +62,11 @@ command -v dnsjit >/dev/null || die "dnsjit not found (apt-get install dnsjit)"
 if [[ "$SKIP_BUILD" != 1 ]]; then
     for build in $BUILDS; do
         case "$build" in
-        lua54) log "cargo build --release"; cargo build --release -p dnsluice ;;
-        luajit)
-            log "cargo build --release --no-default-features --features luajit (in $TARGET/luajit)"
-            CARGO_TARGET_DIR="$TARGET/luajit" cargo build --release -p dnsluice --no-default-features --features luajit ;;
-        *) die "unknown build $build (lua54, luajit)" ;;
+        luajit) log "cargo build --release"; cargo build --release -p dnsluice ;;
+        lua54)
+            log "cargo build --release --no-default-features --features lua54 (in $TARGET/lua54)"
+            CARGO_TARGET_DIR="$TARGET/lua54" cargo build --release -p dnsluice --no-default-features --features lua54 ;;
+        *) die "unknown build $build (luajit, lua54)" ;;
         esac
     done
 fi

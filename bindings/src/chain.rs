@@ -7,6 +7,7 @@ use crate::filter_lua::{LuaFilter, FILTER_LUA};
 use crate::lua_module::{LuaProducer, LuaReceiver};
 use crate::pull::Pull;
 use crate::view::push_iterator;
+use crate::wide::count;
 use dnsluice_core::registry::{Factory, ModuleEntry, StageOptions};
 use dnsluice_core::{drive, FlatMapStage, Producer, Receiver, StageStats};
 use mlua::{
@@ -226,8 +227,9 @@ impl Stage {
         }
     }
 
-    /// `x:run()`: drives the push chain this stage is part of to its end.
-    fn run(&self, lua: &Lua) -> mlua::Result<u64> {
+    /// `x:run()`: drives the push chain this stage is part of to its end;
+    /// the number of objects the first stage made (exact, see `wide`).
+    fn run(&self, lua: &Lua) -> mlua::Result<Value> {
         let upstream = self.0.borrow().upstream.clone();
         let (mut producer, mut receiver) = match upstream {
             // The stage pulls from its producer and pushes what it makes on.
@@ -245,7 +247,7 @@ impl Stage {
         producer.stats(&mut stats);
         receiver.stats(&mut stats);
         self.0.borrow_mut().ran = Some(stats);
-        Ok(moved)
+        count(lua, moved)
     }
 
     /// `x:stats()`: the counters of the chain `x` drives, one table per
@@ -313,10 +315,14 @@ fn stats_table(lua: &Lua, stats: &[StageStats]) -> mlua::Result<Table> {
     for stage in stats {
         let t = lua.create_table()?;
         t.set("module", stage.module.as_str())?;
-        t.set("input", stage.input)?;
-        t.set("output", stage.output)?;
-        let map = |m: &std::collections::BTreeMap<String, u64>| {
-            lua.create_table_from(m.iter().map(|(k, v)| (k.as_str(), *v)))
+        t.set("input", count(lua, stage.input)?)?;
+        t.set("output", count(lua, stage.output)?)?;
+        let map = |m: &std::collections::BTreeMap<String, u64>| -> mlua::Result<Table> {
+            let t = lua.create_table()?;
+            for (k, v) in m {
+                t.set(k.as_str(), count(lua, *v)?)?;
+            }
+            Ok(t)
         };
         t.set("errors", map(&stage.errors)?)?;
         t.set("counters", map(&stage.counters)?)?;

@@ -6,6 +6,7 @@
 //! (sections, EDNS options, flags, VLAN ids), on demand.
 
 use crate::record::{self, Record};
+use crate::wide::Wide;
 use dnsluice_core::dns::{mnemonic, name, questions, rdata, records, Section, TYPE_OPT};
 use dnsluice_core::Object;
 use mlua::{Lua, Value};
@@ -13,7 +14,8 @@ use std::borrow::Cow;
 use std::io::Write;
 
 /// Every field name, for "no such field" errors.
-pub const NAMES: &str = "frame ts ts_ns caplen len link vlan ip src dst transport sport dport \
+pub const NAMES: &str =
+    "frame ts ts_ns ts_sec ts_nsec caplen len link vlan ip src dst transport sport dport \
     payload_len payload truncated layer_error dns dns_len; dns: id qr opcode rcode aa tc rd ra ad \
     cd flags qdcount ancount nscount arcount qname qtype qclass opcode_code rcode_code qtype_code \
     qclass_code question answer authority additional edns error bytes; edns: version udp_size do \
@@ -24,6 +26,8 @@ pub const PACKET_FIELDS: &[&str] = &[
     "frame",
     "ts",
     "ts_ns",
+    "ts_sec",
+    "ts_nsec",
     "caplen",
     "len",
     "link",
@@ -132,8 +136,10 @@ pub enum Field<'a> {
     Nil,
     /// A boolean.
     Bool(bool),
-    /// An integer.
+    /// An integer that a double holds exactly (32 bits or fewer).
     Int(i64),
+    /// A 64-bit integer, handed over exactly in both builds (see [`Wide`]).
+    Wide(i64, Wide),
     /// A float.
     Num(f64),
     /// A string borrowed from the object or static.
@@ -211,10 +217,12 @@ fn packet_field<'a>(
         return Field::Unknown;
     };
     match key {
-        b"frame" => Field::Int(rec.frame),
+        b"frame" => Field::Wide(rec.frame, Wide::Fit),
         b"ts" if rec.has(record::HAS_TS) => Field::Num(rec.ts_ns as f64 / 1e9),
-        b"ts" => Field::Nil,
-        b"ts_ns" => int_if(rec, record::HAS_TS, |r| r.ts_ns),
+        b"ts_ns" if rec.has(record::HAS_TS) => Field::Wide(rec.ts_ns, Wide::Always),
+        b"ts_sec" if rec.has(record::HAS_TS) => Field::Int(rec.ts_sec),
+        b"ts_nsec" if rec.has(record::HAS_TS) => Field::Int(i64::from(rec.ts_nsec)),
+        b"ts" | b"ts_ns" | b"ts_sec" | b"ts_nsec" => Field::Nil,
         b"caplen" => Field::Int(i64::from(rec.caplen)),
         b"len" => Field::Int(i64::from(rec.len)),
         b"link" => match p.meta.link.name() {
@@ -335,6 +343,7 @@ pub fn to_value(lua: &Lua, field: Field<'_>, scratch: &[u8]) -> mlua::Result<Val
         Field::Nil | Field::View(_) | Field::Table | Field::Unknown => Value::Nil,
         Field::Bool(b) => Value::Boolean(b),
         Field::Int(i) => Value::Integer(i as mlua::Integer),
+        Field::Wide(i, how) => crate::wide::value(lua, i, how)?,
         Field::Num(x) => Value::Number(x),
         Field::Str(s) => Value::String(lua.create_string(s)?),
         Field::Scratch => Value::String(lua.create_string(scratch)?),

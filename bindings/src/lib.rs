@@ -1,7 +1,7 @@
 //! # dnsluice-lua
 //!
-//! Lua for dnsluice (mlua, vendored Lua 5.4 by default, or LuaJIT with the
-//! `luajit` feature):
+//! Lua for dnsluice (mlua, vendored LuaJIT by default, or Lua 5.4 with the
+//! `lua54` feature and without the default ones):
 //!
 //! - [`run_script`]: `dnsluice script FILE.lua [ARGS...]`, with every registry
 //!   module reachable as `require("dnsluice.input.mmpcap").new{...}` or
@@ -20,7 +20,8 @@
 //! the chains built from them), `pull` (pulling from a chain), `filter_lua`
 //! and `entry` (the `filter.lua` stage and its registry entry), `lua_module`
 //! (modules written in Lua), `options` (Lua values as TOML options), `view`
-//! and `fields` (objects as Lua reads them), `error` (messages).
+//! and `fields` (objects as Lua reads them), `wide` (64-bit integers, exact
+//! in both builds), `error` (messages).
 
 #![warn(missing_docs)]
 
@@ -43,6 +44,7 @@ mod state;
 #[cfg(feature = "lua54")]
 mod strings;
 mod view;
+mod wide;
 
 pub use entry::filter_lua_entry;
 pub use error::describe;

@@ -46,6 +46,8 @@ pub struct Record {
     pub frame: i64,
     /// Timestamp, nanoseconds since the Unix epoch.
     pub ts_ns: i64,
+    /// The timestamp's whole seconds (`ts_ns` divided by 10^9, rounded down).
+    pub ts_sec: i64,
     /// Length on the wire.
     pub len: u32,
     /// Length captured.
@@ -54,6 +56,8 @@ pub struct Record {
     pub payload_len: u32,
     /// DNS message length.
     pub dns_len: u32,
+    /// The timestamp's nanoseconds within its second (0 to 999,999,999).
+    pub ts_nsec: u32,
     /// Source port.
     pub sport: u16,
     /// Destination port.
@@ -119,6 +123,8 @@ impl Record {
         if let Some(ts) = p.meta.ts_ns {
             r.has |= HAS_TS;
             r.ts_ns = ts;
+            r.ts_sec = ts.div_euclid(1_000_000_000);
+            r.ts_nsec = ts.rem_euclid(1_000_000_000) as u32;
         }
         r.len = p.meta.len;
         r.caplen = p.data.len() as u32;
@@ -192,7 +198,7 @@ impl Record {
 mod tests {
     /// `view/jit.lua` declares the same struct; it checks the size too.
     #[test]
-    fn the_record_is_80_bytes() {
-        assert_eq!(std::mem::size_of::<super::Record>(), 80);
+    fn the_record_is_88_bytes() {
+        assert_eq!(std::mem::size_of::<super::Record>(), 88);
     }
 }

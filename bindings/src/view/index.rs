@@ -147,6 +147,12 @@ pub unsafe fn push_field(
                 ffi::lua_pushinteger(l, i as ffi::lua_Integer);
                 1
             }
+            Field::Wide(i, how) => {
+                // With LuaJIT maybe a call to make a cdata: may raise as a
+                // push may (out of memory).
+                crate::wide::push(l, i, how);
+                1
+            }
             Field::Num(x) => {
                 ffi::lua_pushnumber(l, x);
                 1

@@ -25,8 +25,8 @@ local band, rshift = bit.band, bit.rshift
 ffi.cdef [[
 struct dnsluice_record {
     uint32_t gen, has;
-    int64_t frame, ts_ns;
-    uint32_t len, caplen, payload_len, dns_len;
+    int64_t frame, ts_ns, ts_sec;
+    uint32_t len, caplen, payload_len, dns_len, ts_nsec;
     uint16_t sport, dport, transport, ip;
     uint16_t id, flags, rcode, qdcount, ancount, nscount, arcount, qtype, qclass, udp_size;
     uint8_t edns_version, ext_rcode, edns_do, pad;
@@ -45,6 +45,9 @@ local next_c = ffi.cast("uint32_t (*)(void *)", next_p)
 local lower_c = ffi.cast("const uint8_t *(*)(const uint8_t *, size_t)", lower_p)
 local lenbuf = ffi.new("size_t[1]")
 local View = ffi.typeof("struct dnsluice_view")
+local I64, U64 = ffi.typeof("int64_t"), ffi.typeof("uint64_t")
+-- Integers up to this magnitude are exact as numbers (wide.rs).
+local EXACT = 2 ^ 53
 local Dns = ffi.typeof("struct dnsluice_dns")
 local Edns = ffi.typeof("struct dnsluice_edns")
 
@@ -92,9 +95,16 @@ end
 
 -- Getters: (record, view) -> value, by part.
 local P = {
-    frame = function(r) return tonumber(r.frame) end,
+    frame = function(r)
+        local f = r.frame
+        if f <= EXACT and f >= -EXACT then return tonumber(f) end
+        return f
+    end,
     ts = function(r) if has(r, HAS_TS) then return tonumber(r.ts_ns) / 1e9 end end,
-    ts_ns = function(r) if has(r, HAS_TS) then return tonumber(r.ts_ns) end end,
+    -- An int64_t cdata: exact (a double would round it to 256 ns).
+    ts_ns = function(r) if has(r, HAS_TS) then return r.ts_ns end end,
+    ts_sec = function(r) if has(r, HAS_TS) then return tonumber(r.ts_sec) end end,
+    ts_nsec = function(r) if has(r, HAS_TS) then return r.ts_nsec end end,
     caplen = function(r) return r.caplen end,
     len = function(r) return r.len end,
     link = function(_, v) return text(v, PACKET, T_LINK) end,
@@ -233,4 +243,10 @@ string.lower = function(s)
     return ffi.string(p, n)
 end
 
-return iterator, to_light
+-- The 64-bit integer cdata hi * 2^32 + lo (wide.rs: values a double
+-- cannot hold exactly; hi and lo are 32-bit halves, exact as numbers).
+local function box(hi, lo, unsigned)
+    return (unsigned and U64 or I64)(hi) * 4294967296 + lo
+end
+
+return iterator, to_light, box

@@ -207,22 +207,24 @@ pub fn install(lua: &Lua) -> mlua::Result<()> {
     let chunk = lua
         .load(include_str!("jit.lua"))
         .set_name("=dnsluice/jit.lua");
-    let (iterator, to_light): (mlua::Function, mlua::Function) = chunk.call((
-        ffi,
-        pointer(records().cast()),
-        pointer(fill as *mut c_void),
-        pointer(text as *mut c_void),
-        pointer(next as *mut c_void),
-        pointer(lower as *mut c_void),
-        light,
-        copy,
-        raise,
-        fields::NAMES,
-        STALE,
-        std::mem::size_of::<Record>(),
-    ))?;
+    let (iterator, to_light, boxer): (mlua::Function, mlua::Function, mlua::Function) = chunk
+        .call((
+            ffi,
+            pointer(records().cast()),
+            pointer(fill as *mut c_void),
+            pointer(text as *mut c_void),
+            pointer(next as *mut c_void),
+            pointer(lower as *mut c_void),
+            light,
+            copy,
+            raise,
+            fields::NAMES,
+            STALE,
+            std::mem::size_of::<Record>(),
+        ))?;
     lua.set_named_registry_value(ITERATOR_KEY, iterator)?;
     lua.set_named_registry_value(TO_LIGHT_KEY, to_light)?;
+    lua.set_named_registry_value(crate::wide::BOX_KEY.to_str().unwrap_or_default(), boxer)?;
     // Scripts get what `Lua::new` gives: no FFI and no C modules.
     lua.load(
         "package.loaded.ffi = nil; package.loadlib = nil; package.cpath = ''\n\
