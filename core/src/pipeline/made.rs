@@ -17,6 +17,7 @@ impl Pipeline {
             file: source.to_string(),
             base_dir: None,
             drive: Drive::Push,
+            metrics_listen: None,
             stages: stages
                 .into_iter()
                 .map(|(module, options)| StageSpec {
@@ -35,7 +36,13 @@ impl Pipeline {
     pub fn to_toml(&self) -> String {
         let mut text = String::new();
         if self.drive == Drive::Pull {
-            text.push_str("drive = \"pull\"\n\n");
+            text.push_str("drive = \"pull\"\n");
+        }
+        if let Some(addr) = self.metrics_listen {
+            text.push_str(&format!("metrics_listen = \"{addr}\"\n"));
+        }
+        if self.drive == Drive::Pull || self.metrics_listen.is_some() {
+            text.push('\n');
         }
         for stage in &self.stages {
             let mut module = toml::Table::new();
