@@ -104,14 +104,20 @@ impl Board {
             }
         }
         let (done, live, finished) = (state.done.clone(), state.live.clone(), state.finished);
-        if finished {
-            state.final_served = true;
-            self.changed.notify_all();
-        }
         drop(state);
         let mut stages = done.as_ref().clone();
         add_stages(&mut stages, &live);
         (stages, finished)
+    }
+
+    /// A scrape's answer has been sent; `finished`: it held the final
+    /// values (so a lingering process may end: not before, or the answer
+    /// would die with it).
+    pub fn served(&self, finished: bool) {
+        if finished {
+            lock(&self.state).final_served = true;
+            self.changed.notify_all();
+        }
     }
 
     /// Waits until a scrape has taken the final values, at most `linger`.
@@ -179,6 +185,8 @@ mod tests {
         board.finish();
         let (stages, finished) = board.scrape();
         assert_eq!((stages[0].input, finished), (11, true));
+        assert!(!board.wait_final_scrape(Duration::ZERO), "not before it is sent");
+        board.served(true);
         assert!(board.wait_final_scrape(Duration::ZERO));
     }
 }

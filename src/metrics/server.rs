@@ -43,10 +43,12 @@ fn serve(mut stream: TcpStream, board: &Board) -> std::io::Result<()> {
     let mut words = request_line.split(' ');
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
+    let mut finished = false;
     let (status, body) = match (method, path) {
         ("GET", "/metrics") => {
-            let (stages, finished) = board.scrape();
-            ("200 OK", render(&stages, finished))
+            let (stages, last) = board.scrape();
+            finished = last;
+            ("200 OK", render(&stages, last))
         }
         ("GET", _) => ("404 Not Found", "only /metrics is served\n".to_string()),
         _ => ("405 Method Not Allowed", "only GET is served\n".to_string()),
@@ -56,7 +58,9 @@ fn serve(mut stream: TcpStream, board: &Board) -> std::io::Result<()> {
         body.len()
     );
     stream.write_all(response.as_bytes())?;
-    stream.flush()
+    stream.flush()?;
+    board.served(finished);
+    Ok(())
 }
 
 /// The request's head, up to the blank line (the body, if any, is ignored).
