@@ -175,7 +175,14 @@ fn spawn_lookup(dir: &Path, port: u16) -> Child {
     let ns: Vec<String> = servers().fast_dns.iter().map(|a| a.to_string()).collect();
     let input = names.display().to_string();
     let args = [
-        "lookup", "A", "--name-servers", &ns.join(","), "--input", &input, "--rate", RATE,
+        "lookup",
+        "A",
+        "--name-servers",
+        &ns.join(","),
+        "--input",
+        &input,
+        "--rate",
+        RATE,
     ];
     spawn(&args, port, Stdio::null())
 }
@@ -219,7 +226,9 @@ fn prometheus_scrapes_a_replay_and_its_totals_are_the_truth() {
     assert_eq!(events("rcode.NOERROR"), noerror as f64);
     assert_eq!(events("rcode.NXDOMAIN"), nxdomain as f64);
     assert_eq!(
-        prometheus.one(&total(&format!("dnsluice_latency_seconds_count{{{client}}}"))),
+        prometheus.one(&total(&format!(
+            "dnsluice_latency_seconds_count{{{client}}}"
+        ))),
         sent
     );
     assert_eq!(
@@ -227,7 +236,10 @@ fn prometheus_scrapes_a_replay_and_its_totals_are_the_truth() {
         sent
     );
     // Scraped while it ran, not only at its end.
-    assert_eq!(prometheus.one("min_over_time(dnsluice_run_finished[1m])"), 0.0);
+    assert_eq!(
+        prometheus.one("min_over_time(dnsluice_run_finished[1m])"),
+        0.0
+    );
 }
 
 #[test]
@@ -242,14 +254,21 @@ fn prometheus_scrapes_a_lookup_and_its_totals_are_the_truth() {
         "key",
     );
     let (noerror, nxdomain) = predicted();
-    let mut statuses: Vec<(String, u64)> = statuses.into_iter().map(|(k, v)| (k, v as u64)).collect();
+    let mut statuses: Vec<(String, u64)> =
+        statuses.into_iter().map(|(k, v)| (k, v as u64)).collect();
     statuses.sort();
     assert_eq!(
         statuses,
-        [("NOERROR".to_string(), noerror), ("NXDOMAIN".to_string(), nxdomain)]
+        [
+            ("NOERROR".to_string(), noerror),
+            ("NXDOMAIN".to_string(), nxdomain)
+        ]
     );
     // Per nameserver: each of the three was asked, and they add up to the queries.
-    let per_ns = prometheus.query(&total("dnsluice_lookup_nameserver_queries_total"), "nameserver");
+    let per_ns = prometheus.query(
+        &total("dnsluice_lookup_nameserver_queries_total"),
+        "nameserver",
+    );
     assert_eq!(per_ns.len(), servers().fast_dns.len(), "{per_ns:?}");
     assert!(per_ns.iter().all(|(_, n)| *n > 0.0), "{per_ns:?}");
     let queries = prometheus.one(&total(
@@ -257,7 +276,10 @@ fn prometheus_scrapes_a_lookup_and_its_totals_are_the_truth() {
     ));
     assert_eq!(per_ns.iter().map(|(_, n)| n).sum::<f64>(), queries);
     assert!(queries >= COUNT as f64);
-    assert_eq!(prometheus.one("min_over_time(dnsluice_run_finished[1m])"), 0.0);
+    assert_eq!(
+        prometheus.one("min_over_time(dnsluice_run_finished[1m])"),
+        0.0
+    );
 }
 
 /// The endpoint's last scrape, taken by the test after the run (which
@@ -273,7 +295,10 @@ fn check_final_scrape(mut child: Child, port: u16, what: &str) -> String {
         if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
-            panic!("{what}: no final scrape: {}", String::from_utf8_lossy(&out.stderr));
+            panic!(
+                "{what}: no final scrape: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -315,6 +340,9 @@ fn promtool_passes_the_final_scrapes_of_a_replay_and_a_lookup() {
     assert!(body.contains("dnsluice_latency_seconds_bucket{stage=\"4\",module=\"output.dnscli\",le=\"+Inf\"} 2000\n"), "{body}");
     let port = free_port();
     let body = check_final_scrape(spawn_lookup(&dir, port), port, "lookup");
-    assert!(body.contains("dnsluice_lookup_nameserver_latency_seconds_bucket{"), "{body}");
+    assert!(
+        body.contains("dnsluice_lookup_nameserver_latency_seconds_bucket{"),
+        "{body}"
+    );
     assert!(body.contains("dnsluice_build_info{version=\""), "{body}");
 }

@@ -185,7 +185,10 @@ mod tests {
         board.finish();
         let (stages, finished) = board.scrape();
         assert_eq!((stages[0].input, finished), (11, true));
-        assert!(!board.wait_final_scrape(Duration::ZERO), "not before it is sent");
+        assert!(
+            !board.wait_final_scrape(Duration::ZERO),
+            "not before it is sent"
+        );
         board.served(true);
         assert!(board.wait_final_scrape(Duration::ZERO));
     }
