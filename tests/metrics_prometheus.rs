@@ -232,7 +232,7 @@ fn prometheus_scrapes_a_replay_and_its_totals_are_the_truth() {
         sent
     );
     assert_eq!(
-        prometheus.one(&total(&format!("dnsluice_stage_in_total{{stage=\"0\"}}"))),
+        prometheus.one(&total("dnsluice_stage_in_total{stage=\"0\"}")),
         sent
     );
     // Scraped while it ran, not only at its end.
