@@ -1,6 +1,7 @@
 //! Command-line parsing and the subcommands.
 
 use crate::intervals::RecordFlags;
+use crate::metrics::MetricsFlags;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use dnsluice_core::pipeline::Pipeline;
@@ -89,6 +90,9 @@ pub enum Command {
         /// Interval statistics and the HTML report.
         #[command(flatten)]
         record: RecordFlags,
+        /// The Prometheus endpoint.
+        #[command(flatten)]
+        metrics: MetricsFlags,
     },
     /// Make an HTML report (charts and tables) from --stats-jsonl files of
     /// one command; several files share the charts.
@@ -180,6 +184,7 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             results,
             worker,
             record,
+            metrics,
         } => {
             let stats_path = stats_path.as_deref();
             set.extend(threads.map(|n| format!("threads={n}")));
@@ -193,7 +198,9 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
                         results: &results,
                         flags: &worker,
                     };
-                    crate::queue::worker::pipeline(registry, &pipeline, &set, &queue, quiet)
+                    crate::queue::worker::pipeline(
+                        registry, &pipeline, &set, &queue, quiet, &metrics,
+                    )
                 }
                 _ if !files.is_empty() => {
                     let file_set = crate::queue::worker::FileSet {
@@ -201,11 +208,21 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
                         shard,
                         jobs: usize::from(jobs),
                     };
-                    crate::queue::worker::files(
-                        registry, &pipeline, &set, &file_set, stats_path, quiet,
-                    )
+                    let reporting = crate::running::Reporting {
+                        stats_path,
+                        quiet,
+                        metrics: &metrics,
+                    };
+                    crate::queue::worker::files(registry, &pipeline, &set, &file_set, &reporting)
                 }
-                _ => run(registry, &pipeline, &set, stats_path, quiet, &record),
+                _ => {
+                    let reporting = crate::running::Reporting {
+                        stats_path,
+                        quiet,
+                        metrics: &metrics,
+                    };
+                    run(registry, &pipeline, &set, &reporting, &record)
+                }
             }
         }
         Command::Report(args) => crate::html::report_command(&args),
@@ -221,13 +238,12 @@ pub fn run(
     registry: &Registry,
     file: &std::path::Path,
     overrides: &[String],
-    stats_path: Option<&std::path::Path>,
-    quiet: bool,
+    reporting: &crate::running::Reporting<'_>,
     record: &RecordFlags,
 ) -> Result<ExitCode> {
     let mut pipeline = Pipeline::read(file)?;
     for assignment in overrides {
         pipeline.set(assignment)?;
     }
-    crate::running::run_pipeline(registry, &pipeline, file, stats_path, quiet, record)
+    crate::running::run_pipeline(registry, &pipeline, file, reporting, record)
 }

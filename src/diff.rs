@@ -10,6 +10,7 @@
 //! `queries`, `differing` and `by_field` (see `output.diff`).
 
 use crate::flags::ModuleFlags;
+use crate::metrics::{Endpoint, MetricsFlags};
 use crate::report::print_summary;
 use crate::running::{build_from_flags, drive, print_pipeline, Ran};
 use crate::watch::input_position;
@@ -45,6 +46,9 @@ pub struct DiffArgs {
     /// No summary and no progress bar on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// The Prometheus endpoint (`--metrics-listen`, `--metrics-linger`).
+    #[command(flatten)]
+    pub metrics: MetricsFlags,
 }
 
 /// Whether `path` starts like a capture file (or a compressed one).
@@ -88,12 +92,14 @@ pub fn diff(registry: &Registry, args: &DiffArgs) -> Result<ExitCode> {
         return print_pipeline(&pipeline);
     }
     let mut chain = build_from_flags(registry, &pipeline)?;
+    let endpoint = args.metrics.start(None, args.quiet)?;
+    let board = endpoint.as_ref().map(Endpoint::board);
     let Ran {
         stats,
         elapsed,
         result,
         ..
-    } = drive(&mut chain, args.quiet, &mut None, &|stats| {
+    } = drive(&mut chain, args.quiet, &mut None, board, &|stats| {
         let diff = stats.iter().find(|s| s.module == "output.diff");
         let queries = diff.and_then(|d| d.counters.get("queries").copied());
         input_position(stats, queries.unwrap_or(0), "queries")

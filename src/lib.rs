@@ -13,6 +13,7 @@ pub mod flags;
 pub mod html;
 pub mod intervals;
 pub mod lookup;
+pub mod metrics;
 pub mod progress;
 pub mod queue;
 pub mod reference;

@@ -4,9 +4,10 @@
 
 use crate::flags::{in_flag_terms, parse_table, ModuleFlags};
 use crate::intervals::{Interval, RecordFlags, Recorder};
+use crate::metrics::{Endpoint, MetricsFlags};
 use crate::progress::Position;
 use crate::queue::flags::is_nats_url;
-use crate::running::{build_from_flags, drive, run_pipeline, Ran};
+use crate::running::{build_from_flags, drive, run_pipeline, Ran, Reporting};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use dnsluice_core::pipeline::{Drive, Pipeline};
@@ -72,6 +73,9 @@ pub struct LookupArgs {
     /// Interval statistics and the HTML report.
     #[command(flatten)]
     pub record: RecordFlags,
+    /// The Prometheus endpoint (`--metrics-listen`, `--metrics-linger`).
+    #[command(flatten)]
+    pub metrics: MetricsFlags,
 }
 
 impl LookupArgs {
@@ -194,16 +198,13 @@ pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
     let pipeline = Pipeline::from_stages("dnsluice lookup", stages(&args, &ends)?);
     if ends.queue() {
         let name = Path::new("the lookup worker");
-        let stats_json = args.stats_json.as_deref();
-        return run_pipeline(
-            registry,
-            &pipeline,
-            name,
-            stats_json,
-            args.quiet,
-            &args.record,
-        )
-        .map_err(in_flag_terms);
+        let reporting = Reporting {
+            stats_path: args.stats_json.as_deref(),
+            quiet: args.quiet,
+            metrics: &args.metrics,
+        };
+        return run_pipeline(registry, &pipeline, name, &reporting, &args.record)
+            .map_err(in_flag_terms);
     }
     let config = options.to_config().map_err(|e| anyhow::anyhow!("{e}"))?;
     if config.nameservers.is_empty() && config.iterative.is_none() {
@@ -247,12 +248,14 @@ pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
     );
     let mut recorder = Recorder::new(&args.record, header, lookup_view)?;
     let total = count_names(&args.input).map(|n| n.saturating_sub(recorded));
+    let endpoint = args.metrics.start(None, args.quiet)?;
+    let board = endpoint.as_ref().map(Endpoint::board);
     let Ran {
         stats,
         elapsed,
         result,
         ..
-    } = drive(&mut chain, args.quiet, &mut recorder, &|stats| {
+    } = drive(&mut chain, args.quiet, &mut recorder, board, &|stats| {
         let names = counter(stats, MODULE, "names");
         Position {
             done: names,

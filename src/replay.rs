@@ -10,6 +10,7 @@
 
 use crate::flags::{flag_name, ModuleFlags};
 use crate::intervals::{Interval, RecordFlags, Recorder};
+use crate::metrics::{Endpoint, MetricsFlags};
 use crate::report::{histogram_value, print_summary, stats_json};
 use crate::running::{build_from_flags, drive, print_pipeline, Ran};
 use crate::watch::input_position;
@@ -61,6 +62,9 @@ pub struct ReplayArgs {
     /// Interval statistics and the HTML report.
     #[command(flatten)]
     pub record: RecordFlags,
+    /// The Prometheus endpoint (`--metrics-listen`, `--metrics-linger`).
+    #[command(flatten)]
+    pub metrics: MetricsFlags,
 }
 
 /// The client keys `output.udpcli` shares with `output.dnscli`; any other
@@ -168,12 +172,14 @@ pub fn replay(registry: &Registry, args: &ReplayArgs) -> Result<ExitCode> {
     header.insert("transport".into(), json!(transport));
     header.insert("clients".into(), json!(cli.clients));
     let mut recorder = Recorder::new(&args.record, header, replay_view)?;
+    let endpoint = args.metrics.start(None, args.quiet)?;
+    let board = endpoint.as_ref().map(Endpoint::board);
     let Ran {
         stats,
         elapsed,
         result,
         ..
-    } = drive(&mut chain, args.quiet, &mut recorder, &|stats| {
+    } = drive(&mut chain, args.quiet, &mut recorder, board, &|stats| {
         let sent = client_stage(stats).and_then(|c| c.counters.get(keys::SENT).copied());
         input_position(stats, sent.unwrap_or(0), "queries sent")
     });

@@ -6,9 +6,11 @@
 
 use crate::flags::in_flag_terms;
 use crate::intervals::{Interval, RecordFlags, Recorder};
+use crate::metrics::board::Board;
+use crate::metrics::{Endpoint, MetricsFlags};
 use crate::progress::Progress;
 use crate::report::{print_summary, stage_value, stats_json};
-use crate::watch::{input_position, run_watched, Locate};
+use crate::watch::{input_position, run_watched, Locate, Watchers};
 use anyhow::{Context, Result};
 use dnsluice_core::pipeline::{Chain, Pipeline, ThreadPlan};
 use dnsluice_core::registry::Registry;
@@ -37,9 +39,10 @@ fn run_recorded(
     pipeline: &Pipeline,
     quiet: bool,
     recorder: &mut Option<Recorder>,
+    metrics: Option<&Board>,
 ) -> Result<Ran> {
     let mut chain = pipeline.build(registry)?;
-    Ok(drive(&mut chain, quiet, recorder, &|stats| {
+    Ok(drive(&mut chain, quiet, recorder, metrics, &|stats| {
         input_position(stats, stats.first().map_or(0, |s| s.output), "records")
     }))
 }
@@ -59,42 +62,75 @@ pub fn print_pipeline(pipeline: &Pipeline) -> Result<ExitCode> {
 }
 
 /// Runs a built chain to its end: the one driver of every command (`run`,
-/// `lookup`, `replay`, the queue's workers). A progress bar (unless
+/// `lookup`, `replay`, `diff`, the queue's workers). A progress bar (unless
 /// `quiet`) shows what `locate` reads of the statistics; `recorder` gets
-/// the intervals.
+/// the intervals; `metrics` the snapshots a scrape asks for, and the final
+/// statistics.
 pub fn drive(
     chain: &mut Chain,
     quiet: bool,
     recorder: &mut Option<Recorder>,
+    metrics: Option<&Board>,
     locate: Locate<'_>,
 ) -> Ran {
     let mut progress = Progress::new(!quiet);
     let started = Instant::now();
-    let result = run_watched(chain, &mut progress, recorder, locate);
+    let watchers = Watchers {
+        progress: &mut progress,
+        recorder,
+        metrics,
+    };
+    let result = run_watched(chain, watchers, locate);
     progress.finish();
+    let stats = chain.stats();
+    if let Some(board) = metrics {
+        board.run_ended(&stats);
+    }
     Ran {
         elapsed: started.elapsed().as_secs_f64(),
-        stats: chain.stats(),
+        stats,
         result,
         threads: chain.threads.clone(),
     }
 }
 
-/// Builds `pipeline` and runs it with a progress bar (unless `quiet`); its counters.
-pub fn run_collecting(registry: &Registry, pipeline: &Pipeline, quiet: bool) -> Result<Ran> {
-    run_recorded(registry, pipeline, quiet, &mut None)
+/// Builds `pipeline` and runs it with a progress bar (unless `quiet`),
+/// publishing to `metrics` when an endpoint serves; its counters.
+pub fn run_collecting(
+    registry: &Registry,
+    pipeline: &Pipeline,
+    quiet: bool,
+    metrics: Option<&Board>,
+) -> Result<Ran> {
+    run_recorded(registry, pipeline, quiet, &mut None, metrics)
+}
+
+/// How a run reports: `--stats-json`, `--quiet`, the metrics endpoint.
+pub struct Reporting<'a> {
+    /// Where `--stats-json` goes.
+    pub stats_path: Option<&'a Path>,
+    /// No summary and no progress bar.
+    pub quiet: bool,
+    /// `--metrics-listen`, `--metrics-linger`.
+    pub metrics: &'a MetricsFlags,
 }
 
 /// Runs a pipeline that is read already (from `file`): interval records and
-/// report when `record` asks, summary, `--stats-json`, exit code.
+/// report when `record` asks, the metrics endpoint when `--metrics-listen`
+/// (or the pipeline's `metrics_listen`) asks, summary, `--stats-json`, exit code.
 pub fn run_pipeline(
     registry: &Registry,
     pipeline: &Pipeline,
     file: &Path,
-    stats_path: Option<&Path>,
-    quiet: bool,
+    reporting: &Reporting<'_>,
     record: &RecordFlags,
 ) -> Result<ExitCode> {
+    let Reporting {
+        stats_path,
+        quiet,
+        metrics,
+    } = *reporting;
+    let endpoint = metrics.start(pipeline.metrics_listen, quiet)?;
     let mut header = Map::new();
     header.insert("command".into(), json!("run"));
     header.insert("pipeline".into(), json!(file.display().to_string()));
@@ -104,7 +140,13 @@ pub fn run_pipeline(
         elapsed,
         result,
         threads,
-    } = run_recorded(registry, pipeline, quiet, &mut recorder)?;
+    } = run_recorded(
+        registry,
+        pipeline,
+        quiet,
+        &mut recorder,
+        endpoint.as_ref().map(Endpoint::board),
+    )?;
     let text = stats_json(&stats, elapsed);
     let record_result = match recorder {
         Some(recorder) => recorder.finish(stats.clone(), serde_json::from_str(&text)?),

@@ -1,9 +1,12 @@
 //! Runs a pipeline while the progress bar and the interval statistics
 //! watch it: a [`Ticker`] raises a flag at their periods, and the driver,
 //! between two objects, hands both a snapshot of every stage's statistics
-//! (see [`dnsluice_core::Watch`]). Without either, the chain runs unwatched.
+//! (see [`dnsluice_core::Watch`]). A metrics endpoint's scrape raises the
+//! same flag and gets the snapshot ([`crate::metrics::board`]). Without any
+//! of them, the chain runs unwatched.
 
 use crate::intervals::Recorder;
+use crate::metrics::board::Board;
 use crate::progress::{Position, Progress, REFRESH};
 use crate::ticker::Ticker;
 use dnsluice_core::pipeline::Chain;
@@ -14,18 +17,38 @@ use std::sync::Arc;
 /// What the progress bar shows of a chain's statistics.
 pub type Locate<'a> = &'a dyn Fn(&[StageStats]) -> Position;
 
-/// Runs `chain` to its end, updating `progress` and feeding `recorder`.
+/// What watches a run: the progress bar, the interval statistics, the
+/// metrics endpoint.
+pub struct Watchers<'a> {
+    /// The progress bar (maybe disabled).
+    pub progress: &'a mut Progress,
+    /// The interval statistics, when asked for.
+    pub recorder: &'a mut Option<Recorder>,
+    /// The metrics endpoint's snapshot, when one serves.
+    pub metrics: Option<&'a Board>,
+}
+
+/// Runs `chain` to its end, updating the progress bar, feeding the
+/// recorder and publishing snapshots for the metrics endpoint.
 pub fn run_watched(
     chain: &mut Chain,
-    progress: &mut Progress,
-    recorder: &mut Option<Recorder>,
+    watchers: Watchers<'_>,
     locate: Locate<'_>,
 ) -> Result<u64, StageError> {
-    if !progress.enabled() && recorder.is_none() {
+    let Watchers {
+        progress,
+        recorder,
+        metrics,
+    } = watchers;
+    if !progress.enabled() && recorder.is_none() && metrics.is_none() {
         return chain.run(None);
     }
     // Raised at once, so the bar has its total from the first object on.
-    let due = Arc::new(AtomicBool::new(true));
+    let due = metrics.map_or_else(|| Arc::new(AtomicBool::new(true)), Board::due);
+    due.store(true, Ordering::Relaxed);
+    if let Some(board) = metrics {
+        board.run_started();
+    }
     let raise = due.clone();
     let _ticker = Ticker::spawn(
         &[
@@ -37,6 +60,9 @@ pub fn run_watched(
     let mut call = |_moved: u64, snapshot: &dyn Fn() -> Vec<StageStats>| {
         let stats = snapshot();
         progress.update(&locate(&stats));
+        if let Some(board) = metrics {
+            board.publish(stats.clone());
+        }
         if let Some(recorder) = recorder.as_mut() {
             recorder.observe(stats);
         }

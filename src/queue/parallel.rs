@@ -5,6 +5,7 @@
 //! they end in. Why threads, not processes: every run builds its chain
 //! from the one registry, and a run's counters come back as values.
 
+use crate::metrics::board::Board;
 use crate::running::{run_collecting, Ran};
 use anyhow::{bail, Result};
 use dnsluice_core::pipeline::Pipeline;
@@ -28,7 +29,7 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
                     let Some((file, pipeline)) = runs.get(k) else {
                         break;
                     };
-                    let ran = run_one(registry, file, pipeline, true);
+                    let ran = run_one(registry, file, pipeline, true, None);
                     failed.fetch_or(ran.is_err(), Ordering::Relaxed);
                     dnsluice_core::sync::lock(&done)[k] = Some(ran);
                 }
@@ -47,10 +48,17 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
     Ok(all)
 }
 
-/// Runs `pipeline` over `file` (a progress bar unless `quiet`): its
-/// counters, or its failure naming the file.
-pub fn run_one(registry: &Registry, file: &Path, pipeline: &Pipeline, quiet: bool) -> Result<Ran> {
-    let ran = run_collecting(registry, pipeline, quiet)?;
+/// Runs `pipeline` over `file` (a progress bar unless `quiet`, publishing
+/// to `metrics` when an endpoint serves): its counters, or its failure
+/// naming the file.
+pub fn run_one(
+    registry: &Registry,
+    file: &Path,
+    pipeline: &Pipeline,
+    quiet: bool,
+    metrics: Option<&Board>,
+) -> Result<Ran> {
+    let ran = run_collecting(registry, pipeline, quiet, metrics)?;
     match ran.result {
         Ok(_) => Ok(ran),
         Err(e) => Err(anyhow::Error::new(e).context(file.display().to_string())),

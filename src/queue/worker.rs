@@ -8,9 +8,10 @@
 use super::merge::Merged;
 use super::{Shard, WorkerFlags};
 use crate::flags::flag_error;
+use crate::metrics::{Endpoint, MetricsFlags};
 use crate::report::{print_summary, stats_json};
-use crate::running::{run_collecting, Ran};
-use anyhow::{Context, Result};
+use crate::running::{run_collecting, Ran, Reporting};
+use anyhow::{bail, Context, Result};
 use dnsluice_core::options::Options;
 use dnsluice_core::pipeline::{Pipeline, Threads};
 use dnsluice_core::{Object, Producer, Receiver, Registry, StageStats, Text, TextKind};
@@ -42,11 +43,15 @@ pub fn pipeline(
     overrides: &[String],
     queues: &Queues<'_>,
     quiet: bool,
+    metrics: &MetricsFlags,
 ) -> Result<ExitCode> {
     let mut base = Pipeline::read(file)?;
     for assignment in overrides {
         base.set(assignment)?;
     }
+    // One endpoint for the worker's life: each file's counters add up.
+    let endpoint = metrics.start(base.metrics_listen, quiet)?;
+    let board = endpoint.as_ref().map(Endpoint::board);
     let mut input_table = queues.flags.input_table(queues.work);
     // A file is a long item: take one at a time, so the others go to idle workers.
     input_table.insert("batch".into(), 1.into());
@@ -82,7 +87,7 @@ pub fn pipeline(
                 let prefix = tickets::result_id(ticket).unwrap_or_default();
                 run.set(&format!("{last}.id_prefix={prefix}/"))?;
             }
-            let record = summary_record(&item, run_collecting(registry, &run, true));
+            let record = summary_record(&item, run_collecting(registry, &run, true, board));
             if record["status"] == "OK" {
                 done += 1;
             } else {
@@ -151,9 +156,9 @@ pub fn files(
     file: &Path,
     overrides: &[String],
     set: &FileSet<'_>,
-    stats_path: Option<&Path>,
-    quiet: bool,
+    reporting: &Reporting<'_>,
 ) -> Result<ExitCode> {
+    let (stats_path, quiet) = (reporting.stats_path, reporting.quiet);
     let mut base = Pipeline::read(file)?;
     for assignment in overrides {
         base.set(assignment)?;
@@ -165,6 +170,11 @@ pub fn files(
             base.threads = Threads::Count(1);
         }
     }
+    let endpoint = reporting.metrics.start(base.metrics_listen, quiet)?;
+    if endpoint.is_some() && set.jobs > 1 {
+        bail!("--metrics-listen serves one run at a time: give --jobs 1 (the default) with it");
+    }
+    let board = endpoint.as_ref().map(Endpoint::board);
     let mut runs = Vec::new();
     for (k, path) in set.files.iter().enumerate() {
         if set.shard.is_some_and(|s| !s.takes(k as u64)) {
@@ -178,7 +188,7 @@ pub fn files(
         super::parallel::run_all(registry, &runs, set.jobs)?
     } else {
         let one = |(path, run): &(PathBuf, Pipeline)| {
-            super::parallel::run_one(registry, path, run, quiet)
+            super::parallel::run_one(registry, path, run, quiet, board)
         };
         runs.iter().map(one).collect::<Result<Vec<Ran>>>()?
     };

@@ -45,7 +45,7 @@ impl Drop for Daemon {
 /// Starts `program` with `args`, its output in `dir/NAME.log`.
 pub fn start(name: &'static str, program: &str, args: &[&str], dir: &Path) -> Daemon {
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
-    // spawns: knotd unbound dnsdist nsd (the callers' `program`)
+    // spawns: knotd unbound dnsdist nsd prometheus (the callers' `program`)
     let child = Command::new(program)
         .args(args)
         .stdout(log.try_clone().unwrap())

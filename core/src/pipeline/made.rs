@@ -17,6 +17,7 @@ impl Pipeline {
             file: source.to_string(),
             base_dir: None,
             drive: Drive::Push,
+            metrics_listen: None,
             stages: stages
                 .into_iter()
                 .map(|(module, options)| StageSpec {
@@ -46,7 +47,11 @@ impl Pipeline {
         if !self.ordered {
             text.push_str("ordered = false\n");
         }
-        if self.drive == Drive::Pull || self.threads != Threads::Auto || !self.ordered {
+        if let Some(addr) = self.metrics_listen {
+            text.push_str(&format!("metrics_listen = \"{addr}\"\n"));
+        }
+        let keys = self.threads != Threads::Auto || !self.ordered || self.metrics_listen.is_some();
+        if self.drive == Drive::Pull || keys {
             text.push('\n');
         }
         for stage in &self.stages {

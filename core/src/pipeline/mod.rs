@@ -3,6 +3,7 @@
 //!
 //! ```toml
 //! drive = "push"          # optional: "push" (from the input, default) or "pull" (from the end)
+//! metrics_listen = "127.0.0.1:9108"   # optional: serve Prometheus metrics there (`dnsluice run`)
 //!
 //! [[stage]]
 //! module = "input.mmpcap"
@@ -104,6 +105,9 @@ pub struct Pipeline {
     pub base_dir: Option<PathBuf>,
     /// Which end drives.
     pub drive: Drive,
+    /// Where to serve Prometheus metrics while it runs (`metrics_listen`;
+    /// `--metrics-listen` overrides it).
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// The stages, in order.
     pub stages: Vec<StageSpec>,
     /// Threads for the stages after the input (the `threads` key; see [`Threads`]).
@@ -126,6 +130,8 @@ struct RawPipeline {
     threads: Option<Spanned<toml::Value>>,
     #[serde(default)]
     ordered: Option<bool>,
+    #[serde(default)]
+    metrics_listen: Option<Spanned<String>>,
     #[serde(default)]
     stage: Vec<Spanned<SpannedTable>>,
 }
@@ -237,10 +243,21 @@ impl Pipeline {
                 (threads, Some(line))
             }
         };
+        let metrics_listen = match raw.metrics_listen {
+            Some(addr) => Some(addr.get_ref().parse().map_err(|e| {
+                err(
+                    Some(line_of(text, addr.span().start)),
+                    Some("metrics_listen"),
+                    format!("{e}: give an address and a port, e.g. \"127.0.0.1:9108\""),
+                )
+            })?),
+            None => None,
+        };
         Ok(Pipeline {
             file: file.to_string(),
             base_dir: None,
             drive: raw.drive.map(Spanned::into_inner).unwrap_or_default(),
+            metrics_listen,
             stages,
             threads,
             threads_line,
@@ -633,6 +650,25 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.line, Some(2));
         assert!(e.message.contains("push"), "{e}");
+    }
+
+    #[test]
+    fn metrics_listen_is_an_address_or_an_error_naming_its_line() {
+        let text = "metrics_listen = \"127.0.0.1:9108\"\n[[stage]]\nmodule=\"x\"\n";
+        let p = Pipeline::parse("p.toml", text).unwrap();
+        assert_eq!(p.metrics_listen, Some("127.0.0.1:9108".parse().unwrap()));
+        assert!(p
+            .to_toml()
+            .starts_with("metrics_listen = \"127.0.0.1:9108\"\n"));
+        let e = Pipeline::parse(
+            "p.toml",
+            "\nmetrics_listen = \"9108\"\n[[stage]]\nmodule=\"x\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(2), Some("metrics_listen"))
+        );
     }
 
     #[test]

@@ -1,0 +1,195 @@
+//! What the metrics endpoint serves: the latest snapshot of every stage's
+//! statistics, put there by the chain's driver and read by the endpoint's
+//! thread. The driver never waits on a scrape: it takes the lock only to
+//! swap in a new snapshot (an `Arc`), and a scrape holds it only to clone
+//! the `Arc`s; rendering happens outside it, on the endpoint's thread.
+//!
+//! A scrape asks for a fresh snapshot (it raises the driver's watch flag)
+//! and waits for it at most [`FRESH_WAIT`]; a chain that does not come to
+//! the watch in that time (blocked on a full window, waiting for input) is
+//! served the last snapshot. Nothing is snapshotted while nobody scrapes.
+
+use dnsluice_core::sync::lock;
+use dnsluice_core::StageStats;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a scrape waits for the driver's fresh snapshot.
+pub const FRESH_WAIT: Duration = Duration::from_millis(100);
+
+/// The shared snapshot; see the module docs.
+#[derive(Default)]
+pub struct Board {
+    state: Mutex<State>,
+    changed: Condvar,
+    due: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The finished runs of a worker that runs a chain per work item, added up.
+    done: Arc<Vec<StageStats>>,
+    /// The running chain's latest snapshot.
+    live: Arc<Vec<StageStats>>,
+    /// Whether a chain is running (a scrape then asks it for a snapshot).
+    running: bool,
+    /// Counts the snapshots published.
+    generation: u64,
+    /// No more runs: the values are the final ones.
+    finished: bool,
+    /// A scrape has taken the final values.
+    final_served: bool,
+}
+
+impl Board {
+    /// The flag a scrape raises to ask the driver for a snapshot: the
+    /// driver's watch flag ([`dnsluice_core::Watch::due`]).
+    pub fn due(&self) -> Arc<AtomicBool> {
+        self.due.clone()
+    }
+
+    /// A chain starts.
+    pub fn run_started(&self) {
+        lock(&self.state).running = true;
+    }
+
+    /// The driver's snapshot of the running chain.
+    pub fn publish(&self, live: Vec<StageStats>) {
+        let live = Arc::new(live);
+        let mut state = lock(&self.state);
+        state.live = live;
+        state.generation += 1;
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// A chain has ended with `stats`: added to the finished runs' totals.
+    pub fn run_ended(&self, stats: &[StageStats]) {
+        let mut state = lock(&self.state);
+        let mut done = state.done.as_ref().clone();
+        add_stages(&mut done, stats);
+        state.done = Arc::new(done);
+        state.live = Arc::new(Vec::new());
+        state.running = false;
+        state.generation += 1;
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// No more runs: what is served now is final.
+    pub fn finish(&self) {
+        lock(&self.state).finished = true;
+        self.changed.notify_all();
+    }
+
+    /// What a scrape serves: every stage's statistics (finished runs and
+    /// the running one added up, stage by stage) and whether they are final.
+    pub fn scrape(&self) -> (Vec<StageStats>, bool) {
+        let mut state = lock(&self.state);
+        if state.running && !state.finished {
+            let seen = state.generation;
+            self.due.store(true, Ordering::Relaxed);
+            let until = Instant::now() + FRESH_WAIT;
+            while state.generation == seen && !state.finished {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                state = self
+                    .changed
+                    .wait_timeout(state, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+        let (done, live, finished) = (state.done.clone(), state.live.clone(), state.finished);
+        drop(state);
+        let mut stages = done.as_ref().clone();
+        add_stages(&mut stages, &live);
+        (stages, finished)
+    }
+
+    /// A scrape's answer has been sent; `finished`: it held the final
+    /// values (so a lingering process may end: not before, or the answer
+    /// would die with it).
+    pub fn served(&self, finished: bool) {
+        if finished {
+            lock(&self.state).final_served = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Waits until a scrape has taken the final values, at most `linger`.
+    /// Whether one did.
+    pub fn wait_final_scrape(&self, linger: Duration) -> bool {
+        let until = Instant::now() + linger;
+        let mut state = lock(&self.state);
+        while !state.final_served {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+}
+
+/// Adds `more` to `sum` stage by stage (by position, when the modules
+/// agree; a stage with no counterpart is appended).
+fn add_stages(sum: &mut Vec<StageStats>, more: &[StageStats]) {
+    for (i, stage) in more.iter().enumerate() {
+        match sum.get_mut(i).filter(|s| s.module == stage.module) {
+            Some(s) => s.absorb(stage.clone()),
+            None => sum.push(stage.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(input: u64) -> StageStats {
+        let mut s = StageStats::new("output.null");
+        s.input = input;
+        s
+    }
+
+    #[test]
+    fn runs_add_up_and_the_final_scrape_is_seen() {
+        let board = Arc::new(Board::default());
+        board.run_started();
+        board.publish(vec![stage(3)]);
+        board.run_ended(&[stage(5)]);
+        board.run_started();
+        board.publish(vec![stage(2)]);
+        // A scrape asks for a fresh snapshot: published by another thread.
+        let driver = board.clone();
+        let due = board.due();
+        let t = std::thread::spawn(move || {
+            while !due.swap(false, Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+            driver.publish(vec![stage(4)]);
+        });
+        assert_eq!(board.scrape().0[0].input, 9);
+        t.join().unwrap();
+        assert!(!board.wait_final_scrape(Duration::from_millis(10)));
+        board.run_ended(&[stage(6)]);
+        board.finish();
+        let (stages, finished) = board.scrape();
+        assert_eq!((stages[0].input, finished), (11, true));
+        assert!(
+            !board.wait_final_scrape(Duration::ZERO),
+            "not before it is sent"
+        );
+        board.served(true);
+        assert!(board.wait_final_scrape(Duration::ZERO));
+    }
+}

@@ -1,0 +1,112 @@
+//! The endpoint's HTTP/1.1 server: one thread on a `std::net::TcpListener`,
+//! one connection at a time, `GET /metrics` (404 for any other path, 405
+//! for any other method), each response closing its connection. That is
+//! all a Prometheus server needs, and it adds no dependency (a crate such
+//! as `tiny_http` would bring its own threads and buffers for nothing).
+
+use super::board::Board;
+use super::render::render;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The content type of the text exposition format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A request head larger than this is refused.
+const MAX_HEAD: usize = 8192;
+
+/// How long a client may take to send its request or read the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves `board` on `listener` from a thread of its own, for the rest of
+/// the process.
+pub fn spawn(listener: TcpListener, board: Arc<Board>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("dnsluice-metrics".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                // A client that goes away or misbehaves costs only its own answer.
+                let _ = stream.and_then(|s| serve(s, &board));
+            }
+        })
+        .map(drop)
+}
+
+/// Answers one connection's request.
+fn serve(mut stream: TcpStream, board: &Board) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let head = read_head(&mut stream)?;
+    let request_line = head.lines().next().unwrap_or("");
+    let mut words = request_line.split(' ');
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let mut finished = false;
+    let (status, body) = match (method, path) {
+        ("GET", "/metrics") => {
+            let (stages, last) = board.scrape();
+            finished = last;
+            ("200 OK", render(&stages, last))
+        }
+        ("GET", _) => ("404 Not Found", "only /metrics is served\n".to_string()),
+        _ => ("405 Method Not Allowed", "only GET is served\n".to_string()),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(response.as_bytes())?;
+    stream.flush()?;
+    board.served(finished);
+    Ok(())
+}
+
+/// The request's head, up to the blank line (the body, if any, is ignored).
+fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
+    let mut head = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > MAX_HEAD {
+            return Err(std::io::Error::other("request head too large"));
+        }
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(addr: std::net::SocketAddr, request: &str) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn serves_metrics_and_nothing_else() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        spawn(listener, Arc::new(Board::default())).unwrap();
+        let ok = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(
+            ok.contains("Content-Type: text/plain; version=0.0.4"),
+            "{ok}"
+        );
+        assert!(ok.contains("dnsluice_build_info{version="), "{ok}");
+        let missing = get(addr, "GET / HTTP/1.1\r\n\r\n");
+        assert!(missing.starts_with("HTTP/1.1 404 "), "{missing}");
+        let post = get(addr, "POST /metrics HTTP/1.1\r\n\r\n");
+        assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
+    }
+}
