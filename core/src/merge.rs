@@ -124,7 +124,7 @@ impl Drop for LaneHandle {
 pub fn claim(
     path: &Path,
     open: impl FnOnce() -> Result<Box<dyn Write + Send>, StageError>,
-) -> Option<Result<Box<dyn Write>, StageError>> {
+) -> Option<Result<LaneWriter, StageError>> {
     LANE.with(|lane| {
         let lane = lane.borrow();
         let lane = lane.as_ref()?;
@@ -142,9 +142,9 @@ pub fn claim(
             None => open().map(|out| *opened = Some((path.to_path_buf(), out))),
         };
         Some(result.map(|()| {
-            Box::new(LaneWriter {
+            LaneWriter {
                 buffer: lane.buffer.clone(),
-            }) as Box<dyn Write>
+            }
         }))
     })
 }
@@ -152,6 +152,14 @@ pub fn claim(
 /// Appends to the calling thread's lane buffer.
 pub struct LaneWriter {
     buffer: Rc<RefCell<LaneBuffer>>,
+}
+
+impl LaneWriter {
+    /// Lets `write` append to the lane's bytes in place (no copy through a
+    /// buffer of the output's own).
+    pub fn append(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        write(&mut self.buffer.borrow_mut().bytes);
+    }
 }
 
 impl Write for LaneWriter {

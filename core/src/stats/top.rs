@@ -28,6 +28,8 @@ pub struct TopList {
     pub capacity: u64,
     /// The most any key not in the table may have been seen.
     pub unlisted_max: u64,
+    /// The list length asked for: a merge keeps as many entries.
+    pub length: usize,
 }
 
 impl TopList {
@@ -35,7 +37,8 @@ impl TopList {
     /// thread's): counts of a key in both add up; a key missing from one
     /// side may have been seen up to that side's `unlisted_max` times there,
     /// which is added to its count and to its error, so the guarantees hold
-    /// for the merged stream. Keeps `keep` entries.
+    /// for the merged stream. Keeps `keep` entries, or the list length asked
+    /// for if more.
     pub fn absorb(&mut self, other: &TopList, keep: usize) {
         let mut merged: Vec<TopEntry> =
             Vec::with_capacity(self.entries.len() + other.entries.len());
@@ -64,11 +67,12 @@ impl TopList {
             }
         }
         merged.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
-        merged.truncate(keep);
+        merged.truncate(keep.max(self.length).max(other.length));
         self.entries = merged;
         self.counted += other.counted;
         self.capacity = self.capacity.max(other.capacity);
         self.unlisted_max += other.unlisted_max;
+        self.length = self.length.max(other.length);
     }
 }
 
@@ -91,12 +95,14 @@ mod tests {
             counted: 20,
             capacity: 2,
             unlisted_max: 2,
+            length: 2,
         };
         let b = TopList {
             entries: vec![entry("x", 4, 0), entry("z", 7, 3)],
             counted: 15,
             capacity: 2,
             unlisted_max: 3,
+            length: 2,
         };
         a.absorb(&b, 3);
         assert_eq!(

@@ -9,7 +9,7 @@
 //! (`output.dnscli`) has its own shape. The encoding is in [`crate::json`].
 
 use crate::json::{write_object, write_response};
-use dnsluice_core::merge;
+use dnsluice_core::merge::{self, LaneWriter};
 use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_options::Options;
@@ -43,8 +43,9 @@ pub struct JsonLines {
     objects: u64,
     /// Bytes of a cut-short last line removed before appending.
     cut_bytes: u64,
-    /// Buffered bytes that make a write (0 in a thread's lane: every object).
-    flush_at: usize,
+    /// In a worker thread of a split: the lane of the threads' shared
+    /// stream, written in place object by object (then `out` is unused).
+    lane: Option<LaneWriter>,
 }
 
 impl JsonLines {
@@ -59,7 +60,7 @@ impl JsonLines {
             })
         };
         if let Some(lane) = merge::claim(&path, || open(&path)) {
-            return Ok(JsonLines::writing_to(path, lane?, 0).object_by_object());
+            return Ok(JsonLines::writing_to(path, Box::new(io::sink()), 0).in_lane(lane?));
         }
         let out = open(&path)?;
         Ok(JsonLines::writing_to(path, out, 0))
@@ -84,7 +85,8 @@ impl JsonLines {
         };
         if let Some(lane) = merge::claim(&path, || open(&path)) {
             let lane = lane?;
-            return Ok(JsonLines::writing_to(path, lane, cut.get()).object_by_object());
+            let lines = JsonLines::writing_to(path, Box::new(io::sink()), cut.get());
+            return Ok(lines.in_lane(lane));
         }
         let out = open(&path)?;
         Ok(JsonLines::writing_to(path, out, cut.get()))
@@ -98,14 +100,14 @@ impl JsonLines {
             scratch: Vec::with_capacity(512),
             objects: 0,
             cut_bytes,
-            flush_at: FLUSH_AT,
+            lane: None,
         }
     }
 
-    /// Hands each object's line on at once (a thread's lane of a shared
-    /// stream marks where each object's bytes end).
-    fn object_by_object(mut self) -> Self {
-        self.flush_at = 0;
+    /// Writes into a thread's lane of a shared stream, object by object
+    /// (the lane marks where each object's bytes end).
+    fn in_lane(mut self, lane: LaneWriter) -> Self {
+        self.lane = Some(lane);
         self
     }
 
@@ -119,17 +121,13 @@ impl JsonLines {
 impl Receiver for JsonLines {
     fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         self.objects += 1;
-        if let Object::Response(r) = obj {
-            write_response(r, &mut self.line, &mut self.scratch);
-            self.line.push(b'\n');
-        } else {
-            let start = self.line.len();
-            write_object(obj, &mut self.line, &mut self.scratch);
-            if self.line.len() > start {
-                self.line.push(b'\n');
-            }
+        if let Some(lane) = &mut self.lane {
+            let scratch = &mut self.scratch;
+            lane.append(|bytes| write_line(obj, bytes, scratch));
+            return Ok(());
         }
-        if self.line.len() >= self.flush_at && !self.line.is_empty() {
+        write_line(obj, &mut self.line, &mut self.scratch);
+        if self.line.len() >= FLUSH_AT {
             self.flush_buffer()?;
         }
         Ok(())
@@ -146,6 +144,20 @@ impl Receiver for JsonLines {
         stats.output = self.objects;
         stats.add_counter("cut_bytes", self.cut_bytes);
         out.push(stats);
+    }
+}
+
+/// Appends `obj`'s line to `out` (nothing for an object without one).
+fn write_line(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+    if let Object::Response(r) = obj {
+        write_response(r, out, scratch);
+        out.push(b'\n');
+    } else {
+        let start = out.len();
+        write_object(obj, out, scratch);
+        if out.len() > start {
+            out.push(b'\n');
+        }
     }
 }
 

@@ -47,7 +47,7 @@ impl Merger {
         Merger {
             lanes,
             sink: Sink {
-                out: BufWriter::with_capacity(1 << 20, out),
+                out: BufWriter::with_capacity(LARGE, out),
                 path,
             },
             current,
@@ -194,11 +194,20 @@ struct Sink {
     path: PathBuf,
 }
 
+/// Bytes written past the buffer, straight to the output (a whole batch).
+const LARGE: usize = 64 * 1024;
+
 impl Sink {
     fn write(&mut self, bytes: &[u8]) -> Result<(), StageError> {
-        self.out
-            .write_all(bytes)
-            .map_err(|e| StageError::io(&self.path, e))
+        let result = if bytes.len() >= LARGE {
+            // Not copied through the buffer: what it holds first, then these.
+            self.out
+                .flush()
+                .and_then(|()| self.out.get_mut().write_all(bytes))
+        } else {
+            self.out.write_all(bytes)
+        };
+        result.map_err(|e| StageError::io(&self.path, e))
     }
 
     fn flush(&mut self) -> Result<(), StageError> {

@@ -231,8 +231,8 @@ impl Split {
     }
 
     /// An empty batch for worker `index`, waiting for one to come back.
-    fn empty_batch(&self, index: usize) -> Result<Batch, StageError> {
-        let lane = &*self.workers[index].lane;
+    fn empty_batch(&mut self, index: usize) -> Result<Batch, StageError> {
+        let lane = self.workers[index].lane.clone();
         let mut spins = 0u32;
         loop {
             if let Some(batch) = lane.free.pop() {
@@ -245,14 +245,23 @@ impl Split {
         }
     }
 
-    fn check_failures(&self, index: usize) -> Result<(), StageError> {
+    fn check_failures(&mut self, index: usize) -> Result<(), StageError> {
         if let Some(e) = self.workers[index].lane.failure() {
             return Err(StageError::other(MODULE, format!("worker {index}: {e}")));
         }
         if self.merger_failed.load(Ordering::SeqCst) {
-            return Err(StageError::other(MODULE, "the merged output failed"));
+            return Err(self.merger_error());
         }
         Ok(())
+    }
+
+    /// The error the merger stopped on (it has stopped: it said so), e.g. a
+    /// reader of standard output that went away.
+    fn merger_error(&mut self) -> StageError {
+        match self.merger.take().map(JoinHandle::join) {
+            Some(Ok(Err(e))) => e,
+            _ => StageError::other(MODULE, "the merged output failed"),
+        }
     }
 
     /// Hands worker `index` its pending batch.
@@ -293,7 +302,7 @@ impl Split {
         }
         if let Some((log, tx)) = &mut self.routes {
             if !log.is_empty() && tx.send(std::mem::take(log)).is_err() {
-                return Err(StageError::other(MODULE, "the merged output failed"));
+                return Err(self.merger_error());
             }
         }
         Ok(())

@@ -197,6 +197,7 @@ fn list<K: Clone + Eq + Hash + Ord>(
         counted: table.counted(),
         capacity: table.capacity() as u64,
         unlisted_max: table.unlisted_max(),
+        length: k,
     }
 }
 
