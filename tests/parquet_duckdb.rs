@@ -202,3 +202,90 @@ fn max_rows_starts_new_files_that_together_hold_every_message() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// tshark's fields of the UDP responses of live_mini_en10mb.pcap (the
+/// fixture of tests/json_dns.rs): frame → (types, ttls, A, AAAA, CNAME),
+/// records of every section in section order, the OPT record left out.
+fn tshark_records() -> BTreeMap<u64, [Vec<String>; 5]> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/tshark/live_mini_en10mb.udp-responses.tsv"),
+    )
+    .unwrap();
+    let list = |col: &str| -> Vec<String> {
+        col.split('|')
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|line| {
+            let cols: Vec<&str> = line.split(';').collect();
+            let mut types = list(cols[2]);
+            types.retain(|t| t != "41");
+            let fields = [
+                types,
+                list(cols[3]),
+                list(cols[4]),
+                list(cols[5]),
+                list(cols[6]),
+            ];
+            (cols[0].parse().unwrap(), fields)
+        })
+        .collect()
+}
+
+#[test]
+fn answers_are_tsharks_records_of_the_answer_section() {
+    let capture = corpus_dir().join("live_mini_en10mb.pcap");
+    let out = temp_path("answers.parquet");
+    write_parquet(&capture, &out, "");
+    let rows = query(&format!(
+        "SELECT frame, ancount, answers FROM '{}' WHERE qr AND transport = 'udp'",
+        out.display()
+    ));
+    let tshark = tshark_records();
+    assert_eq!(rows.len(), tshark.len());
+    let mut compared = 0;
+    for row in &rows {
+        let frame = row["frame"].as_u64().unwrap();
+        let answers = row["answers"].as_array().unwrap();
+        assert_eq!(
+            answers.len() as u64,
+            row["ancount"].as_u64().unwrap(),
+            "frame {frame}"
+        );
+        // tshark lists the answer section first: ours are its first records.
+        let [types, ttls, a, aaaa, cname] = &tshark[&frame];
+        let n = answers.len();
+        let ours_types: Vec<String> = answers
+            .iter()
+            .map(|r| {
+                mnemonic::rtype_from_str(r["type"].as_str().unwrap())
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        let ours_ttls: Vec<String> = answers.iter().map(|r| r["ttl"].to_string()).collect();
+        assert_eq!(ours_types[..], types[..n], "frame {frame}");
+        assert_eq!(ours_ttls[..], ttls[..n], "frame {frame}");
+        for (rtype, theirs) in [("A", a), ("AAAA", aaaa), ("CNAME", cname)] {
+            let data: Vec<String> = answers
+                .iter()
+                .filter(|r| r["type"] == rtype)
+                .map(|r| {
+                    r["data"]
+                        .as_str()
+                        .unwrap()
+                        .trim_end_matches('.')
+                        .to_string()
+                })
+                .collect();
+            assert_eq!(data[..], theirs[..data.len()], "frame {frame} {rtype}");
+        }
+        compared += n;
+    }
+    assert!(compared > 250, "{compared} answer records compared");
+    std::fs::remove_file(&out).unwrap();
+}

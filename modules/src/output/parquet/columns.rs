@@ -138,6 +138,12 @@ pub struct Columns {
     rows: usize,
 }
 
+impl Default for Columns {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Columns {
     /// No rows.
     pub fn new() -> Self {

@@ -73,6 +73,12 @@ impl<D: DataType> Values<D> {
     }
 }
 
+impl<D: DataType> Default for Values<D> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Strings kept end to end in one buffer (no allocation per value).
 #[derive(Default)]
 pub struct Text {
@@ -265,6 +271,12 @@ impl<D: DataType> List<D> {
         self.values.clear();
         self.levels.clear();
         Ok(())
+    }
+}
+
+impl<D: DataType> Default for List<D> {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

@@ -25,8 +25,9 @@ use dnsluice_core::{Object, Receiver, StageError, StageStats, TextKind};
 use dnsluice_options::Options;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::ColumnPath;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -54,8 +55,9 @@ pub struct ParquetOptions {
     /// row group (0: never).
     #[option(default = 0)]
     pub max_bytes: u64,
-    /// The zstd compression level.
-    #[option(default = 3, range = 1..=22)]
+    /// The zstd compression level (1: fastest; higher levels make smaller
+    /// files more slowly).
+    #[option(default = 1, range = 1..=22)]
     pub zstd_level: u32,
 }
 
@@ -98,10 +100,18 @@ impl ParquetWriter {
         let properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(level))
             .set_created_by(format!("dnsluice {}", env!("CARGO_PKG_VERSION")))
+            // Min/max statistics cost a comparison (and a copy) per value:
+            // kept for the time and the frame, what a reader prunes on.
+            .set_statistics_enabled(EnabledStatistics::None)
+            .set_column_statistics_enabled(ColumnPath::from("time"), EnabledStatistics::Chunk)
+            .set_column_statistics_enabled(ColumnPath::from("frame"), EnabledStatistics::Chunk)
             .set_key_value_metadata(Some(vec![KeyValue::new(
                 schema::VERSION_KEY.to_string(),
                 schema::SCHEMA_VERSION.to_string(),
             )]))
+            .set_column_dictionary_enabled(ColumnPath::from("qname"), false)
+            .set_column_dictionary_enabled(answer_leaf("name"), false)
+            .set_column_dictionary_enabled(answer_leaf("data"), false)
             .build();
         let schema = schema::schema().map_err(|e| StageError::other(MODULE, e.to_string()))?;
         let mut writer = ParquetWriter {
@@ -204,6 +214,16 @@ impl ParquetWriter {
             .map_err(|e| StageError::io(&path, e.into_error()))?;
         file.sync_data().map_err(|e| StageError::io(&path, e))
     }
+}
+
+/// The column of a field of the answers' struct.
+fn answer_leaf(field: &str) -> ColumnPath {
+    ColumnPath::new(vec![
+        "answers".into(),
+        "list".into(),
+        "element".into(),
+        field.into(),
+    ])
 }
 
 fn parquet_error(path: &Path, e: parquet::errors::ParquetError) -> StageError {
