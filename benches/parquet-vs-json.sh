@@ -5,20 +5,19 @@
 # Usage: benches/parquet-vs-json.sh            (under `cpu-lock bench` on a shared machine)
 #        COUNT=10000000 RUNS=3 SKIP_BUILD=1 benches/parquet-vs-json.sh
 #
-# Both sides run input.mmpcap -> filter.layer -> filter.dns -> OUTPUT:
+# Both sides run INPUT (input.fpcap) -> filter.layer -> filter.dns -> OUTPUT:
 #   json     output.json to /dev/null (every message as a JSON line)
 #   parquet  output.parquet to a file (zstd, row groups of 131072 rows)
 # alternating, RUNS rounds, each under /usr/bin/time (wall, user + system
 # CPU, peak RSS). Messages/s = COUNT / wall (both sides' counts are checked
 # with --stats-json). Then the bound on memory: output.parquet's peak RSS
-# on the first quarter of the capture and on all of it (input.mmpcap maps
-# the file: its pages are counted in RSS as they are read and released by
-# the helper thread behind the walk, so the figure is the writer's plus a
-# window of the map).
+# on the first quarter of the capture and on all of it (input.fpcap reads
+# with a buffer: the RSS is the writer's; input.mmpcap's map would add the
+# pages of the file it is walking).
 #
 # Environment: COUNT (messages, default 20000000: about 1.8 GB of capture;
 #   check the free disk first), SEED (1), RUNS (3), SKIP_BUILD=1, DATA_DIR
-#   (<repo>/bench-data), KEEP=1 keeps the capture.
+#   (<repo>/bench-data), KEEP=1 keeps the capture, INPUT (input.fpcap).
 set -euo pipefail
 export LC_ALL=C
 
@@ -27,6 +26,7 @@ cd "$REPO_ROOT"
 COUNT="${COUNT:-20000000}"
 SEED="${SEED:-1}"
 RUNS="${RUNS:-3}"
+INPUT="${INPUT:-input.fpcap}"
 DATA_DIR="${DATA_DIR:-$REPO_ROOT/bench-data}"
 BIN="${DNSLUICE_BIN:-${CARGO_TARGET_DIR:-$REPO_ROOT/target}/release/dnsluice}"
 GEN="$REPO_ROOT/benches/gen-pcap.py"
@@ -62,7 +62,7 @@ log "captures: $(du -m "$PCAP" | cut -f1) MB, $(du -m "$QUARTER" | cut -f1) MB"
 
 pipeline() { # OUTPUT_TABLE CAPTURE -> a pipeline file
     local file="$TMP/$1.toml"
-    printf '[[stage]]\nmodule = "input.mmpcap"\npath = "%s"\n[[stage]]\nmodule = "filter.layer"\n[[stage]]\nmodule = "filter.dns"\n[[stage]]\n%s\n' "$2" "$3" >"$file"
+    printf '[[stage]]\nmodule = "%s"\npath = "%s"\n[[stage]]\nmodule = "filter.layer"\n[[stage]]\nmodule = "filter.dns"\n[[stage]]\n%s\n' "$INPUT" "$2" "$3" >"$file"
     echo "$file"
 }
 JSON=$(pipeline json "$PCAP" 'module = "output.json"

@@ -2,8 +2,8 @@
 //! corpus capture against tshark's truth file (the canonical lines of the
 //! corpus README: frame, qname, qtype, rcode, qr; the counts per qtype and
 //! rcode; the messages with EDNS), the answers of a capture against
-//! tshark's fields, files started anew by `max_rows`, and a file closed by
-//! SIGTERM mid-run. Lookups: tests/parquet_lookup.rs.
+//! tshark's fields, and files started anew by `max_rows`. Lookups:
+//! tests/parquet_lookup.rs; a file closed by SIGTERM: tests/parquet_stop.rs.
 
 use dnsluice::core::dns::mnemonic;
 use serde_json::{json, Value};
