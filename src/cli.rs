@@ -147,8 +147,9 @@ pub enum Command {
 pub fn main(mut registry: Registry) -> ExitCode {
     dnsluice_lua::register(&mut registry);
     let cli = Cli::parse();
+    crate::signals::install();
     match execute(cli, &registry) {
-        Ok(code) => code,
+        Ok(code) => crate::signals::exit_code().unwrap_or(code),
         Err(e) => {
             eprintln!("dnsluice: error: {e:#}");
             ExitCode::FAILURE

@@ -20,6 +20,7 @@ pub mod reference;
 pub mod replay;
 pub mod report;
 pub mod running;
+pub mod signals;
 pub mod ticker;
 pub mod watch;
 

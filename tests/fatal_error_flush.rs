@@ -1,7 +1,8 @@
 //! No output lost on a fatal error: a capture whose last record claims an
 //! absurd length stops the run with an error (and a non-zero exit), but
 //! every output first writes what it holds of the packets before it: the
-//! JSON lines, the pcap records, the answers `filter.dnscli` got. Also
+//! JSON lines, the pcap records, a Parquet file's footer (read by DuckDB),
+//! the answers `filter.dnscli` got. Also
 //! `input.mmpcap` reading standard input.
 
 use serde_json::Value;
@@ -93,6 +94,28 @@ fn json_lines_before_a_corrupt_record_are_written() {
         let want: Vec<String> = queries.iter().map(|q| format!("{}.", q.name)).collect();
         assert_eq!(names, want, "{input}");
     }
+}
+
+#[test]
+fn a_parquet_file_before_a_corrupt_record_is_closed_and_read_by_duckdb() {
+    let (capture, queries) = corrupt_capture("fatal-parquet.pcap");
+    let parquet = temp_path("fatal.parquet");
+    let (out, stats) = run(
+        "input.mmpcap",
+        &capture,
+        &format!(
+            "[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.parquet\"\npath = \"{}\"\n",
+            parquet.display()
+        ),
+    );
+    assert_failed_at_the_corrupt_record(&out, &stats);
+    let rows = testkit::duckdb::query(&format!(
+        "SELECT qname FROM read_parquet('{}', file_row_number = true) ORDER BY file_row_number",
+        parquet.display()
+    ));
+    let names: Vec<&str> = rows.iter().map(|r| r["qname"].as_str().unwrap()).collect();
+    let want: Vec<String> = queries.iter().map(|q| format!("{}.", q.name)).collect();
+    assert_eq!(names, want);
 }
 
 #[test]

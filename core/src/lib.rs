@@ -30,6 +30,7 @@ pub mod pipeline;
 pub mod registry;
 pub mod stage;
 pub mod stats;
+pub mod stop;
 pub mod sync;
 pub mod time;
 pub mod wire;

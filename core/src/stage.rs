@@ -125,6 +125,9 @@ pub struct Watch<'a> {
 /// finishes the receiver. With a `watch`, calls it between objects whenever
 /// it is due. Returns the number of objects moved.
 ///
+/// A stop requested ([`crate::stop`]: SIGINT, SIGTERM) ends the loop before
+/// the next object, and the receiver is finished as at the end of the input.
+///
 /// When either side fails (a corrupt input, a failing stage), the receiver
 /// is still finished before the error is returned, so that every output
 /// writes what it holds of the objects that came before: nothing already
@@ -189,6 +192,9 @@ where
         return pump_waiting(producer, receiver, watch, moved);
     }
     loop {
+        if crate::stop::requested().is_some() {
+            return Ok(());
+        }
         // Use the object where `produce` wrote it: objects are a few hundred
         // bytes, and moving each one out of the `Result` is a copy per packet.
         let mut next = producer.produce();
@@ -219,6 +225,9 @@ where
     R: Receiver + ?Sized,
 {
     loop {
+        if crate::stop::requested().is_some() {
+            return Ok(());
+        }
         let mut next = producer.produce_or_wait(watch.due);
         match &mut next {
             Ok(Pulled::Object(obj)) => {

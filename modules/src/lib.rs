@@ -19,6 +19,7 @@
 //! | `output.null` | output | [`output::null`] |
 //! | `output.json` | output | [`output::json`] |
 //! | `output.pcap` | output | [`output::pcap`] |
+//! | `output.parquet` | output | [`output::parquet`] |
 //! | `output.dnstap` | output | [`output::dnstap`] |
 //! | `output.diff` | output | [`output::diff`] |
 //! | `output.dnscli` | output | [`output::dnscli`] |
@@ -59,6 +60,7 @@ pub fn register_builtin(registry: &mut Registry) {
         .add(output::null::entry())
         .add(output::json::entry())
         .add(output::pcap::entry())
+        .add(output::parquet::entry())
         .add(output::dnstap::entry())
         .add(output::diff::entry())
         .add(output::dnscli::entry())

@@ -33,6 +33,7 @@ mod cert;
 pub mod chromium;
 pub mod corpus;
 pub mod daemon;
+pub mod duckdb;
 mod env_file;
 mod fault;
 pub mod kdig;

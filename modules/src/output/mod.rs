@@ -6,5 +6,6 @@ pub mod dnstap;
 pub mod json;
 pub mod nats;
 pub mod null;
+pub mod parquet;
 pub mod pcap;
 pub mod udpcli;

@@ -1,0 +1,26 @@
+//! A request to stop the running chains early (SIGINT, SIGTERM): the
+//! drivers ([`crate::drive`]) look at it before each object and, once it is
+//! made, stop pulling and finish the chain as at the end of the input, so
+//! every output writes what it holds (a Parquet file its footer, a pcap its
+//! last records). The binary's signal handler makes the request; it is one
+//! relaxed atomic load per object.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The signal that asked to stop (0: none).
+static STOP: AtomicI32 = AtomicI32::new(0);
+
+/// Asks every running driver to stop after its current object; `signal`
+/// is the signal that asked (async-signal-safe: one atomic store).
+pub fn request(signal: i32) {
+    STOP.store(signal.max(1), Ordering::Relaxed);
+}
+
+/// The signal that asked to stop, when one did.
+#[inline(always)]
+pub fn requested() -> Option<i32> {
+    match STOP.load(Ordering::Relaxed) {
+        0 => None,
+        signal => Some(signal),
+    }
+}
