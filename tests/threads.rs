@@ -313,6 +313,32 @@ fn chains_that_cannot_run_in_copies_are_refused_or_run_on_one_thread() {
         err.contains("on 1 thread (`output.pcap` runs on one thread)"),
         "{err}"
     );
+    // A chain that only counts runs faster on one thread; one that writes
+    // JSON takes every core.
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+    let summary = |name: &str| {
+        let out = dnsluice()
+            .arg("run")
+            .arg(config.join(name))
+            .arg("--set")
+            .arg(format!("0.path={}", capture.display()))
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert_ok(&out, name);
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let counting = summary("dns-null.toml");
+    assert!(
+        counting.contains("on 1 thread (its stages cost less per object"),
+        "{counting}"
+    );
+    let cores = std::thread::available_parallelism().unwrap().get();
+    if cores > 1 {
+        let dumping = summary("dump.toml");
+        let expected = format!("on {cores} threads by flow (the machine's cores)");
+        assert!(dumping.contains(&expected), "{dumping}");
+    }
     // A bad value names its line.
     std::fs::write(&file, text.replace("threads = 2", "threads = 0")).unwrap();
     let out = dnsluice().arg("run").arg(&file).output().unwrap();

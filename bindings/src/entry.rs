@@ -68,5 +68,6 @@ pub fn filter_lua_entry() -> ModuleEntry {
         },
         // A script may keep state (counts, tables) that one copy must see.
         parallel: Parallel::No,
+        costly: false,
     }
 }

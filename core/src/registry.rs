@@ -160,6 +160,10 @@ pub struct ModuleEntry {
     pub factory: Factory,
     /// Whether its copies may run in several threads.
     pub parallel: Parallel,
+    /// It costs far more per object than crossing threads does (hundreds of
+    /// ns: writing JSON): `threads = auto` splits only a chain with such a
+    /// stage (a cheap chain on threads is slower than on one).
+    pub costly: bool,
 }
 
 fn check<O: Options>(table: toml::Table) -> Result<(), OptionError> {
@@ -175,6 +179,7 @@ impl ModuleEntry {
             check: check::<O>,
             factory,
             parallel: Parallel::No,
+            costly: false,
         }
     }
 
@@ -182,6 +187,13 @@ impl ModuleEntry {
     /// module that says nothing may not).
     pub fn parallel(mut self, parallel: Parallel) -> Self {
         self.parallel = parallel;
+        self
+    }
+
+    /// Says that the module costs far more per object than crossing threads
+    /// (see [`ModuleEntry::costly`]).
+    pub fn costly(mut self) -> Self {
+        self.costly = true;
         self
     }
 

@@ -7,9 +7,11 @@
 //! in batches round-robin; when a stage keeps state per flow
 //! ([`Parallel::ByFlow`]: `filter.dns` reassembling TCP and fragments), the
 //! objects are spread by a hash of their two addresses, so a flow stays on
-//! one thread. `auto` takes the machine's cores when the chain allows it:
-//! a file input (`input.mmpcap`, `input.fpcap`: a live source would make
-//! objects wait in batches) and no stage that cannot be copied
+//! one thread. `auto` takes the machine's cores when the chain allows it
+//! and gains by it: a stage that costs far more per object than crossing
+//! threads ([`ModuleEntry::costly`]: writing JSON; a chain that only counts
+//! is slower on threads), a file input (`input.mmpcap`, `input.fpcap`: a
+//! live source would make objects wait in batches) and no stage that cannot be copied
 //! ([`Parallel::No`]: a client, a pacer, a Lua filter, an output writing a
 //! file of its own format without `{thread}` in its path); otherwise one,
 //! and the plan says why.
@@ -169,6 +171,11 @@ impl Pipeline {
                 by,
                 why: format!("threads = {count}"),
             });
+        }
+        if !entries[1..].iter().any(|e| e.costly) {
+            return Ok(ThreadPlan::one(
+                "its stages cost less per object than crossing threads: threads = N to split anyway",
+            ));
         }
         if entries[0].parallel != Parallel::Any {
             return Ok(ThreadPlan::one(format!(

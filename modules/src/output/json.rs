@@ -176,6 +176,7 @@ pub fn entry() -> ModuleEntry {
     )
     // The threads share one stream (dnsluice_core::merge).
     .parallel(Parallel::Any)
+    .costly()
 }
 
 /// Cuts the file after its last newline (a line a killed run left cut
