@@ -220,6 +220,7 @@ impl Pipeline {
         table.insert("by".into(), plan.by.into());
         table.insert("ordered".into(), self.ordered.into());
         table.insert("report".into(), false.into());
+        table.insert("inline".into(), true.into());
         let options = StageOptions::new(SPLIT, table).with_registry(registry.clone());
         let builder = self.downstream_builder(entries, 1, registry.clone());
         make(&options, builder).map_err(|e| refuse(e.to_string()))

@@ -155,7 +155,7 @@ pub(super) fn work(
                 lane.fail(e.to_string());
                 break;
             }
-            if merging.is_some_and(|handle| !hand_over(side, handle)) {
+            if merging.is_some_and(|handle| !hand_over(lane, &side.merger_failed, handle)) {
                 break;
             }
             if last_snapshot.elapsed() >= SNAPSHOT_EVERY {
@@ -177,7 +177,7 @@ pub(super) fn work(
             if let Some(lane_handle) = merging {
                 // What the chain wrote as it finished, as one more "object".
                 lane_handle.end_object();
-                hand_over(side, lane_handle);
+                hand_over(lane, &side.merger_failed, lane_handle);
             }
             break;
         }
@@ -199,8 +199,11 @@ pub(super) fn work(
 
 /// Hands the bytes written since the last batch to the merger, waiting while
 /// its queue is full; false when the merger has stopped on an error.
-fn hand_over(side: &WorkerSide, lane_handle: &merge::LaneHandle) -> bool {
-    let lane = &*side.lane;
+pub(super) fn hand_over(
+    lane: &Lane,
+    merger_failed: &AtomicBool,
+    lane_handle: &merge::LaneHandle,
+) -> bool {
     let empty = lane.spare.pop().unwrap_or_default();
     let mut written = lane_handle.take(empty);
     let mut spins = 0u32;
@@ -209,7 +212,7 @@ fn hand_over(side: &WorkerSide, lane_handle: &merge::LaneHandle) -> bool {
             Ok(()) => return true,
             Err(back) => written = back,
         }
-        if side.merger_failed.load(Ordering::SeqCst) {
+        if merger_failed.load(Ordering::SeqCst) {
             return false;
         }
         if spin_then_yield(&mut spins) {

@@ -36,19 +36,21 @@
 //! on, each worker publishes its chain's statistics every 100 ms, so
 //! interval statistics and progress see the threads' work.
 
+mod inline;
 mod lanes;
 mod merger;
+mod spread;
 
 use crate::clients::hash_onto;
 use dnsluice_core::merge::{self, MergeTarget};
 use dnsluice_core::registry::{DownstreamBuilder, ModuleEntry, Parallel};
 use dnsluice_core::sync::lock;
-use dnsluice_core::wire::{parse_layers, Network};
-use dnsluice_core::{LinkType, Object, Receiver, StageError, StageStats};
+use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_options::{Choice, Options};
+use inline::InlineLane;
 use lanes::{spin_then_yield, Batch, Lane, WorkerSide};
 use merger::{Merger, Route};
-use std::net::IpAddr;
+use spread::{client_address, flow_hash};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
@@ -80,6 +82,12 @@ pub struct SplitOptions {
     /// summary names the threads instead).
     #[option(default = true)]
     pub report: bool,
+    /// The splitting thread runs the first copy of the chain itself, on its
+    /// share of the objects (no copy for them, one thread fewer; `threads =
+    /// N` does this). Off, every copy has a thread of its own and the
+    /// splitting thread only reads and hands over.
+    #[option(default = false)]
+    pub inline: bool,
 }
 
 /// How objects are spread over the workers.
@@ -95,9 +103,10 @@ pub enum By {
     Flow,
 }
 
+/// A lane: its worker thread, or none for the inline lane 0.
 struct Worker {
     lane: Arc<Lane>,
-    thread: Thread,
+    thread: Option<Thread>,
     handle: Option<JoinHandle<Vec<StageStats>>>,
 }
 
@@ -121,6 +130,10 @@ pub struct Split {
     merged: Vec<StageStats>,
     /// List the split itself in the statistics.
     report: bool,
+    /// Lane 0 on the splitting thread (`inline`).
+    inline: Option<InlineLane>,
+    /// Stopped already (finished, or failed to start).
+    stopped: bool,
 }
 
 impl Split {
@@ -144,9 +157,23 @@ impl Split {
             merger_failed: merger_failed.clone(),
             merged: Vec::new(),
             report: options.report,
+            inline: None,
+            stopped: false,
         };
+        let threads = options.threads as usize;
+        let inline = options.inline && threads > 1;
+        if inline {
+            let lane = Arc::new(Lane::new(batches));
+            split.inline = Some(InlineLane::new(lane.clone(), &target, &build)?);
+            split.workers.push(Worker {
+                lane,
+                thread: None,
+                handle: None,
+            });
+            split.pending.push(None);
+        }
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        for index in 0..options.threads as usize {
+        for index in usize::from(inline)..threads {
             let lane = Arc::new(Lane::new(batches));
             let side = WorkerSide {
                 lane: lane.clone(),
@@ -178,14 +205,14 @@ impl Split {
                 .map_err(|e| StageError::other(MODULE, format!("cannot start a thread: {e}")))?;
             split.workers.push(Worker {
                 lane,
-                thread: handle.thread().clone(),
+                thread: Some(handle.thread().clone()),
                 handle: Some(handle),
             });
             split.pending.push(None);
         }
         drop(ready_tx);
         let mut first_error = None;
-        for _ in 0..options.threads {
+        for _ in usize::from(inline)..threads {
             if let Ok(Err(e)) = ready_rx.recv() {
                 first_error.get_or_insert(e);
             }
@@ -264,41 +291,71 @@ impl Split {
         }
     }
 
-    /// Hands worker `index` its pending batch.
-    fn hand_over(&mut self, index: usize) {
+    /// Hands worker `index` its pending batch (the inline lane: what its
+    /// chain wrote, to the merger).
+    fn hand_over(&mut self, index: usize) -> Result<(), StageError> {
+        if let Some(inline) = self.inline.as_mut().filter(|_| index == 0) {
+            if !inline.hand_over(&self.merger_failed) {
+                return Err(self.merger_error());
+            }
+            return Ok(());
+        }
         let Some(batch) = self.pending[index].take() else {
-            return;
+            return Ok(());
         };
         if batch.len == 0 {
             self.pending[index] = Some(batch);
-            return;
+            return Ok(());
         }
         let worker = &self.workers[index];
         // Never full: as many batches as room in the queue.
         let _ = worker.lane.full.push(batch);
         if worker.lane.parked.load(Ordering::SeqCst) {
-            worker.thread.unpark();
+            if let Some(thread) = &worker.thread {
+                thread.unpark();
+            }
         }
+        Ok(())
     }
 
     /// A batch filled up: hands it over (ordered merging: every pending
     /// batch, then the log of where their objects went).
     fn batch_full(&mut self, index: usize) -> Result<(), StageError> {
         match &mut self.routes {
-            None => self.hand_over(index),
+            None => self.hand_over(index)?,
             Some(_) => self.hand_over_all()?,
         }
         // The batch standalone objects go to is full: the next worker's turn.
         if self.by != By::Client && index == self.next {
-            self.next = (self.next + 1) % self.workers.len();
+            self.next = self.next_lane();
         }
         Ok(())
+    }
+
+    /// The lane the next batch of standalone objects goes to: the next in
+    /// turn; with an inline lane, the next worker whose queue is less than
+    /// half full, and the splitting thread itself only when every worker is
+    /// busy (it reads the input too: given an equal share, it would hold the
+    /// workers back).
+    fn next_lane(&self) -> usize {
+        let n = self.workers.len();
+        if self.inline.is_none() {
+            return (self.next + 1) % n;
+        }
+        (1..=n)
+            .map(|step| (self.next + step) % n)
+            .filter(|&index| index != 0)
+            .find(|&index| {
+                let queue = &self.workers[index].lane.full;
+                queue.len() < queue.capacity() / 2
+            })
+            .unwrap_or(0)
     }
 
     /// Hands every pending batch over, then the routes of their objects.
     fn hand_over_all(&mut self) -> Result<(), StageError> {
         for index in 0..self.workers.len() {
-            self.hand_over(index);
+            self.hand_over(index)?;
         }
         if let Some((log, tx)) = &mut self.routes {
             if !log.is_empty() && tx.send(std::mem::take(log)).is_err() {
@@ -312,15 +369,26 @@ impl Split {
     /// waits for them and for the merger; returns the first error (a
     /// worker's first: the merger's then only says a worker stopped).
     fn stop(&mut self) -> Option<StageError> {
+        if std::mem::replace(&mut self.stopped, true) {
+            return None;
+        }
         let mut error = self.hand_over_all().err();
         // Closing the log tells an ordered merger that no more objects come.
         self.routes = None;
         let mut merged: Vec<StageStats> = Vec::new();
+        if let Some(inline) = &mut self.inline {
+            if let Err(e) = inline.finish(self.input_end_ns, &self.merger_failed) {
+                error.get_or_insert(e);
+            }
+            merge_stats(&mut merged, inline.stats());
+        }
         for worker in &mut self.workers {
             let input_end = &worker.lane.input_end_ns;
             input_end.store(self.input_end_ns, Ordering::SeqCst);
             worker.lane.done.store(true, Ordering::SeqCst);
-            worker.thread.unpark();
+            if let Some(thread) = &worker.thread {
+                thread.unpark();
+            }
             if let Some(handle) = worker.handle.take() {
                 match handle.join() {
                     Ok(stats) => merge_stats(&mut merged, stats),
@@ -346,94 +414,6 @@ impl Split {
     }
 }
 
-/// The client's address of a packet: its source, unless it comes from a DNS
-/// server port (53, 853, 443, 5353) to another port, then its destination. So
-/// queries and their answers, and both directions of a TCP connection, meet
-/// on one thread.
-fn client_address(obj: &Object<'_>) -> Option<IpAddr> {
-    let packet = obj.packet()?;
-    let src = packet.src()?;
-    let server_port = |port: u16| matches!(port, 53 | 853 | 443 | 5353);
-    let layers = &packet.layers;
-    if server_port(layers.sport) && !server_port(layers.dport) {
-        return packet.dst().or(Some(src));
-    }
-    Some(src)
-}
-
-/// Where a packet goes when flows must stay together: `None` for a DNS
-/// datagram that stands alone (UDP to or from port 53, not a fragment: most
-/// of a capture), which any thread may take; else a hash of its two
-/// addresses, the same both ways (the innermost ones, through tunnels: an
-/// inner flow may change tunnels). Fragments after the first carry no ports,
-/// so ports are left out: a datagram's fragments meet on one thread.
-/// Untagged Ethernet carrying DNS straight over IPv4 or IPv6 is read in
-/// place; anything else has its layers parsed here when no stage before did.
-fn flow_hash(obj: &Object<'_>) -> Option<u32> {
-    let packet = obj.packet()?;
-    let data = packet.data;
-    let dns_port = |at: usize| {
-        let port = |i: usize| data.get(i..i + 2).map(|p| u16::from_be_bytes([p[0], p[1]]));
-        port(at) == Some(53) || port(at + 2) == Some(53)
-    };
-    if packet.meta.link == LinkType::EN10MB && data.len() >= 14 {
-        let (v4, v6) = (data[12..14] == [0x08, 0x00], data[12..14] == [0x86, 0xdd]);
-        if v4 && data.len() >= 34 {
-            let header = usize::from(data[14] & 0x0f) * 4;
-            let fragment = u16::from_be_bytes([data[20], data[21]]) & 0x3fff != 0;
-            let protocol = data[23];
-            let direct_dns = matches!(protocol, 6 | 17) && dns_port(14 + header);
-            if protocol == 17 && !fragment && direct_dns {
-                return None;
-            }
-            if fragment || direct_dns {
-                return Some(symmetric_hash(&data[26..30], &data[30..34]));
-            }
-        }
-        if v6 && data.len() >= 54 {
-            // UDP or TCP right after the fixed header; a fragment header.
-            let next = data[20];
-            if next == 17 && dns_port(54) {
-                return None;
-            }
-            if next == 44 || (next == 6 && dns_port(54)) {
-                return Some(symmetric_hash(&data[22..38], &data[38..54]));
-            }
-        }
-    }
-    let parsed;
-    let layers = if packet.layers.network == Network::Unparsed {
-        parsed = parse_layers(packet.meta.link, data, packet.meta.len);
-        &parsed
-    } else {
-        &packet.layers
-    };
-    let (src, dst) = (layers.src_addr(data)?, layers.dst_addr(data)?);
-    Some(match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => symmetric_hash(&s.octets(), &d.octets()),
-        (s, d) => symmetric_hash(&sixteen(s), &sixteen(d)),
-    })
-}
-
-/// An address as 16 bytes (IPv4 mapped into IPv6).
-fn sixteen(address: IpAddr) -> [u8; 16] {
-    match address {
-        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
-        IpAddr::V6(a) => a.octets(),
-    }
-}
-
-/// FNV-1a of the lower of two addresses, then the higher: the same both ways.
-fn symmetric_hash(a: &[u8], b: &[u8]) -> u32 {
-    let (low, high) = if a <= b { (a, b) } else { (b, a) };
-    let mut h: u32 = 0x811c_9dc5;
-    for byte in low.iter().chain(high) {
-        h ^= u32::from(*byte);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
 /// Adds `from` (one worker's statistics) into `into`, stage by stage.
 fn merge_stats(into: &mut Vec<StageStats>, from: Vec<StageStats>) {
     if into.is_empty() {
@@ -448,12 +428,20 @@ fn merge_stats(into: &mut Vec<StageStats>, from: Vec<StageStats>) {
 impl Receiver for Split {
     fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         let index = self.lane_for(obj);
-        if self.pending[index].is_none() {
-            self.pending[index] = Some(self.empty_batch(index)?);
-        }
-        let batch = self.pending[index].as_mut().expect("filled above");
-        batch.next_slot().copy_from(obj);
-        let full = batch.len >= self.batch;
+        let full = match self.inline.as_mut().filter(|_| index == 0) {
+            Some(inline) => {
+                inline.receive(obj)?;
+                inline.pending() >= self.batch
+            }
+            None => {
+                if self.pending[index].is_none() {
+                    self.pending[index] = Some(self.empty_batch(index)?);
+                }
+                let batch = self.pending[index].as_mut().expect("filled above");
+                batch.next_slot().copy_from(obj);
+                batch.len >= self.batch
+            }
+        };
         if let Some((log, _)) = &mut self.routes {
             match log.last_mut() {
                 Some(route) if route.lane as usize == index => route.count += 1,
@@ -497,8 +485,12 @@ impl Receiver for Split {
             out.extend(self.merged.iter().cloned());
             return;
         }
-        // Running: the workers' last snapshots, added up.
-        let mut running = Vec::new();
+        // Running: the inline chain's, and the workers' last snapshots, added up.
+        let mut running = self
+            .inline
+            .as_ref()
+            .map(InlineLane::stats)
+            .unwrap_or_default();
         for worker in &self.workers {
             merge_stats(&mut running, lock(&worker.lane.snapshot).clone());
         }
@@ -508,7 +500,7 @@ impl Receiver for Split {
 
 impl Drop for Split {
     fn drop(&mut self) {
-        if self.workers.iter().any(|w| w.handle.is_some()) {
+        if !self.stopped {
             let _ = self.stop();
         }
     }
