@@ -10,7 +10,7 @@
 //! connection and every fragment of a datagram meet on one thread, so
 //! `filter.dns` reassembles them as one thread would; a DNS datagram that
 //! stands alone, most of a capture, goes with the batches in turn). The split copies
-//! each object into a batch's reused [`OwnedObject`]; a full batch crosses
+//! each object into a batch's reused [`dnsluice_core::OwnedObject`]; a full batch crosses
 //! with one push on a bounded lock-free queue (crossbeam `ArrayQueue`) and
 //! the worker hands emptied batches back on another, so in steady state
 //! nothing is allocated and the cost of crossing is paid once per batch
@@ -18,7 +18,9 @@
 //! split wait (it spins briefly, then sleeps 20 µs at a time); an idle
 //! worker parks until the split wakes it. Objects wait in a batch until it
 //! is full: for a live input that trickles, use fewer threads or a smaller
-//! `batch`.
+//! `batch`. With `inline = true` (what `threads = N` sets) the splitting
+//! thread runs the first copy itself, on batches it keeps when the workers'
+//! queues are half full and on its share of the flows (`inline.rs`).
 //!
 //! The stages after the split are built in each worker thread by the
 //! pipeline (see `dnsluice_core::pipeline`). When the output is
