@@ -13,24 +13,26 @@
 //! Written with the `parquet` crate's column writer API, without the arrow
 //! crates (docs/parquet.md says why).
 
+mod background;
 mod columns;
+mod files;
 mod levels;
 mod lookup;
 mod rows;
 pub mod schema;
 
+use background::Background;
 use columns::Columns;
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, StageError, StageStats, TextKind};
 use dnsluice_options::Options;
+use files::Files;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 const MODULE: &str = "output.parquet";
@@ -61,23 +63,22 @@ pub struct ParquetOptions {
     pub zstd_level: u32,
 }
 
-/// One open file.
-struct Open {
-    writer: SerializedFileWriter<BufWriter<File>>,
-    path: PathBuf,
-    rows: u64,
+/// Where the row groups are written: on the chain's thread (when
+/// `max_bytes` rotates files: the chain must know each file's rows for
+/// `max_rows`, and only the writer sees its bytes), else on a thread of
+/// their own.
+enum Output {
+    Here(Box<Files>),
+    Thread(Background),
 }
 
 /// Writes the rows of a Parquet file (or of a series of files).
 pub struct ParquetWriter {
     options: ParquetOptions,
-    properties: Arc<WriterProperties>,
-    schema: Arc<parquet::schema::types::Type>,
-    columns: Columns,
-    file: Option<Open>,
-    files: u64,
-    rows: u64,
-    row_groups: u64,
+    columns: Box<Columns>,
+    output: Output,
+    /// Rows handed to the writer thread for the open file (for `max_rows`).
+    rows_in_file: u64,
     /// Objects with no row (packets that are not DNS, lines of text).
     skipped: u64,
     /// Lookup records that were not JSON objects.
@@ -115,53 +116,33 @@ impl ParquetWriter {
             .set_dictionary_enabled(false)
             .build();
         let schema = schema::schema().map_err(|e| StageError::other(MODULE, e.to_string()))?;
-        let mut writer = ParquetWriter {
-            options,
-            properties: Arc::new(properties),
+        let files = Files::open(
+            options.path.clone(),
+            (options.max_rows, options.max_bytes),
+            Arc::new(properties),
             schema,
-            columns: Columns::new(),
-            file: None,
-            files: 0,
-            rows: 0,
-            row_groups: 0,
+        )?;
+        let output = if options.max_bytes > 0 {
+            Output::Here(Box::new(files))
+        } else {
+            Output::Thread(Background::start(files)?)
+        };
+        Ok(ParquetWriter {
+            options,
+            columns: Box::new(Columns::new()),
+            output,
+            rows_in_file: 0,
             skipped: 0,
             bad_records: 0,
-        };
-        writer.open_next()?;
-        Ok(writer)
-    }
-
-    /// The path of file number `n`.
-    fn path_of(&self, n: u64) -> PathBuf {
-        PathBuf::from(
-            self.options
-                .path
-                .to_string_lossy()
-                .replace("{n}", &n.to_string()),
-        )
-    }
-
-    fn open_next(&mut self) -> Result<(), StageError> {
-        let path = self.path_of(self.files);
-        let file = File::create(&path).map_err(|e| StageError::io(&path, e))?;
-        let writer = SerializedFileWriter::new(
-            BufWriter::with_capacity(1 << 20, file),
-            self.schema.clone(),
-            self.properties.clone(),
-        )
-        .map_err(|e| parquet_error(&path, e))?;
-        self.files += 1;
-        self.file = Some(Open {
-            writer,
-            path,
-            rows: 0,
-        });
-        Ok(())
+        })
     }
 
     /// Rows the current row group may still take before it is written.
     fn room(&self) -> u64 {
-        let in_file = self.file.as_ref().map_or(0, |f| f.rows);
+        let in_file = match &self.output {
+            Output::Here(files) => files.rows_in_file(),
+            Output::Thread(_) => self.rows_in_file,
+        };
         let mut room = self.options.row_group_rows;
         if self.options.max_rows > 0 {
             room = room.min(self.options.max_rows.saturating_sub(in_file));
@@ -169,63 +150,38 @@ impl ParquetWriter {
         room.saturating_sub(self.columns.rows() as u64)
     }
 
-    /// Writes the buffered rows as a row group, then starts the next file
-    /// when this one is full.
+    /// Writes the buffered rows as a row group (here, or handed to the
+    /// writer thread).
     fn flush_row_group(&mut self) -> Result<(), StageError> {
-        if self.columns.rows() == 0 {
-            return Ok(());
-        }
         let rows = self.columns.rows() as u64;
-        let Some(open) = self.file.as_mut() else {
-            return Err(StageError::other(MODULE, "no file is open"));
-        };
-        let mut rg = open
-            .writer
-            .next_row_group()
-            .map_err(|e| parquet_error(&open.path, e))?;
-        self.columns
-            .write_row_group(&mut rg)
-            .map_err(|e| parquet_error(&open.path, e))?;
-        rg.close().map_err(|e| parquet_error(&open.path, e))?;
-        open.rows += rows;
-        self.rows += rows;
-        self.row_groups += 1;
-        let full_rows = self.options.max_rows > 0 && open.rows >= self.options.max_rows;
-        let full_bytes = self.options.max_bytes > 0
-            && open.writer.bytes_written() as u64 >= self.options.max_bytes;
-        if full_rows || full_bytes {
-            self.close_file()?;
-            self.open_next()?;
-        }
-        Ok(())
-    }
-
-    /// Writes the footer of the open file.
-    fn close_file(&mut self) -> Result<(), StageError> {
-        let Some(open) = self.file.take() else {
+        if rows == 0 {
             return Ok(());
-        };
-        let path = open.path;
-        let out = open
-            .writer
-            .into_inner()
-            .map_err(|e| parquet_error(&path, e))?;
-        let file = out
-            .into_inner()
-            .map_err(|e| StageError::io(&path, e.into_error()))?;
-        file.sync_data().map_err(|e| StageError::io(&path, e))
-    }
-}
-
-fn parquet_error(path: &Path, e: parquet::errors::ParquetError) -> StageError {
-    match e {
-        parquet::errors::ParquetError::External(inner) => {
-            match inner.downcast::<std::io::Error>() {
-                Ok(io) => StageError::io(path, *io),
-                Err(other) => StageError::format(path, other.to_string()),
+        }
+        match &mut self.output {
+            Output::Here(files) => files.write(&mut self.columns),
+            Output::Thread(background) => {
+                let full = std::mem::take(&mut self.columns);
+                self.columns = background.hand_over(full)?;
+                self.rows_in_file += rows;
+                // The thread starts the next file on the same count.
+                if self.options.max_rows > 0 && self.rows_in_file >= self.options.max_rows {
+                    self.rows_in_file = 0;
+                }
+                Ok(())
             }
         }
-        other => StageError::format(path, other.to_string()),
+    }
+
+    /// Files, rows and row groups written so far.
+    fn written(&self) -> (u64, u64, u64) {
+        match &self.output {
+            Output::Here(files) => (files.files, files.rows, files.row_groups),
+            Output::Thread(background) => {
+                let w = &background.written;
+                let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
+                (load(&w.files), load(&w.rows), load(&w.row_groups))
+            }
+        }
     }
 }
 
@@ -253,16 +209,24 @@ impl Receiver for ParquetWriter {
     }
 
     fn finish(&mut self) -> Result<(), StageError> {
-        self.flush_row_group()?;
-        self.close_file()
+        let flushed = self.flush_row_group();
+        let closed = match &mut self.output {
+            Output::Here(files) => files.close(),
+            Output::Thread(background) => background.stop(),
+        };
+        flushed.and(closed)
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {
+        // Rows handed to the writer thread count once it wrote them, or
+        // while they wait here.
+        let (files, rows, row_groups) = self.written();
+        let held = self.columns.rows() as u64;
         let mut stats = StageStats::new(MODULE);
-        stats.input = self.rows + self.columns.rows() as u64 + self.skipped + self.bad_records;
-        stats.output = self.rows + self.columns.rows() as u64;
-        stats.add_counter("row_groups", self.row_groups);
-        stats.add_counter("files", self.files);
+        stats.input = rows + held + self.skipped + self.bad_records;
+        stats.output = rows + held;
+        stats.add_counter("row_groups", row_groups);
+        stats.add_counter("files", files);
         stats.add_counter("skipped", self.skipped);
         stats.add_error("bad_records", self.bad_records);
         out.push(stats);

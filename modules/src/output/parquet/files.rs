@@ -1,0 +1,145 @@
+//! The files `output.parquet` writes: the open one, its row groups, and
+//! the next one when `max_rows` or `max_bytes` says so. Used on the chain's
+//! thread, or on a writer thread of its own ([`super::background`]).
+
+use super::columns::Columns;
+use dnsluice_core::StageError;
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One open file.
+struct Open {
+    writer: SerializedFileWriter<BufWriter<File>>,
+    path: PathBuf,
+    rows: u64,
+}
+
+/// Where rows go: the path pattern, the rotation, and what was written.
+pub(super) struct Files {
+    path: PathBuf,
+    max_rows: u64,
+    max_bytes: u64,
+    properties: Arc<WriterProperties>,
+    schema: Arc<parquet::schema::types::Type>,
+    file: Option<Open>,
+    /// Files opened.
+    pub files: u64,
+    /// Rows written.
+    pub rows: u64,
+    /// Row groups written.
+    pub row_groups: u64,
+}
+
+impl Files {
+    /// Opens the first file of `path` (`{n}` the file's number).
+    pub fn open(
+        path: PathBuf,
+        (max_rows, max_bytes): (u64, u64),
+        properties: Arc<WriterProperties>,
+        schema: Arc<parquet::schema::types::Type>,
+    ) -> Result<Files, StageError> {
+        let mut files = Files {
+            path,
+            max_rows,
+            max_bytes,
+            properties,
+            schema,
+            file: None,
+            files: 0,
+            rows: 0,
+            row_groups: 0,
+        };
+        files.open_next()?;
+        Ok(files)
+    }
+
+    /// Rows in the open file.
+    pub fn rows_in_file(&self) -> u64 {
+        self.file.as_ref().map_or(0, |f| f.rows)
+    }
+
+    /// The path of file number `n`.
+    fn path_of(&self, n: u64) -> PathBuf {
+        PathBuf::from(self.path.to_string_lossy().replace("{n}", &n.to_string()))
+    }
+
+    fn open_next(&mut self) -> Result<(), StageError> {
+        let path = self.path_of(self.files);
+        let file = File::create(&path).map_err(|e| StageError::io(&path, e))?;
+        let writer = SerializedFileWriter::new(
+            BufWriter::with_capacity(1 << 20, file),
+            self.schema.clone(),
+            self.properties.clone(),
+        )
+        .map_err(|e| parquet_error(&path, e))?;
+        self.files += 1;
+        self.file = Some(Open {
+            writer,
+            path,
+            rows: 0,
+        });
+        Ok(())
+    }
+
+    /// Writes `columns`' rows as a row group (emptying them), then starts
+    /// the next file when this one is full.
+    pub fn write(&mut self, columns: &mut Columns) -> Result<(), StageError> {
+        if columns.rows() == 0 {
+            return Ok(());
+        }
+        let rows = columns.rows() as u64;
+        let Some(open) = self.file.as_mut() else {
+            return Err(StageError::other(super::MODULE, "no file is open"));
+        };
+        let mut rg = open
+            .writer
+            .next_row_group()
+            .map_err(|e| parquet_error(&open.path, e))?;
+        columns
+            .write_row_group(&mut rg)
+            .map_err(|e| parquet_error(&open.path, e))?;
+        rg.close().map_err(|e| parquet_error(&open.path, e))?;
+        open.rows += rows;
+        self.rows += rows;
+        self.row_groups += 1;
+        let full_rows = self.max_rows > 0 && open.rows >= self.max_rows;
+        let full_bytes = self.max_bytes > 0 && open.writer.bytes_written() as u64 >= self.max_bytes;
+        if full_rows || full_bytes {
+            self.close()?;
+            self.open_next()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the footer of the open file.
+    pub fn close(&mut self) -> Result<(), StageError> {
+        let Some(open) = self.file.take() else {
+            return Ok(());
+        };
+        let path = open.path;
+        let out = open
+            .writer
+            .into_inner()
+            .map_err(|e| parquet_error(&path, e))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| StageError::io(&path, e.into_error()))?;
+        file.sync_data().map_err(|e| StageError::io(&path, e))
+    }
+}
+
+fn parquet_error(path: &Path, e: parquet::errors::ParquetError) -> StageError {
+    match e {
+        parquet::errors::ParquetError::External(inner) => {
+            match inner.downcast::<std::io::Error>() {
+                Ok(io) => StageError::io(path, *io),
+                Err(other) => StageError::format(path, other.to_string()),
+            }
+        }
+        other => StageError::format(path, other.to_string()),
+    }
+}
