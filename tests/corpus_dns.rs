@@ -9,9 +9,8 @@
 
 use dnsluice::core::dns::mnemonic;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use testkit::corpus::{corpus, truth, truth_rows, unescape, wire_hex};
+use testkit::corpus::{canonical_qname, corpus, sha256_of_lines, truth, truth_rows, unusual_names};
 use testkit::pipeline::dns_json as dump;
 use testkit::{assert_ok, run_pipeline, temp_path};
 
@@ -21,28 +20,7 @@ fn canonical(row: &Value, unusual: &BTreeMap<u64, (String, String)>) -> String {
     let dns = &row["dns"];
     let frame = row["frame"].as_u64().unwrap();
     let question = dns["question"].as_array().and_then(|q| q.first());
-    let qname = match question.and_then(|q| q["name"].as_str()) {
-        None => String::new(),
-        Some(name) => match unusual.get(&frame) {
-            Some((tshark, hex)) => {
-                assert_eq!(
-                    &wire_hex(&unescape(name)),
-                    hex,
-                    "frame {frame}: {name} is not the name on the wire"
-                );
-                tshark.clone()
-            }
-            None if name == "." => ".".into(),
-            None => {
-                let labels = unescape(name);
-                labels
-                    .iter()
-                    .map(|l| String::from_utf8(l.clone()).unwrap())
-                    .collect::<Vec<_>>()
-                    .join(".")
-            }
-        },
-    };
+    let qname = canonical_qname(frame, question.and_then(|q| q["name"].as_str()), unusual);
     let qtype = question
         .and_then(|q| q["type"].as_str())
         .map(|t| mnemonic::rtype_from_str(t).unwrap().to_string())
@@ -52,32 +30,6 @@ fn canonical(row: &Value, unusual: &BTreeMap<u64, (String, String)>) -> String {
         .map_or(0, |r| mnemonic::rcode_from_str(r).unwrap() & 0xf);
     let qr = u8::from(dns["qr"] == json!(true));
     format!("{frame}\t{qname}\t{qtype}\t{rcode}\t{qr}\n")
-}
-
-fn sha256(lines: &[String]) -> String {
-    let mut hash = Sha256::new();
-    for line in lines {
-        hash.update(line.as_bytes());
-    }
-    format!("{:x}", hash.finalize())
-}
-
-fn unusual_names(truth: &Value) -> BTreeMap<u64, (String, String)> {
-    truth["extras"]["qnames_with_unusual_bytes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|u| {
-            let (name, hex) = (
-                u["qname"].as_str().unwrap(),
-                u["qname_wire_hex"].as_str().unwrap(),
-            );
-            (
-                u["frame"].as_u64().unwrap(),
-                (name.to_string(), hex.to_string()),
-            )
-        })
-        .collect()
 }
 
 /// tshark's canonical lines, with the README's definition (null → empty, rcode 0 for none).
@@ -133,7 +85,7 @@ fn canonical_lines_match_tshark() {
                 .unwrap();
             if name != "live_mini_snaplen96.pcap" {
                 assert_eq!(
-                    sha256(&ours),
+                    sha256_of_lines(&ours),
                     want,
                     "{input} {name}: {} messages, tshark {}",
                     ours.len(),

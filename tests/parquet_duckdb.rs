@@ -7,10 +7,11 @@
 
 use dnsluice::core::dns::mnemonic;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
-use testkit::corpus::{corpus, corpus_dir, truth, truth_rows, unescape, wire_hex};
+use testkit::corpus::{
+    canonical_qname, corpus, corpus_dir, sha256_of_lines, truth, truth_rows, unusual_names,
+};
 use testkit::duckdb::query;
 use testkit::{assert_ok, run_pipeline, temp_path};
 
@@ -29,31 +30,7 @@ fn write_parquet(capture: &Path, out: &Path, parquet: &str) {
 fn canonical(row: &Value, frame_of_record: &BTreeMap<u64, u64>, truth: &Value) -> String {
     let record = row["frame"].as_u64().unwrap();
     let frame = frame_of_record.get(&record).copied().unwrap_or(record);
-    let unusual: BTreeMap<u64, (&str, &str)> = truth["extras"]["qnames_with_unusual_bytes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|u| {
-            let text = (
-                u["qname"].as_str().unwrap(),
-                u["qname_wire_hex"].as_str().unwrap(),
-            );
-            (u["frame"].as_u64().unwrap(), text)
-        })
-        .collect();
-    let qname = match (row["qname"].as_str(), unusual.get(&frame)) {
-        (None, _) => String::new(),
-        (Some("."), _) => ".".into(),
-        (Some(name), Some((shown, hex))) => {
-            assert_eq!(&wire_hex(&unescape(name)), hex, "frame {frame}: {name}");
-            shown.to_string()
-        }
-        (Some(name), None) => unescape(name)
-            .iter()
-            .map(|l| String::from_utf8(l.clone()).unwrap())
-            .collect::<Vec<_>>()
-            .join("."),
-    };
+    let qname = canonical_qname(frame, row["qname"].as_str(), &unusual_names(truth));
     let qtype = row["qtype"]
         .as_str()
         .map(|t| mnemonic::rtype_from_str(t).unwrap().to_string())
@@ -63,14 +40,6 @@ fn canonical(row: &Value, frame_of_record: &BTreeMap<u64, u64>, truth: &Value) -
         .map_or(0, |r| mnemonic::rcode_from_str(r).unwrap() & 0xf);
     let qr = u8::from(row["qr"] == json!(true));
     format!("{frame}\t{qname}\t{qtype}\t{rcode}\t{qr}\n")
-}
-
-fn sha256(lines: &[String]) -> String {
-    let mut hash = Sha256::new();
-    for line in lines {
-        hash.update(line.as_bytes());
-    }
-    format!("{:x}", hash.finalize())
 }
 
 /// The query of the rows of `files` (a path or a glob) in file order, then row order.
@@ -155,7 +124,7 @@ fn every_corpus_capture_reads_back_in_duckdb_as_tsharks_truth() {
         let frames = frame_of_record(truth);
         let lines: Vec<String> = rows.iter().map(|r| canonical(r, &frames, truth)).collect();
         assert_eq!(
-            sha256(&lines),
+            sha256_of_lines(&lines),
             truth["dns_messages"]["sha256_of_canonical_lines"]
                 .as_str()
                 .unwrap(),
@@ -195,7 +164,7 @@ fn max_rows_starts_new_files_that_together_hold_every_message() {
     .map(|r| canonical(r, &frames, &truth))
     .collect();
     assert_eq!(
-        sha256(&lines),
+        sha256_of_lines(&lines),
         truth["dns_messages"]["sha256_of_canonical_lines"]
             .as_str()
             .unwrap()

@@ -3,6 +3,8 @@
 //! what dnsluice writes.
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The test captures and their tshark truth files (copied from the shared corpus).
@@ -139,4 +141,63 @@ pub fn wire_hex(labels: &[Vec<u8>]) -> String {
         }
     }
     hex + "00"
+}
+
+/// The truth file's question names with unusual bytes, by frame: tshark's
+/// text of each and the name's wire bytes in hex.
+pub fn unusual_names(truth: &Value) -> BTreeMap<u64, (String, String)> {
+    truth["extras"]["qnames_with_unusual_bytes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|u| {
+            let (name, hex) = (
+                u["qname"].as_str().unwrap(),
+                u["qname_wire_hex"].as_str().unwrap(),
+            );
+            (
+                u["frame"].as_u64().unwrap(),
+                (name.to_string(), hex.to_string()),
+            )
+        })
+        .collect()
+}
+
+/// The question name of frame `frame` as the canonical lines write it
+/// (tshark's text): a name in our escaped presentation form, unescaped; a
+/// name with unusual bytes is tshark's text in `unusual`, after checking
+/// that ours is the same name on the wire.
+pub fn canonical_qname(
+    frame: u64,
+    name: Option<&str>,
+    unusual: &BTreeMap<u64, (String, String)>,
+) -> String {
+    let Some(name) = name else {
+        return String::new();
+    };
+    match unusual.get(&frame) {
+        Some((tshark, hex)) => {
+            assert_eq!(
+                &wire_hex(&unescape(name)),
+                hex,
+                "frame {frame}: {name} is not the name on the wire"
+            );
+            tshark.clone()
+        }
+        None if name == "." => ".".into(),
+        None => unescape(name)
+            .iter()
+            .map(|l| String::from_utf8(l.clone()).unwrap())
+            .collect::<Vec<_>>()
+            .join("."),
+    }
+}
+
+/// The SHA-256 of canonical lines, as the truth files give it (hex).
+pub fn sha256_of_lines(lines: &[String]) -> String {
+    let mut hash = Sha256::new();
+    for line in lines {
+        hash.update(line.as_bytes());
+    }
+    format!("{:x}", hash.finalize())
 }
