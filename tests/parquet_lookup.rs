@@ -11,6 +11,19 @@ use testkit::{assert_ok, lookup_address, run_pipeline, temp_dir};
 /// TTL of every record of gen_zone.py's lookup.test.
 const TTL: u64 = 3600;
 
+/// Looks up the names of the file `names` on the test knot
+/// (input.lines → lookup.dns with `lookup` options → output.parquet to
+/// `out` with `parquet` options).
+fn look_up(names: &std::path::Path, lookup: &str, out: &std::path::Path, parquet: &str) {
+    let pipeline = format!(
+        "[[stage]]\nmodule = \"input.lines\"\npath = \"{}\"\n[[stage]]\nmodule = \"lookup.dns\"\n{lookup}name_servers = [\"{}\"]\n[[stage]]\nmodule = \"output.parquet\"\npath = \"{}\"\n{parquet}",
+        names.display(),
+        testkit::servers().knot,
+        out.display()
+    );
+    assert_ok(&run_pipeline(&pipeline, &["-q"]), "lookup run");
+}
+
 #[test]
 fn lookup_records_read_back_with_the_zone_generators_answers() {
     let servers = testkit::servers();
@@ -20,16 +33,10 @@ fn lookup_records_read_back_with_the_zone_generators_answers() {
     text += "missing.lookup.test\nwww.lookup.test\n";
     std::fs::write(&names, text).unwrap();
     let out = dir.join("lookups.parquet");
-    let pipeline = format!(
-        "[[stage]]\nmodule = \"input.lines\"\npath = \"{}\"\n[[stage]]\nmodule = \"lookup.dns\"\nname_servers = [\"{}\"]\n[[stage]]\nmodule = \"output.parquet\"\npath = \"{}\"\nrow_group_rows = 100\n",
-        names.display(),
-        servers.knot,
-        out.display()
-    );
-    assert_ok(&run_pipeline(&pipeline, &["-q"]), "lookup run");
+    look_up(&names, "", &out, "row_group_rows = 100\n");
     let file = out.display().to_string();
     let [rows, statuses] = <[Vec<Value>; 2]>::try_from(queries(&[
-        format!("SELECT kind, qname, status, rcode, nameserver, tries, time IS NOT NULL AS timed, answers FROM '{file}'"),
+        format!("SELECT kind, qname, qtype, status, rcode, nameserver, tries, time IS NOT NULL AS timed, answers FROM '{file}'"),
         format!("SELECT status, count(*) AS n FROM '{file}' GROUP BY status ORDER BY status"),
     ]))
     .unwrap();
@@ -49,6 +56,8 @@ fn lookup_records_read_back_with_the_zone_generators_answers() {
         let name = format!("n{i}.lookup.test");
         let r = by_name[name.as_str()];
         assert_eq!(r["kind"], "lookup");
+        // The type the stage asked: lookup.dns's default, A.
+        assert_eq!(r["qtype"], "A");
         assert_eq!(r["rcode"], "NOERROR");
         assert_eq!(r["nameserver"], servers.knot.to_string());
         assert_eq!(r["tries"], 1);
@@ -80,5 +89,38 @@ fn lookup_records_read_back_with_the_zone_generators_answers() {
             ("A".into(), "192.0.2.80".into()),
         ]
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The question type of a ZDNS-shaped record is its `results` key, and a
+/// module (which asks several types) leaves `qtype` empty.
+#[test]
+fn lookup_rows_carry_the_type_asked_in_both_shapes() {
+    let dir = temp_dir("parquet-lookup-types");
+    let names = dir.join("names.txt");
+    std::fs::write(&names, "n1.lookup.test\nn2.lookup.test\n").unwrap();
+    for (asked, format, expected) in [
+        ("MX", "zdns", json!("MX")),
+        ("TXT", "native", json!("TXT")),
+        ("MXLOOKUP", "native", Value::Null),
+        ("MXLOOKUP", "zdns", Value::Null),
+    ] {
+        let out = dir.join(format!("{asked}-{format}.parquet"));
+        let lookup = format!("type = \"{asked}\"\noutput_format = \"{format}\"\n");
+        look_up(&names, &lookup, &out, "");
+        let [rows] = <[Vec<Value>; 1]>::try_from(queries(&[format!(
+            "SELECT qname, qtype FROM '{}' ORDER BY qname",
+            out.display()
+        )]))
+        .unwrap();
+        assert_eq!(
+            rows,
+            [
+                json!({"qname": "n1.lookup.test", "qtype": expected}),
+                json!({"qname": "n2.lookup.test", "qtype": expected}),
+            ],
+            "{asked} as {format}"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

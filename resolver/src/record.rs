@@ -1,7 +1,8 @@
 //! The result record of one lookup (one JSON object per line), in one of
 //! two shapes ([`OutputFormat`]):
 //!
-//! - dnsluice's: `name`, `class`, `status`, `timestamp`, `data` (`answers`,
+//! - dnsluice's: `name`, `class`, `type` (the record type asked, or the
+//!   module: `A`, `MXLOOKUP`, ...), `status`, `timestamp`, `data` (`answers`,
 //!   `authorities`, `additionals`, `flags`, what a module found,
 //!   `protocol`, `resolver`), `nameserver`, `attempts`, `duration_ms`, on
 //!   failure `error`, and with trace verbosity `trace`;
@@ -81,6 +82,7 @@ fn write_native(name: &str, outcome: &Outcome, style: &RecordStyle, out: &mut Ve
     out.push(b'{');
     f.string(out, "name", name);
     f.string(out, "class", "IN");
+    f.string(out, "type", &style.module.to_string());
     f.string(out, "status", &outcome.status);
     f.key(out, "timestamp");
     write_now(out);

@@ -2,11 +2,11 @@
 //! [`super::schema::MESSAGE`], filled a row at a time ([`Columns::end_row`]
 //! fills every column a row left out with null) and written as a row group.
 
-use super::levels::{write_leaf, List, ListLevels, Strings, Text, Values};
+use super::levels::{List, ListLevels, Strings, SymbolList, Symbols, Text, Values};
+use super::sink::LeafSink;
 use parquet::data_type::{BoolType, ByteArrayType, DoubleType, Int32Type, Int64Type};
 use parquet::errors::ParquetError;
-use parquet::file::writer::SerializedRowGroupWriter;
-use std::io::Write;
+use std::borrow::Cow;
 
 /// Leaf columns of the schema.
 #[cfg(test)]
@@ -17,7 +17,7 @@ pub const LEAVES: usize = 38;
 pub struct Answers {
     levels: ListLevels,
     names: Text,
-    types: Text,
+    types: SymbolList,
     ttls: Vec<i64>,
     datas: Text,
     /// Records of the row being built.
@@ -36,17 +36,14 @@ impl Answers {
     pub fn record(
         &mut self,
         make_name: impl FnOnce(&mut Vec<u8>) -> bool,
-        rtype: &str,
+        rtype: Cow<'static, str>,
         ttl: i64,
         make_data: impl FnOnce(&mut Vec<u8>),
     ) {
         if !self.names.push_with(make_name) {
             return;
         }
-        self.types.push_with(|out| {
-            out.extend_from_slice(rtype.as_bytes());
-            true
-        });
+        self.types.push(rtype);
         self.ttls.push(ttl);
         self.datas.push_with(|out| {
             make_data(out);
@@ -64,15 +61,12 @@ impl Answers {
         self.names.bytes() + self.types.bytes() + self.datas.bytes() + 4 * self.levels.defs.len()
     }
 
-    fn write<W: Write + Send>(
-        &mut self,
-        rg: &mut SerializedRowGroupWriter<'_, W>,
-    ) -> Result<(), ParquetError> {
+    fn write(&mut self, sink: &mut impl LeafSink) -> Result<(), ParquetError> {
         let (defs, reps) = (Some(&self.levels.defs[..]), Some(&self.levels.reps[..]));
-        write_leaf::<ByteArrayType, W>(rg, &self.names.take(), defs, reps)?;
-        write_leaf::<ByteArrayType, W>(rg, &self.types.take(), defs, reps)?;
-        write_leaf::<Int64Type, W>(rg, &self.ttls, defs, reps)?;
-        write_leaf::<ByteArrayType, W>(rg, &self.datas.take(), defs, reps)?;
+        sink.leaf::<ByteArrayType>(&self.names.take(), defs, reps)?;
+        sink.leaf::<ByteArrayType>(&self.types.take(), defs, reps)?;
+        sink.leaf::<Int64Type>(&self.ttls, defs, reps)?;
+        sink.leaf::<ByteArrayType>(&self.datas.take(), defs, reps)?;
         self.ttls.clear();
         self.levels.clear();
         Ok(())
@@ -82,7 +76,7 @@ impl Answers {
 /// Every column of one row group, in schema order.
 pub struct Columns {
     /// `message`, `dnstap`, `response` or `lookup`.
-    pub kind: Strings,
+    pub kind: Symbols,
     /// Nanoseconds since the Unix epoch.
     pub time: Values<Int64Type>,
     /// The capture's record number.
@@ -96,23 +90,23 @@ pub struct Columns {
     /// Destination port.
     pub dport: Values<Int32Type>,
     /// `udp`, `tcp`, ...
-    pub transport: Strings,
+    pub transport: Symbols,
     /// The message id.
     pub id: Values<Int32Type>,
     /// QR.
     pub qr: Values<BoolType>,
     /// The opcode's mnemonic.
-    pub opcode: Strings,
+    pub opcode: Symbols,
     /// The (extended) RCODE's mnemonic.
-    pub rcode: Strings,
+    pub rcode: Symbols,
     /// AA, TC, RD, RA, AD, CD.
     pub flags: [Values<BoolType>; 6],
     /// The first question's name.
     pub qname: Strings,
     /// Its type's mnemonic.
-    pub qtype: Strings,
+    pub qtype: Symbols,
     /// Its class's mnemonic.
-    pub qclass: Strings,
+    pub qclass: Symbols,
     /// QDCOUNT, ANCOUNT, NSCOUNT, ARCOUNT.
     pub counts: [Values<Int32Type>; 4],
     /// EDNS UDP payload size.
@@ -126,7 +120,7 @@ pub struct Columns {
     /// The answer section.
     pub answers: Answers,
     /// The first problem found in the message.
-    pub dns_error: Strings,
+    pub dns_error: Symbols,
     /// A lookup's status or a response's error kind.
     pub status: Strings,
     /// The nameserver asked.
@@ -148,29 +142,29 @@ impl Columns {
     /// No rows.
     pub fn new() -> Self {
         Columns {
-            kind: Strings::required(),
+            kind: Symbols::required(),
             time: Values::new(),
             frame: Values::new(),
             src: Strings::optional(),
             dst: Strings::optional(),
             sport: Values::new(),
             dport: Values::new(),
-            transport: Strings::optional(),
+            transport: Symbols::optional(),
             id: Values::new(),
             qr: Values::new(),
-            opcode: Strings::optional(),
-            rcode: Strings::optional(),
+            opcode: Symbols::optional(),
+            rcode: Symbols::optional(),
             flags: std::array::from_fn(|_| Values::new()),
             qname: Strings::optional(),
-            qtype: Strings::optional(),
-            qclass: Strings::optional(),
+            qtype: Symbols::optional(),
+            qclass: Symbols::optional(),
             counts: std::array::from_fn(|_| Values::new()),
             edns_udp_size: Values::new(),
             edns_do: Values::new(),
             edns_version: Values::new(),
             edns_options: List::new(),
             answers: Answers::default(),
-            dns_error: Strings::optional(),
+            dns_error: Symbols::optional(),
             status: Strings::optional(),
             nameserver: Strings::optional(),
             tries: Values::new(),
@@ -188,7 +182,6 @@ impl Columns {
     pub fn end_row(&mut self) {
         self.rows += 1;
         let rows = self.rows;
-        self.kind.pad(rows);
         for v in [&mut self.time, &mut self.frame] {
             v.pad(rows);
         }
@@ -215,24 +208,33 @@ impl Columns {
         for s in self.strings() {
             s.pad(rows);
         }
+        for s in self.symbols() {
+            s.pad(rows);
+        }
+        self.nameserver.pad(rows);
         self.edns_options.pad(rows);
         self.answers.levels.pad(rows);
         self.duration_ms.pad(rows);
     }
 
-    fn strings(&mut self) -> [&mut Strings; 11] {
+    fn strings(&mut self) -> [&mut Strings; 4] {
         [
             &mut self.src,
             &mut self.dst,
+            &mut self.qname,
+            &mut self.status,
+        ]
+    }
+
+    fn symbols(&mut self) -> [&mut Symbols; 7] {
+        [
+            &mut self.kind,
             &mut self.transport,
             &mut self.opcode,
             &mut self.rcode,
-            &mut self.qname,
             &mut self.qtype,
             &mut self.qclass,
             &mut self.dns_error,
-            &mut self.status,
-            &mut self.nameserver,
         ]
     }
 
@@ -240,15 +242,13 @@ impl Columns {
     /// of the fixed-size columns.
     pub fn bytes(&mut self) -> usize {
         let strings: usize = self.strings().iter().map(|s| s.bytes()).sum();
-        strings + self.kind.bytes() + self.answers.bytes() + self.rows * 8 * 20
+        let symbols: usize = self.symbols().iter().map(|s| s.bytes()).sum();
+        strings + symbols + self.nameserver.bytes() + self.answers.bytes() + self.rows * 8 * 20
     }
 
     /// Writes the buffered rows as one row group (in schema order) and
     /// empties the buffers.
-    pub fn write_row_group<W: Write + Send>(
-        &mut self,
-        rg: &mut SerializedRowGroupWriter<'_, W>,
-    ) -> Result<(), ParquetError> {
+    pub fn write_row_group(&mut self, rg: &mut impl LeafSink) -> Result<(), ParquetError> {
         self.kind.write(rg)?;
         self.time.write(rg)?;
         self.frame.write(rg)?;

@@ -3,13 +3,19 @@
 //! thread, or on a writer thread of its own ([`super::background`]).
 
 use super::columns::Columns;
+use super::encode::{self, EncodedRowGroup};
 use dnsluice_core::StageError;
+use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
-use parquet::file::writer::SerializedFileWriter;
+use parquet::file::writer::{SerializedFileWriter, SerializedRowGroupWriter};
+use parquet::schema::types::SchemaDescriptor;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// A row group of an open file.
+type Group<'a> = SerializedRowGroupWriter<'a, BufWriter<File>>;
 
 /// One open file.
 struct Open {
@@ -88,10 +94,36 @@ impl Files {
     /// Writes `columns`' rows as a row group (emptying them), then starts
     /// the next file when this one is full.
     pub fn write(&mut self, columns: &mut Columns) -> Result<(), StageError> {
-        if columns.rows() == 0 {
+        let rows = columns.rows() as u64;
+        self.row_group(rows, |rg| columns.write_row_group(rg))
+    }
+
+    /// Writes a row group an encoder thread encoded, then starts the next
+    /// file when this one is full.
+    pub fn append(&mut self, group: EncodedRowGroup) -> Result<(), StageError> {
+        self.row_group(group.rows, |rg| encode::splice(group, rg))
+    }
+
+    /// The leaf columns of the schema, as encoders need them.
+    pub fn descriptor(&self) -> Arc<SchemaDescriptor> {
+        Arc::new(SchemaDescriptor::new(self.schema.clone()))
+    }
+
+    /// The writer's properties (compression, encodings).
+    pub fn properties(&self) -> Arc<WriterProperties> {
+        self.properties.clone()
+    }
+
+    /// Writes a row group of `rows` rows with `fill`, then starts the next
+    /// file when this one is full.
+    fn row_group(
+        &mut self,
+        rows: u64,
+        fill: impl FnOnce(&mut Group<'_>) -> Result<(), ParquetError>,
+    ) -> Result<(), StageError> {
+        if rows == 0 {
             return Ok(());
         }
-        let rows = columns.rows() as u64;
         let Some(open) = self.file.as_mut() else {
             return Err(StageError::other(super::MODULE, "no file is open"));
         };
@@ -99,9 +131,7 @@ impl Files {
             .writer
             .next_row_group()
             .map_err(|e| parquet_error(&open.path, e))?;
-        columns
-            .write_row_group(&mut rg)
-            .map_err(|e| parquet_error(&open.path, e))?;
+        fill(&mut rg).map_err(|e| parquet_error(&open.path, e))?;
         rg.close().map_err(|e| parquet_error(&open.path, e))?;
         open.rows += rows;
         self.rows += rows;

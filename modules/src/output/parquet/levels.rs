@@ -7,25 +7,11 @@
 //! definition 0 is a null list, 1 an empty list, 2 an element; repetition
 //! 0 starts a row, 1 continues its list.
 
+use super::sink::LeafSink;
 use bytes::Bytes;
 use parquet::data_type::{ByteArray, ByteArrayType, DataType};
 use parquet::errors::ParquetError;
-use parquet::file::writer::SerializedRowGroupWriter;
-use std::io::Write;
-
-/// Writes one leaf column of a row group.
-pub fn write_leaf<D: DataType, W: Write + Send>(
-    rg: &mut SerializedRowGroupWriter<'_, W>,
-    values: &[D::T],
-    defs: Option<&[i16]>,
-    reps: Option<&[i16]>,
-) -> Result<(), ParquetError> {
-    let mut column = rg
-        .next_column()?
-        .ok_or_else(|| ParquetError::General("fewer columns in the schema than buffers".into()))?;
-    column.typed::<D>().write_batch(values, defs, reps)?;
-    column.close()
-}
+use std::borrow::Cow;
 
 /// An optional value per row.
 pub struct Values<D: DataType> {
@@ -62,11 +48,8 @@ impl<D: DataType> Values<D> {
     }
 
     /// Writes the column and empties it.
-    pub fn write<W: Write + Send>(
-        &mut self,
-        rg: &mut SerializedRowGroupWriter<'_, W>,
-    ) -> Result<(), ParquetError> {
-        write_leaf::<D, W>(rg, &self.values, Some(&self.defs), None)?;
+    pub fn write(&mut self, sink: &mut impl LeafSink) -> Result<(), ParquetError> {
+        sink.leaf::<D>(&self.values, Some(&self.defs), None)?;
         self.values.clear();
         self.defs.clear();
         Ok(())
@@ -123,11 +106,10 @@ impl Text {
     }
 }
 
-/// An optional (or, `required`, always present) string per row.
+/// An optional string per row.
 pub struct Strings {
     text: Text,
     defs: Vec<i16>,
-    required: bool,
 }
 
 impl Strings {
@@ -136,15 +118,6 @@ impl Strings {
         Strings {
             text: Text::default(),
             defs: Vec::new(),
-            required: false,
-        }
-    }
-
-    /// A `REQUIRED` column (every row pushes a value).
-    pub fn required() -> Self {
-        Strings {
-            required: true,
-            ..Strings::optional()
         }
     }
 
@@ -173,16 +146,103 @@ impl Strings {
     }
 
     /// Writes the column and empties it.
-    pub fn write<W: Write + Send>(
-        &mut self,
-        rg: &mut SerializedRowGroupWriter<'_, W>,
-    ) -> Result<(), ParquetError> {
+    pub fn write(&mut self, sink: &mut impl LeafSink) -> Result<(), ParquetError> {
         let values = self.text.take();
-        let defs = (!self.required).then_some(&self.defs[..]);
-        write_leaf::<ByteArrayType, W>(rg, &values, defs, None)?;
+        sink.leaf::<ByteArrayType>(&values, Some(&self.defs), None)?;
         self.defs.clear();
         Ok(())
     }
+}
+
+/// A string per row from a small set (mnemonics: `A`, `NOERROR`, `udp`):
+/// kept as references to the program's own text, so the chain's thread
+/// copies nothing and the encoder's values share nothing (a static
+/// [`Bytes`] counts no references); a rare value made at run time
+/// (`TYPE65280`) is kept as its own string.
+pub struct Symbols {
+    values: Vec<Cow<'static, str>>,
+    defs: Vec<i16>,
+    required: bool,
+}
+
+impl Symbols {
+    /// An `OPTIONAL` column.
+    pub fn optional() -> Self {
+        Symbols {
+            values: Vec::new(),
+            defs: Vec::new(),
+            required: false,
+        }
+    }
+
+    /// A `REQUIRED` column (every row pushes a value).
+    pub fn required() -> Self {
+        Symbols {
+            required: true,
+            ..Symbols::optional()
+        }
+    }
+
+    /// A value for this row.
+    pub fn push(&mut self, value: impl Into<Cow<'static, str>>) {
+        self.values.push(value.into());
+        self.defs.push(1);
+    }
+
+    /// Nulls until the column has `rows` rows.
+    pub fn pad(&mut self, rows: usize) {
+        self.defs.resize(rows.max(self.defs.len()), 0);
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        24 * self.values.len() + 2 * self.defs.len()
+    }
+
+    /// The values as Parquet values, emptied.
+    fn take(&mut self) -> Vec<ByteArray> {
+        self.values.drain(..).map(symbol_value).collect()
+    }
+
+    /// Writes the column and empties it.
+    pub fn write(&mut self, sink: &mut impl LeafSink) -> Result<(), ParquetError> {
+        let values = self.take();
+        let defs = (!self.required).then_some(&self.defs[..]);
+        sink.leaf::<ByteArrayType>(&values, defs, None)?;
+        self.defs.clear();
+        Ok(())
+    }
+}
+
+/// Symbols of a list's elements (the types of answer records).
+#[derive(Default)]
+pub struct SymbolList {
+    values: Vec<Cow<'static, str>>,
+}
+
+impl SymbolList {
+    /// One element.
+    pub fn push(&mut self, value: Cow<'static, str>) {
+        self.values.push(value);
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        24 * self.values.len()
+    }
+
+    /// The values as Parquet values, emptied.
+    pub fn take(&mut self) -> Vec<ByteArray> {
+        self.values.drain(..).map(symbol_value).collect()
+    }
+}
+
+/// A symbol as a Parquet value, without a copy.
+fn symbol_value(value: Cow<'static, str>) -> ByteArray {
+    ByteArray::from(match value {
+        Cow::Borrowed(text) => Bytes::from_static(text.as_bytes()),
+        Cow::Owned(text) => Bytes::from(text.into_bytes()),
+    })
 }
 
 /// The levels of a list column (shared by every leaf of its element).
@@ -262,12 +322,9 @@ impl<D: DataType> List<D> {
     }
 
     /// Writes the column and empties it.
-    pub fn write<W: Write + Send>(
-        &mut self,
-        rg: &mut SerializedRowGroupWriter<'_, W>,
-    ) -> Result<(), ParquetError> {
+    pub fn write(&mut self, sink: &mut impl LeafSink) -> Result<(), ParquetError> {
         let levels = &self.levels;
-        write_leaf::<D, W>(rg, &self.values, Some(&levels.defs), Some(&levels.reps))?;
+        sink.leaf::<D>(&self.values, Some(&levels.defs), Some(&levels.reps))?;
         self.values.clear();
         self.levels.clear();
         Ok(())

@@ -1,11 +1,14 @@
 //! The row of a lookup record (`lookup.dns`'s JSON record, dnsluice's shape
-//! or ZDNS's): the name as `qname`, `status`, `nameserver`, `tries`
+//! or ZDNS's): the name as `qname`, the record type asked as `qtype` (the
+//! record's `type`, or ZDNS's `results` key; none for a module such as
+//! `MXLOOKUP`, which asks several), `status`, `nameserver`, `tries`
 //! (`attempts`), `duration_ms`, the time, and the answers of `data.answers`.
 //! The record is parsed once (the cold path: lookups come at thousands a
 //! second, not millions).
 
 use super::columns::Columns;
 use dnsluice_core::dns::mnemonic;
+use dnsluice_resolver::LookupType;
 use serde_json::{Map, Value};
 
 /// Appends the row of `record`; `false` (nothing appended) when it is not
@@ -18,10 +21,13 @@ pub fn lookup_row(record: &str, c: &mut Columns) -> bool {
     let zdns = top
         .get("results")
         .and_then(Value::as_object)
-        .and_then(|r| r.values().next())
-        .and_then(Value::as_object);
+        .and_then(|r| r.iter().next());
+    let asked = zdns
+        .map(|(module, _)| module.as_str())
+        .or_else(|| top.get("type")?.as_str());
+    let zdns = zdns.and_then(|(_, result)| result.as_object());
     let result = zdns.unwrap_or(&top);
-    c.kind.push(b"lookup");
+    c.kind.push("lookup");
     let text = |map: &Map<String, Value>, key: &str| {
         map.get(key).and_then(Value::as_str).map(str::to_string)
     };
@@ -31,9 +37,12 @@ pub fn lookup_row(record: &str, c: &mut Columns) -> bool {
     if let Some(name) = text(&top, "name") {
         c.qname.push(name.as_bytes());
     }
+    if let Some(LookupType::Single(qtype)) = asked.and_then(|t| LookupType::parse(t).ok()) {
+        c.qtype.push(mnemonic::rtype(qtype));
+    }
     if let Some(status) = text(result, "status") {
         if mnemonic::rcode_from_str(&status).is_some() {
-            c.rcode.push(status.as_bytes());
+            c.rcode.push(status.clone());
         }
         c.status.push(status.as_bytes());
     }
@@ -44,7 +53,7 @@ pub fn lookup_row(record: &str, c: &mut Columns) -> bool {
         c.nameserver.push(ns.as_bytes());
     }
     if let Some(protocol) = data.and_then(|d| d.get("protocol")?.as_str()) {
-        c.transport.push(protocol.as_bytes());
+        c.transport.push(protocol.to_string());
     }
     if let Some(tries) = top.get("attempts").and_then(Value::as_u64) {
         c.tries.push(i32::try_from(tries).unwrap_or(i32::MAX));
@@ -91,7 +100,7 @@ fn answer(a: &Map<String, Value>, c: &mut Columns) {
             out.extend_from_slice(name.as_bytes());
             true
         },
-        rtype,
+        rtype.to_string().into(),
         ttl,
         |out| match a.get("answer").and_then(Value::as_str) {
             Some(text) => out.extend_from_slice(text.as_bytes()),

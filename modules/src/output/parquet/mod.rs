@@ -15,11 +15,13 @@
 
 mod background;
 mod columns;
+mod encode;
 mod files;
 mod levels;
 mod lookup;
 mod rows;
 pub mod schema;
+mod sink;
 
 use background::Background;
 use columns::Columns;
@@ -61,6 +63,10 @@ pub struct ParquetOptions {
     /// files more slowly).
     #[option(default = 1, range = 1..=22)]
     pub zstd_level: u32,
+    /// Threads that encode and compress row groups while the chain fills
+    /// the next one (row groups stay in order; each buffers one).
+    #[option(default = 2, range = 1..=64)]
+    pub encoders: u32,
 }
 
 /// Where the row groups are written: on the chain's thread (when
@@ -125,7 +131,7 @@ impl ParquetWriter {
         let output = if options.max_bytes > 0 {
             Output::Here(Box::new(files))
         } else {
-            Output::Thread(Background::start(files)?)
+            Output::Thread(Background::start(files, options.encoders as usize)?)
         };
         Ok(ParquetWriter {
             options,
