@@ -6,7 +6,9 @@
 #        COUNT=10000000 RUNS=3 SKIP_BUILD=1 benches/parquet-vs-json.sh
 #
 # Both sides run INPUT (input.fpcap) -> filter.layer -> filter.dns -> OUTPUT:
-#   json     output.json to /dev/null (every message as a JSON line)
+#   json     output.json to /dev/null (every message as a JSON line), on
+#            the default threads (`auto`: the machine's cores for this chain)
+#   json1    the same on one thread (`--threads 1`)
 #   parquet  output.parquet to a file (zstd, row groups of 131072 rows)
 # alternating, RUNS rounds, each under /usr/bin/time (wall, user + system
 # CPU, peak RSS). Messages/s = COUNT / wall (both sides' counts are checked
@@ -17,7 +19,8 @@
 #
 # Environment: COUNT (messages, default 20000000: about 1.8 GB of capture;
 #   check the free disk first), SEED (1), RUNS (3), SKIP_BUILD=1, DATA_DIR
-#   (<repo>/bench-data), KEEP=1 keeps the capture, INPUT (input.fpcap).
+#   (<repo>/bench-data), KEEP=1 keeps the capture, INPUT (input.fpcap),
+#   SIDES ("json json1 parquet").
 set -euo pipefail
 export LC_ALL=C
 
@@ -74,7 +77,9 @@ path = \"$TMP/quarter.parquet\"")
 
 run() { # NAME PIPELINE COUNT -> "wall cpu rss_mb" on stdout
     local stats="$TMP/$1.stats.json"
-    /usr/bin/time -f '%e %U %S %M' -o "$TMP/$1.time" "$BIN" run -q "$2" --stats-json "$stats"
+    local extra=()
+    [[ $1 == json1 ]] && extra=(--threads 1)
+    /usr/bin/time -f '%e %U %S %M' -o "$TMP/$1.time" "$BIN" run -q "$2" "${extra[@]}" --stats-json "$stats"
     python3 - "$stats" "$3" <<'PY'
 import json, sys
 stats = json.load(open(sys.argv[1]))
@@ -88,7 +93,7 @@ cat "$PCAP" >/dev/null
 printf 'load: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-8s %5s %9s %8s %12s %8s\n' side round wall_s cpu_s msgs_per_s rss_mb
 for round in $(seq 1 "$RUNS"); do
-    for side in json parquet; do
+    for side in ${SIDES:-json json1 parquet}; do
         file=$JSON
         [[ $side == parquet ]] && file=$PARQUET
         read -r wall cpu rss < <(run "$side" "$file" "$COUNT")
