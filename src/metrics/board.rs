@@ -84,8 +84,10 @@ impl Board {
     }
 
     /// What a scrape serves: every stage's statistics (finished runs and
-    /// the running one added up, stage by stage) and whether they are final.
-    pub fn scrape(&self) -> (Vec<StageStats>, bool) {
+    /// the running one added up, stage by stage; the latest snapshot as it
+    /// is, not a copy, when only one of them has any) and whether they are
+    /// final.
+    pub fn scrape(&self) -> (Arc<Vec<StageStats>>, bool) {
         let mut state = lock(&self.state);
         if state.running && !state.finished {
             let seen = state.generation;
@@ -105,9 +107,15 @@ impl Board {
         }
         let (done, live, finished) = (state.done.clone(), state.live.clone(), state.finished);
         drop(state);
+        if done.is_empty() {
+            return (live, finished);
+        }
+        if live.is_empty() {
+            return (done, finished);
+        }
         let mut stages = done.as_ref().clone();
         add_stages(&mut stages, &live);
-        (stages, finished)
+        (Arc::new(stages), finished)
     }
 
     /// A scrape's answer has been sent; `finished`: it held the final

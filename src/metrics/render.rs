@@ -8,10 +8,12 @@
 //!   `dnsluice_stage_breakdown_total{breakdown,key}` (complete counts by
 //!   qtype, rcode, lookup status...), labelled `stage` (its index) and `module`;
 //! - gauges: `dnsluice_queries_in_flight`, `dnsluice_connections_open`,
-//!   `dnsluice_replay_window_queries`, `dnsluice_replay_window_cap_queries`;
+//!   `dnsluice_replay_window_queries`, `dnsluice_replay_window_cap_queries`,
+//!   `dnsluice_nats_held_items`, `dnsluice_nats_held_lines` (input.nats);
 //! - latency histograms in seconds with classic buckets:
-//!   `dnsluice_latency_seconds` (replay) and
-//!   `dnsluice_lookup_nameserver_latency_seconds{nameserver}`;
+//!   `dnsluice_latency_seconds` (replay),
+//!   `dnsluice_lookup_nameserver_latency_seconds{nameserver}` and
+//!   `dnsluice_diff_latency_seconds{server}` (each server of a diff);
 //! - per nameserver of a lookup: `dnsluice_lookup_nameserver_*`;
 //! - `dnsluice_build_info{version}` and `dnsluice_run_finished`.
 
@@ -290,23 +292,40 @@ fn stage_families(f: &mut Families, stage: &Labels, s: &StageStats) {
                 stage,
                 h,
             );
-        } else if let Some(ns) = name.strip_prefix("latency_us ") {
-            f.histogram(
-                (
-                    "dnsluice_lookup_nameserver_latency_seconds",
-                    "Answer latencies of a lookup, per nameserver, in seconds.",
-                ),
-                &stage.with("nameserver", ns),
-                h,
-            );
+        } else if let Some(server) = name.strip_prefix("latency_us ") {
+            let (family, label) = per_server_latency(&s.module);
+            f.histogram(family, &stage.with(label, server), h);
         }
     }
     nameservers(f, stage, s);
 }
 
+/// The histogram family of a stage's per-server latencies
+/// (`latency_us SERVER`) and the label naming the server: a diff's
+/// servers, or else a lookup's nameservers.
+fn per_server_latency(module: &str) -> ((&'static str, &'static str), &'static str) {
+    if module == "output.diff" {
+        (
+            (
+                "dnsluice_diff_latency_seconds",
+                "Answer latencies of each server a diff compares, in seconds.",
+            ),
+            "server",
+        )
+    } else {
+        (
+            (
+                "dnsluice_lookup_nameserver_latency_seconds",
+                "Answer latencies of a lookup, per nameserver, in seconds.",
+            ),
+            "nameserver",
+        )
+    }
+}
+
 /// Gauges of a stage (values at the snapshot), by counter or derived name:
 /// `(name, family, help)`.
-const GAUGES: [(&str, &str, &str); 4] = [
+const GAUGES: [(&str, &str, &str); 6] = [
     (
         "queries_in_flight",
         "dnsluice_queries_in_flight",
@@ -326,6 +345,16 @@ const GAUGES: [(&str, &str, &str); 4] = [
         "inflight_cap",
         "dnsluice_replay_window_cap_queries",
         "The most queries the replay window lets be outstanding.",
+    ),
+    (
+        "held_items",
+        "dnsluice_nats_held_items",
+        "Work items input.nats took that are not yet acknowledged (their results not all stored).",
+    ),
+    (
+        "held_lines",
+        "dnsluice_nats_held_lines",
+        "Lines of the work items input.nats holds whose results are not yet stored.",
     ),
 ];
 
@@ -436,6 +465,25 @@ mod tests {
         assert_eq!(buckets[LATENCY_BUCKETS.len() - 1], 3);
         assert_eq!(count, 4);
         assert!((sum - (0.0002 + 0.000101 + 40.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_diffs_servers_and_a_workers_held_items_have_their_families() {
+        let mut diff = StageStats::new("output.diff");
+        let mut h = Histogram::default();
+        h.add(30_000, 2);
+        diff.histograms.insert("latency_us 127.0.0.2:53".into(), h);
+        let mut nats = StageStats::new("input.nats");
+        nats.counters.insert("held_items".into(), 0);
+        nats.counters.insert("held_lines".into(), 12);
+        let text = render(&[nats, diff], false);
+        assert!(text.contains("dnsluice_diff_latency_seconds_count{stage=\"1\",module=\"output.diff\",server=\"127.0.0.2:53\"} 2\n"), "{text}");
+        assert!(text.contains("# TYPE dnsluice_nats_held_items gauge\ndnsluice_nats_held_items{stage=\"0\",module=\"input.nats\"} 0\n"), "{text}");
+        assert!(
+            text.contains("dnsluice_nats_held_lines{stage=\"0\",module=\"input.nats\"} 12\n"),
+            "{text}"
+        );
+        assert!(!text.contains("nameserver"), "{text}");
     }
 
     #[test]

@@ -39,6 +39,7 @@ mod fault;
 pub mod kdig;
 mod netem;
 pub mod pipeline;
+pub mod prometheus;
 pub mod queue;
 pub mod readers;
 pub mod replay;

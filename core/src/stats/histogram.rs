@@ -94,6 +94,28 @@ impl Histogram {
     }
 }
 
+/// A histogram of `(highest value, count)` buckets (zero counts left
+/// out; a bucket given twice adds up). From buckets in ascending order, as
+/// [`Histogram::buckets`] and an HDR histogram's iterators give them, the
+/// map is built in one pass rather than bucket by bucket: that is what a
+/// snapshot of a replay's latencies (thousands of buckets) costs, up to
+/// ten times a second while a metrics endpoint is scraped.
+impl FromIterator<(u64, u64)> for Histogram {
+    fn from_iter<I: IntoIterator<Item = (u64, u64)>>(iter: I) -> Self {
+        let buckets: Vec<(u64, u64)> = iter.into_iter().filter(|(_, n)| *n > 0).collect();
+        if buckets.windows(2).all(|w| w[0].0 < w[1].0) {
+            return Histogram {
+                buckets: buckets.into_iter().collect(),
+            };
+        }
+        let mut out = Histogram::default();
+        for (bucket, n) in buckets {
+            out.add(bucket, n);
+        }
+        out
+    }
+}
+
 /// The highest value of the `bits`-significant-bit bucket that holds `value`.
 pub fn coarse_bucket(value: u64, bits: u32) -> u64 {
     let width = 64 - value.leading_zeros();
@@ -107,6 +129,18 @@ pub fn coarse_bucket(value: u64, bits: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn collected_buckets_are_the_added_ones() {
+        let mut added = Histogram::default();
+        for (b, n) in [(3, 1), (7, 0), (9, 2), (3, 4)] {
+            added.add(b, n);
+        }
+        let sorted: Histogram = [(3, 5), (7, 0), (9, 2)].into_iter().collect();
+        let repeated: Histogram = [(9, 2), (3, 1), (3, 4)].into_iter().collect();
+        assert_eq!(sorted, added);
+        assert_eq!(repeated, added);
+    }
 
     #[test]
     fn percentiles_count_from_the_lowest_bucket() {

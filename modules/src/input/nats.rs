@@ -16,6 +16,11 @@
 //! the last worker waits for a dead worker's items to come back after
 //! `ack_wait`), unless `follow` is set. An item delivered `max_deliver`
 //! times is not tried again: each of its lines becomes an `ERROR` record.
+//!
+//! Besides its counters, its statistics hold two gauges: `held_items`, the
+//! items taken and not yet acknowledged, and `held_lines`, their lines not
+//! yet stored (at most `max_held`); the metrics endpoint serves them as
+//! `dnsluice_nats_held_items` and `dnsluice_nats_held_lines`.
 
 use crate::nats::connect::Link;
 use crate::nats::streams::{self, WorkConsumer};
@@ -461,6 +466,13 @@ impl Producer for NatsInput {
         s.add_counter("keep_alives", self.keep_alives.load(Ordering::Relaxed));
         s.add_error("given_up_max_deliver", self.counts.given_up);
         s.add_error("pull_errors", self.counts.pull_errors);
+        // Gauges (what is held now), present even at 0.
+        s.counters.insert(
+            "held_items".into(),
+            tickets::items_held_by(self.owner) as u64,
+        );
+        s.counters
+            .insert("held_lines".into(), tickets::held_by(self.owner) as u64);
         out.push(s);
     }
 }

@@ -36,6 +36,12 @@ pub struct DnsCounters {
     /// the pages of the qtypes seen are ever touched).
     qtypes: Box<[u64; 1 << 16]>,
     rcodes: [u64; 4096],
+    /// The qtypes and rcodes counted at least once, in the order first
+    /// seen: a snapshot ([`DnsCounters::report`], up to ten a second
+    /// while a metrics endpoint is scraped) reads only their slots, not
+    /// the 65,536 + 4,096 of them (half a megabyte through the cache).
+    seen_qtypes: Vec<u16>,
+    seen_rcodes: Vec<u16>,
 }
 
 /// A UDP datagram.
@@ -62,6 +68,8 @@ impl Default for DnsCounters {
                 .try_into()
                 .expect("a slice of 1 << 16 counts"),
             rcodes: [0; 4096],
+            seen_qtypes: Vec::new(),
+            seen_rcodes: Vec::new(),
         }
     }
 }
@@ -103,25 +111,13 @@ impl DnsCounters {
         for (kind, n) in DnsError::ALL.iter().zip(self.malformed) {
             stats.add_error(kind.as_str(), n);
         }
-        let qtypes: Vec<(u16, u64)> = self
-            .qtypes
-            .iter()
-            .enumerate()
-            .map(|(t, n)| (t as u16, *n))
-            .collect();
-        let rcodes: Vec<(u16, u64)> = self
-            .rcodes
-            .iter()
-            .enumerate()
-            .map(|(r, n)| (r as u16, *n))
-            .collect();
         // Every qtype and rcode seen, as breakdowns (for intervals and
         // reports); the summary's counters list the TOP most frequent.
-        for (t, n) in qtypes.iter().filter(|(_, n)| *n > 0) {
-            stats.add_breakdown(QTYPE, &mnemonic::rtype(*t), *n);
+        for &t in &self.seen_qtypes {
+            stats.add_breakdown(QTYPE, &mnemonic::rtype(t), self.qtypes[usize::from(t)]);
         }
-        for (r, n) in rcodes.iter().filter(|(_, n)| *n > 0) {
-            stats.add_breakdown(RCODE, &mnemonic::rcode(*r), *n);
+        for &r in &self.seen_rcodes {
+            stats.add_breakdown(RCODE, &mnemonic::rcode(r), self.rcodes[usize::from(r)]);
         }
         stats.list_top(QTYPE, TOP);
         stats.list_top(RCODE, TOP);
@@ -140,12 +136,21 @@ impl Inspect for DnsCounters {
         // A message too short for a whole header still has its flags (tshark counts it too).
         if let Some(h) = info.header.or(info.partial_header) {
             if h.qr() {
-                self.rcodes[usize::from(info.rcode() & 0xfff)] += 1;
+                let rcode = info.rcode() & 0xfff;
+                let slot = &mut self.rcodes[usize::from(rcode)];
+                *slot += 1;
+                if *slot == 1 {
+                    self.seen_rcodes.push(rcode);
+                }
             }
             self.by_qr_opcode[(usize::from(h.qr()) << 4) | usize::from(h.opcode())] += 1;
         }
         if let Some(q) = info.question {
-            self.qtypes[usize::from(q.qtype)] += 1;
+            let slot = &mut self.qtypes[usize::from(q.qtype)];
+            *slot += 1;
+            if *slot == 1 {
+                self.seen_qtypes.push(q.qtype);
+            }
         }
         self.with_edns += u64::from(info.edns.is_some());
         if let Some(e) = info.error {

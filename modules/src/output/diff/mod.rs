@@ -13,6 +13,11 @@
 //! not reported. With `recorded`, the capture's own responses are the first
 //! "server" (named `capture`), compared with the live servers' answers to
 //! the same queries.
+//!
+//! Its statistics hold each server's answer latencies as a histogram
+//! (`latency_us SERVER`, from a query's first write to that server's
+//! answer; the first asks only, not `reask`'s), which the metrics endpoint
+//! serves as `dnsluice_diff_latency_seconds{server}`.
 
 pub mod compare;
 mod report;
@@ -25,7 +30,7 @@ use dnsluice_core::dns::{mnemonic, questions};
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_net::protocol::query::{build, QueryOptions};
-use dnsluice_net::ClientOptions;
+use dnsluice_net::{ClientOptions, Latency};
 use dnsluice_options::Options;
 use report::Report;
 use std::collections::{HashMap, VecDeque};
@@ -33,6 +38,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const MODULE: &str = "output.diff";
+
+/// The histogram of a server's answer latencies (microseconds) is named
+/// this and the server (`latency_us 127.0.0.1:53`), as a lookup's per
+/// nameserver.
+pub const LATENCY_PREFIX: &str = "latency_us ";
 
 /// The name the capture's recorded answers go by.
 pub const CAPTURE: &str = "capture";
@@ -105,6 +115,9 @@ pub struct Diff {
     report: Report,
     query_options: QueryOptions,
     scratch: Vec<u8>,
+    /// Each server's answer latencies (one per client, as `names` after
+    /// the preset): from the query's first write to its answer.
+    latency: Vec<Latency>,
 }
 
 /// The registry entry.
@@ -159,6 +172,7 @@ impl Diff {
         let report = Report::create(&options, names.clone())?;
         let edns = u16::try_from(options.edns_udp_size).ok().filter(|s| *s > 0);
         Ok(Diff {
+            latency: vec![Latency::default(); options.servers.len()],
             clients: clients_for(&options)?,
             names,
             preset,
@@ -222,6 +236,7 @@ impl Diff {
                 if let Ok(a) = &mut answer {
                     // The answer carries our id: give it the query's back.
                     a[..2].copy_from_slice(&p.query[..2]);
+                    self.latency[i].record(outcome.latency);
                 }
                 p.answers[self.preset + i] = Some(answer);
                 p.left -= 1;
@@ -411,6 +426,13 @@ impl Receiver for Diff {
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {
-        out.push(self.report.stats(MODULE));
+        let mut stats = self.report.stats(MODULE);
+        for (server, latency) in self.options.servers.iter().zip(&self.latency) {
+            stats.histograms.insert(
+                format!("{LATENCY_PREFIX}{server}"),
+                latency.buckets().collect(),
+            );
+        }
+        out.push(stats);
     }
 }

@@ -200,13 +200,9 @@ impl Tally {
                     .insert(format!("{}{name}", keys::LATENCY_PREFIX), us(value));
             }
         }
-        let histogram = stats
+        stats
             .histograms
-            .entry(keys::LATENCY.to_string())
-            .or_default();
-        for (us, n) in self.latency.buckets() {
-            histogram.add(us, n);
-        }
+            .insert(keys::LATENCY.to_string(), self.latency.buckets().collect());
         stats
             .series
             .insert(keys::ANSWERED_PER_S.to_string(), self.per_second.clone());
