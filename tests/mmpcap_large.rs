@@ -1,5 +1,5 @@
 //! `input.mmpcap` on a file larger than what its helper thread works on at
-//! a time (page tables set up and lines read ahead of the walk, the map
+//! a time (pages faulted in up to 64 MiB ahead of the walk, the map
 //! released 64 MiB behind it): every record comes out whole and in order,
 //! with the helper and without, and a reader dropped early stops the helper
 //! (the test would hang).
@@ -9,7 +9,7 @@ use dnsluice::modules::input::mmpcap;
 use std::path::PathBuf;
 
 /// Records in the file: 100 000 of 1 000 bytes, about 100 MB, so that the
-/// helper releases the first 30 MB or so while the walk goes on.
+/// helper releases the first 16 to 32 MB while the walk goes on.
 const RECORDS: u32 = 100_000;
 const CAPLEN: usize = 1000;
 

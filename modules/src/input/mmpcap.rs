@@ -26,8 +26,8 @@ pub struct MmpcapOptions {
     /// gzip or xz) to map into memory; `-` (standard input, which cannot be
     /// mapped) is read with buffered reads instead, with a note.
     pub path: PathBuf,
-    /// Run a helper thread that sets up page tables, reads ahead into the CPU
-    /// cache and releases what the walk is done with (false: one thread).
+    /// Run a helper thread that maps the file's pages ahead of the walk and
+    /// releases what the walk is done with (false: one thread).
     #[option(default = true)]
     pub helper: bool,
 }
@@ -200,8 +200,8 @@ pub fn open(path: PathBuf) -> Result<CaptureReader<MappedFile>, StageError> {
 }
 
 /// Opens `path` for reading through a memory map. With `helper`, a second
-/// thread keeps the map ready ahead of the walk (page tables set up, cache
-/// lines read) and drops the page tables behind it; without, the walk sets
+/// thread keeps the map ready ahead of the walk (pages faulted in) and
+/// drops the page tables behind it; without, the walk sets
 /// up page tables itself, a chunk at a time.
 pub fn open_with(path: PathBuf, helper: bool) -> Result<CaptureReader<MappedFile>, StageError> {
     let map = map_file(&path)?;

@@ -1,50 +1,48 @@
-//! The helper thread of `input.mmpcap`. It keeps the map ready a little
-//! ahead of the walk and clears it behind:
+//! The helper thread of `input.mmpcap`. It keeps the map ready ahead of the
+//! walk and clears it behind, with as little work of its own as it can:
 //!
-//! - **Page tables**: `MADV_POPULATE_READ`, a chunk at a time, so the walk
-//!   does not stop on a page fault every 64 KiB. (A kernel without it,
-//!   before Linux 5.14, refuses; pages then fault in as the walk reaches them.)
-//! - **Cache**: it reads one byte of every cache line in a window a few MiB
-//!   ahead of the walk, so that the walk's loads find the lines in the shared
-//!   cache instead of waiting on memory. The walk's own prefetches are not enough
-//!   on a busy machine: each one holds one of the core's few line-fill
-//!   buffers until memory answers.
+//! - **Page tables**: it reads one byte of every [`FAULT_STRIDE`] bytes up
+//!   to [`FAULT_LEAD`] ahead of the walk. Each read is one page fault, in
+//!   which the kernel maps the whole aligned 64 KiB around the page (its
+//!   fault-around), from the page cache or, for a file not yet there, after
+//!   reading it in; so the walk itself neither faults nor waits on the disk.
+//!   (Measured on Linux 6.18: `MADV_POPULATE_READ`, which the helper used
+//!   before, costs the kernel more per page than these faults do.)
 //! - **Releasing**: it drops the page tables of what the walk is done with
 //!   (`MADV_DONTNEED`; the range stays mapped, and the file's pages stay in
 //!   the page cache), so that this kernel work is not left for the unmap at
-//!   the end.
+//!   the end, on the walking thread, and the process's resident size stays
+//!   small.
 //!
-//! With it, a chain that parses DNS (`benches/vs-dnsjit.sh`, pair
-//! `dns-parse`) took 0.14 s where the walking thread alone took 0.25 s. The
-//! walk tells the helper where it is every [`REPORT_EVERY`] bytes; when it
-//! is ahead on everything the helper naps, longer and longer while the walk
-//! does not move (a paced replay, a stalled consumer, the end of the file).
+//! It does not read the data ahead into the CPU cache: an earlier helper
+//! read a byte of every cache line a few MiB ahead of the walk, which made
+//! the walk wait on memory less but cost more processor time than it saved
+//! (the walk's own prefetches, [`super::READ_AHEAD`], do most of that).
+//! Against that helper, the chain that parses DNS (`benches/vs-dnsjit.sh`,
+//! pair `dns-parse`, 20 million packets) took less wall time and a fifth to
+//! a quarter less processor time. The walk tells the helper where it is
+//! every [`REPORT_EVERY`] bytes; the helper wakes every [`NAP`] (far more
+//! often than the walk can use up its lead), less often while the walk does
+//! not move (a paced replay, a stalled consumer, the end of the file).
 
-use memmap2::{Advice, Mmap, UncheckedAdvice};
+use memmap2::{Mmap, UncheckedAdvice};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How often (in bytes walked) the walk tells the helper where it is.
 pub(super) const REPORT_EVERY: usize = 256 << 10;
-/// Page tables are set up this many bytes at a time.
-const POPULATE_CHUNK: usize = 4 << 20;
-/// How far ahead of the walk page tables are set up: far enough never to be
-/// caught, near enough that on a file larger than memory the pages brought
-/// in are still there when the walk gets to them.
-const POPULATE_LEAD: usize = 256 << 20;
-/// The window of cache lines read ahead of the walk, from `TOUCH_NEAR` to
-/// `TOUCH_FAR` bytes past where it last said it was. Lines the helper has
-/// just read sit in its own core's L2 cache, from which the walk's core
-/// fetches them slower than from the shared L3; starting the window beyond
-/// the size of an L2 (2 MiB here) means the helper's later reads have pushed
-/// them out to L3 by the time the walk comes (measured: about 5 % faster than
-/// a window from 64 KiB to 2 MiB). The window's 6 MiB must fit in L3 beside
-/// everything else, which any server's does.
-const TOUCH_NEAR: usize = 2 << 20;
-const TOUCH_FAR: usize = 6 << 20;
-/// Lines are read this many bytes at a time between checks of the walk.
-const TOUCH_STEP: usize = 64 << 10;
+/// Pages are faulted in one read per this many bytes: Linux's default
+/// fault-around maps 64 KiB (16 pages) per fault. (A kernel set to map
+/// less faults the rest in as the walk reaches it.)
+const FAULT_STRIDE: usize = 64 << 10;
+/// How far ahead of the walk (as last told) pages are faulted in: the walk
+/// runs at a few GB/s, so a [`NAP`] of it is a few MiB; near enough that on
+/// a file larger than memory the pages brought in are still there when the
+/// walk gets to them.
+const FAULT_LEAD: usize = 64 << 20;
+/// Pages are faulted in this many bytes at a time between looks at the walk.
+const FAULT_STEP: usize = 4 << 20;
 /// How far behind the walk (as last told) the helper releases pages. Nothing
 /// is borrowed from the map before the record the reader last handed out
 /// (a produced object borrows the reader until the next is asked for, and
@@ -52,12 +50,15 @@ const TOUCH_STEP: usize = 64 << 10;
 /// is only mapped again from the page cache, so the margin is for speed, not
 /// for safety.
 const RELEASE_LAG: usize = 64 << 20;
-/// What is released at a time.
-const RELEASE_CHUNK: usize = 4 << 20;
-/// The helper's nap when it is ahead on everything, doubled (up to
-/// [`NAP_MAX`]) while the walk does not move.
-const NAP_MIN: Duration = Duration::from_micros(20);
-const NAP_MAX: Duration = Duration::from_millis(5);
+/// What is released at a time (each call makes the kernel flush the walking
+/// core's TLB, so not too often).
+const RELEASE_CHUNK: usize = 16 << 20;
+/// The helper's nap when it is done with what the walk allows, doubled (up
+/// to [`NAP_MAX`]) while the walk does not move. Each wake-up costs the
+/// kernel a few microseconds; one a millisecond keeps that to a fraction
+/// of a percent.
+const NAP: Duration = Duration::from_millis(1);
+const NAP_MAX: Duration = Duration::from_millis(8);
 
 /// The helper thread; stopped and joined when dropped.
 pub(super) struct Helper {
@@ -110,12 +111,8 @@ impl Drop for Helper {
 /// The helper's progress over the map.
 struct Tending<'m> {
     map: &'m Mmap,
-    /// Page tables are set up below here.
-    populated: usize,
-    /// `MADV_POPULATE_READ` works here (it did last time).
-    can_populate: bool,
-    /// Lines are read below here.
-    touched: usize,
+    /// Pages are faulted in below here.
+    faulted: usize,
     /// Page tables are dropped below here.
     released: usize,
 }
@@ -124,66 +121,50 @@ impl<'m> Tending<'m> {
     fn new(map: &'m Mmap) -> Self {
         Tending {
             map,
-            populated: 0,
-            can_populate: true,
-            touched: 0,
+            faulted: 0,
             released: 0,
         }
     }
 
-    /// One step at a time, the most urgent first, until told to stop.
+    /// Keeps the lead and releases what is due, then naps, until told to stop.
     fn run(&mut self, shared: &WalkProgress) {
-        let (mut nap, mut last_walk) = (NAP_MIN, 0);
+        let (mut nap, mut last_walk) = (NAP, usize::MAX);
         while !shared.stop.load(Ordering::Relaxed) {
             let walk = shared.walked.load(Ordering::Relaxed);
             let end = self.map.len();
             // Behind the walk (it outran the helper): catch up.
-            self.populated = self.populated.max(walk);
-            let populate = self.can_populate && self.populated < end;
-            if populate && self.populated < walk + TOUCH_FAR + POPULATE_CHUNK {
-                self.populate();
-            } else if self.touched < (walk + TOUCH_FAR).min(end) {
-                self.touch(walk);
-            } else if populate && self.populated < walk + POPULATE_LEAD {
-                self.populate();
-            } else if self.released + RELEASE_CHUNK + RELEASE_LAG <= walk {
-                self.release();
-            } else {
-                nap = if walk == last_walk {
-                    (nap * 2).min(NAP_MAX)
-                } else {
-                    NAP_MIN
-                };
-                last_walk = walk;
-                std::thread::park_timeout(nap);
+            self.faulted = self.faulted.max(walk);
+            let lead = walk.saturating_add(FAULT_LEAD).min(end);
+            if self.faulted < lead {
+                // A step at a time, so that a walk that moves on meanwhile
+                // is seen, and a stop is not kept waiting.
+                self.fault_in((self.faulted + FAULT_STEP).min(lead));
+                continue;
             }
+            if self.released + RELEASE_CHUNK + RELEASE_LAG <= walk {
+                self.release();
+                continue;
+            }
+            nap = if walk == last_walk {
+                (nap * 2).min(NAP_MAX)
+            } else {
+                NAP
+            };
+            last_walk = walk;
+            std::thread::park_timeout(nap);
         }
     }
 
-    fn populate(&mut self) {
-        let len = POPULATE_CHUNK.min(self.map.len() - self.populated);
-        let advice = self
-            .map
-            .advise_range(Advice::PopulateRead, self.populated, len);
-        // A kernel without MADV_POPULATE_READ says EINVAL: stop asking. Any
-        // other failure (a signal, memory pressure) leaves this chunk to
-        // fault in as the walk reaches it.
-        if let Err(e) = advice {
-            self.can_populate = e.raw_os_error() != Some(libc::EINVAL);
-        }
-        self.populated += len;
-    }
-
-    /// Reads one byte of each line of the next [`TOUCH_STEP`] bytes of the window.
-    fn touch(&mut self, walk: usize) {
-        let from = self.touched.max(walk + TOUCH_NEAR);
-        let to = (from + TOUCH_STEP).min(self.map.len());
+    /// Reads one byte of every [`FAULT_STRIDE`] bytes from `faulted` to
+    /// `to`: a page fault each, which maps the pages around it.
+    fn fault_in(&mut self, to: usize) {
         let mut sum = 0u8;
-        for at in (from..to).step_by(64) {
+        for at in (self.faulted..to).step_by(FAULT_STRIDE) {
             sum = sum.wrapping_add(self.map.get(at).copied().unwrap_or(0));
         }
+        // The reads are done for their side effect: kept, not optimised out.
         std::hint::black_box(sum);
-        self.touched = to;
+        self.faulted = to;
     }
 
     /// Drops the page tables of the next [`RELEASE_CHUNK`] bytes, which the
