@@ -166,14 +166,16 @@ async fn read_all(
         inactive_threshold: Duration::from_secs(60),
         ..Default::default()
     };
-    // In a cluster that lost a server the reader may be placed on it (the
-    // request times out): ask again, up to five times.
-    let mut tries = 0;
+    // In a cluster that lost a server the reader may be placed on it, or
+    // the cluster may still be electing leaders (the request times out):
+    // ask again, for as long as the reader waits for results (at least a
+    // minute: a loaded cluster can take that long to settle).
+    let patience = idle.max(Duration::from_secs(60));
+    let asking = std::time::Instant::now();
     let consumer = loop {
         match stream.create_consumer(config.clone()).await {
             Ok(consumer) => break consumer,
-            Err(_) if tries < 4 => {
-                tries += 1;
+            Err(_) if asking.elapsed() < patience => {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             Err(e) => return Err(format!("{address}: cannot read the stream: {e}")),
