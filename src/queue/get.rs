@@ -14,6 +14,7 @@ use super::NatsFlags;
 use crate::progress::{Position, Progress, REFRESH};
 use anyhow::{bail, Context, Result};
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
+use async_nats::jetstream::stream::ConsumerErrorKind;
 use clap::Args;
 use dnsluice_modules::nats::encoding;
 use dnsluice_modules::nats::streams::{self, MSG_ID};
@@ -167,18 +168,24 @@ async fn read_all(
         ..Default::default()
     };
     // In a cluster that lost a server the reader may be placed on it, or
-    // the cluster may still be electing leaders (the request times out):
-    // ask again, for as long as the reader waits for results (at least a
-    // minute: a loaded cluster can take that long to settle).
+    // the cluster may still be electing leaders: the request times out.
+    // Timeouts are asked again for as long as the reader waits for results
+    // (at least a minute: a loaded cluster can take that long to settle);
+    // other errors (a refusal) up to five times.
     let patience = idle.max(Duration::from_secs(60));
     let asking = std::time::Instant::now();
+    let mut tries = 0;
     let consumer = loop {
         match stream.create_consumer(config.clone()).await {
             Ok(consumer) => break consumer,
-            Err(_) if asking.elapsed() < patience => {
+            Err(e) => {
+                tries += 1;
+                let timed_out = e.kind() == ConsumerErrorKind::TimedOut;
+                if (timed_out && asking.elapsed() >= patience) || (!timed_out && tries >= 5) {
+                    return Err(format!("{address}: cannot read the stream: {e}"));
+                }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            Err(e) => return Err(format!("{address}: cannot read the stream: {e}")),
         }
     };
     let mut seen = HashSet::new();

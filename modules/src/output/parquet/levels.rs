@@ -154,13 +154,38 @@ impl Strings {
     }
 }
 
-/// A string per row from a small set (mnemonics: `A`, `NOERROR`, `udp`):
-/// kept as references to the program's own text, so the chain's thread
-/// copies nothing and the encoder's values share nothing (a static
+/// Strings from a small set (mnemonics: `A`, `NOERROR`, `udp`), one per
+/// value: kept as references to the program's own text, so the chain's
+/// thread copies nothing and the encoder's values share nothing (a static
 /// [`Bytes`] counts no references); a rare value made at run time
-/// (`TYPE65280`) is kept as its own string.
-pub struct Symbols {
+/// (`TYPE65280`) is kept as its own string. The elements of a list (the
+/// types of answer records) as they are; a column's values in [`Symbols`].
+#[derive(Default)]
+pub struct SymbolList {
     values: Vec<Cow<'static, str>>,
+}
+
+impl SymbolList {
+    /// One value.
+    pub fn push(&mut self, value: impl Into<Cow<'static, str>>) {
+        self.values.push(value.into());
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        24 * self.values.len()
+    }
+
+    /// The values as Parquet values, emptied.
+    pub fn take(&mut self) -> Vec<ByteArray> {
+        self.values.drain(..).map(symbol_value).collect()
+    }
+}
+
+/// An optional (or, `required`, always present) [`SymbolList`] value per
+/// row.
+pub struct Symbols {
+    values: SymbolList,
     defs: Vec<i16>,
     required: bool,
 }
@@ -169,7 +194,7 @@ impl Symbols {
     /// An `OPTIONAL` column.
     pub fn optional() -> Self {
         Symbols {
-            values: Vec::new(),
+            values: SymbolList::default(),
             defs: Vec::new(),
             required: false,
         }
@@ -185,7 +210,7 @@ impl Symbols {
 
     /// A value for this row.
     pub fn push(&mut self, value: impl Into<Cow<'static, str>>) {
-        self.values.push(value.into());
+        self.values.push(value);
         self.defs.push(1);
     }
 
@@ -196,44 +221,16 @@ impl Symbols {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        24 * self.values.len() + 2 * self.defs.len()
-    }
-
-    /// The values as Parquet values, emptied.
-    fn take(&mut self) -> Vec<ByteArray> {
-        self.values.drain(..).map(symbol_value).collect()
+        self.values.bytes() + 2 * self.defs.len()
     }
 
     /// Writes the column and empties it.
     pub fn write(&mut self, sink: &mut impl LeafSink) -> Result<(), ParquetError> {
-        let values = self.take();
+        let values = self.values.take();
         let defs = (!self.required).then_some(&self.defs[..]);
         sink.leaf::<ByteArrayType>(&values, defs, None)?;
         self.defs.clear();
         Ok(())
-    }
-}
-
-/// Symbols of a list's elements (the types of answer records).
-#[derive(Default)]
-pub struct SymbolList {
-    values: Vec<Cow<'static, str>>,
-}
-
-impl SymbolList {
-    /// One element.
-    pub fn push(&mut self, value: Cow<'static, str>) {
-        self.values.push(value);
-    }
-
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        24 * self.values.len()
-    }
-
-    /// The values as Parquet values, emptied.
-    pub fn take(&mut self) -> Vec<ByteArray> {
-        self.values.drain(..).map(symbol_value).collect()
     }
 }
 
