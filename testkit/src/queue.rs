@@ -300,13 +300,23 @@ impl Drop for OwnBroker {
     }
 }
 
-/// Waits (at most 10 s) until `server` listens on `port`; false if it
-/// exited first (the port was taken between [`free_port`] and its bind).
+/// Waits (at most 10 s) until `server` answers on `port` as a NATS server
+/// does (its `INFO` greeting) and is still running; false if it exited first
+/// (the port was taken between [`free_port`] and its bind).
+///
+/// A bare TCP connect is not enough: polling a free port in the ephemeral
+/// range can connect the socket to itself (TCP simultaneous open), or reach
+/// another test's listener that briefly holds the port, and then the
+/// server's own bind fails a moment later — the "Connection refused" a first
+/// `queue put` once met under CI's load. Only our own server says `INFO`.
 pub fn wait_listening(port: u16, server: &mut Child) -> bool {
     let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    loop {
         if server.try_wait().unwrap().is_some() {
             return false;
+        }
+        if greets_as_nats(port) && server.try_wait().unwrap().is_none() {
+            return true;
         }
         assert!(
             start.elapsed() < Duration::from_secs(10),
@@ -314,7 +324,22 @@ pub fn wait_listening(port: u16, server: &mut Child) -> bool {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    true
+}
+
+/// Whether a connection to `port` on 127.0.0.1 is greeted with `INFO `.
+fn greets_as_nats(port: u16) -> bool {
+    use std::io::Read;
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&address, Duration::from_secs(1))
+    else {
+        return false;
+    };
+    if stream.local_addr().is_ok_and(|local| local == address) {
+        return false; // Connected to itself: nobody listens yet.
+    }
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut greeting = [0u8; 5];
+    stream.read_exact(&mut greeting).is_ok() && &greeting == b"INFO "
 }
 
 /// A port nobody listens on now.
@@ -344,4 +369,22 @@ pub fn wait_failed(child: &mut Child, dir: &Path, name: &str, limit: Duration) -
     assert!(!status.success(), "{name} succeeded:\n{err}");
     assert!(!err.contains("panicked"), "{err}");
     err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listener that is not a NATS server (it accepts and says nothing)
+    /// is not taken for one; a real nats-server is.
+    #[test]
+    fn only_a_nats_greeting_counts_as_started() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        assert!(!greets_as_nats(port), "a silent listener passed");
+        drop(silent);
+        let dir = crate::temp_dir("greeting");
+        let broker = OwnBroker::start(&dir);
+        assert!(greets_as_nats(broker.port));
+    }
 }
