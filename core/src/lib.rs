@@ -28,6 +28,7 @@ pub mod object;
 pub mod owned;
 pub mod pipeline;
 pub mod registry;
+pub mod shared;
 pub mod stage;
 pub mod stats;
 pub mod stop;

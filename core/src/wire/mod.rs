@@ -259,6 +259,32 @@ impl Layers {
         tunnels: 0,
     };
 
+    /// Whether nothing was parsed: equal to [`Layers::EMPTY`], tested
+    /// without a branch per field (a thread crossing asks it of every
+    /// packet).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        let numbers = self.l3_offset
+            | self.ip_end
+            | self.l4_offset
+            | self.payload_offset
+            | self.payload_len
+            | self.wire_payload_len
+            | u32::from(self.sport)
+            | u32::from(self.dport)
+            | u32::from(self.protocol)
+            | u32::from(self.vlan_count)
+            | u32::from(self.tunnels)
+            | u32::from(self.truncated);
+        let vlan_ids = self.vlan_ids.iter().fold(0, |all, id| all | id);
+        let nothing = (numbers | u32::from(vlan_ids)) == 0;
+        nothing
+            & matches!(self.network, Network::Unparsed)
+            & matches!(self.transport, Transport::None)
+            & self.fragment.is_none()
+            & self.error.is_none()
+    }
+
     /// Records `error` unless an earlier one was recorded (the first problem wins).
     pub fn note(&mut self, error: LayerError) {
         self.error.get_or_insert(error);

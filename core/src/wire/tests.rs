@@ -609,3 +609,44 @@ fn fast_path_agrees_with_the_general_parser() {
     }
     assert!(fast > 10_000, "the fast path was taken {fast} times");
 }
+
+/// `is_empty` agrees with `== Layers::EMPTY` for the empty layers and for
+/// every field set on its own.
+#[test]
+fn layers_are_empty_only_when_nothing_was_parsed() {
+    assert!(Layers::EMPTY.is_empty());
+    assert!(Layers::default().is_empty());
+    let changes: [fn(&mut Layers); 17] = [
+        |l| l.network = Network::Ipv4,
+        |l| l.vlan_count = 1,
+        |l| l.vlan_ids[7] = 5,
+        |l| l.l3_offset = 14,
+        |l| l.ip_end = 1,
+        |l| l.protocol = 17,
+        |l| l.transport = Transport::Udp,
+        |l| l.l4_offset = 1,
+        |l| l.sport = 53,
+        |l| l.dport = 53,
+        |l| l.payload_offset = 1,
+        |l| l.payload_len = 1,
+        |l| l.wire_payload_len = 1,
+        |l| l.truncated = true,
+        |l| {
+            l.fragment = Some(Fragment {
+                id: 0,
+                offset: 0,
+                more: false,
+                protocol: 0,
+                atomic: false,
+            })
+        },
+        |l| l.error = Some(LayerError::TruncatedLink),
+        |l| l.tunnels = 1,
+    ];
+    for (i, change) in changes.iter().enumerate() {
+        let mut layers = Layers::EMPTY;
+        change(&mut layers);
+        assert_ne!(layers, Layers::EMPTY, "change {i} changed nothing");
+        assert!(!layers.is_empty(), "change {i} went unseen");
+    }
+}

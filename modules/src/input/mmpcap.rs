@@ -242,6 +242,9 @@ fn walk_map(
     map: Arc<Mmap>,
     helper: bool,
 ) -> Result<CaptureReader<MappedFile>, StageError> {
+    // Its packets' bytes may cross to other threads by reference.
+    let shared: dnsluice_core::shared::SharedBytes = map.clone();
+    dnsluice_core::shared::publish(&shared);
     let helper = if helper {
         Helper::start(map.clone())
     } else {

@@ -24,7 +24,13 @@
 //!   thirty-second of that round trip, the noise of a long path): a queue
 //!   builds at the server before it overflows, so slow start ends, or
 //!   after it the rate eases by 5 % (a server's socket buffer holds a few
-//!   milliseconds of queries: this keeps it from dropping them);
+//!   milliseconds of queries: this keeps it from dropping them). Only a
+//!   round of at least [`QUEUE_SAMPLES`] answers is weighed, and its mean
+//!   must stand out by three of its standard errors too: a few jittery
+//!   answers make a noisy mean, whose lucky low rounds once read every
+//!   other round as a queue, so that a rate cut low (a loaded machine, a
+//!   burst of losses) eased as fast as it grew and stayed at tens of
+//!   queries a second;
 //! - otherwise, when the round ran short of tokens (there was work the rate
 //!   held back: the rate, not the work, was the limit), the rate doubles in
 //!   slow start, else grows by a twentieth of the rate at the last cut (a
@@ -47,6 +53,8 @@ pub const MIN_BAD: u32 = 3;
 /// Queueing delay (above the quickest round trip, and an eighth of it)
 /// taken as a queue building at the server.
 pub const QUEUE_DELAY: Duration = Duration::from_millis(1);
+/// Answers a round needs before its mean round trip says anything of a queue.
+pub const QUEUE_SAMPLES: u32 = 16;
 /// What the rate is multiplied by in a round that saw a queue building.
 pub const QUEUE_EASE: f64 = 0.95;
 /// Rounds whose share of refusals is remembered.
@@ -100,6 +108,8 @@ pub struct Pace {
     mean_rtts: [Option<Duration>; HISTORY],
     /// This round's round trips: their sum and count.
     round_rtt: Duration,
+    /// The sum of their squares (s²), for the mean's standard error.
+    round_rtt_squares: f64,
     round_samples: u32,
 }
 
@@ -127,6 +137,7 @@ impl Pace {
             rounds: 0,
             mean_rtts: [None; HISTORY],
             round_rtt: Duration::ZERO,
+            round_rtt_squares: 0.0,
             round_samples: 0,
         }
     }
@@ -134,22 +145,28 @@ impl Pace {
     /// One answer's round trip.
     pub fn round_trip(&mut self, rtt: Duration) {
         self.round_rtt += rtt;
+        self.round_rtt_squares += rtt.as_secs_f64() * rtt.as_secs_f64();
         self.round_samples += 1;
     }
 
     /// Whether this round's answers took long enough to say a queue
     /// builds, against the least mean of the last rounds (jitter is in
     /// every round's mean; a queue only in the rounds that build it).
-    /// Remembers this round's mean.
+    /// Remembers this round's mean. A round of fewer than
+    /// [`QUEUE_SAMPLES`] answers says nothing and is not remembered.
     fn queue_building(&mut self) -> bool {
-        if self.round_samples == 0 {
+        if self.round_samples < QUEUE_SAMPLES {
             return false;
         }
+        let n = f64::from(self.round_samples);
         let mean = self.round_rtt / self.round_samples;
+        let mean_s = mean.as_secs_f64();
+        let variance = (self.round_rtt_squares / n - mean_s * mean_s).max(0.0);
+        let noise = Duration::from_secs_f64(3.0 * (variance / n).sqrt());
         let usual = self.mean_rtts.iter().flatten().min().copied();
         self.mean_rtts.rotate_left(1);
         self.mean_rtts[HISTORY - 1] = Some(mean);
-        usual.is_some_and(|usual| mean > usual + QUEUE_DELAY.max(usual / 32))
+        usual.is_some_and(|usual| mean > usual + QUEUE_DELAY.max(usual / 32).max(noise))
     }
 
     /// The current rate, queries per second (infinite when nothing caps it).
@@ -246,6 +263,7 @@ impl Pace {
         self.refused = 0;
         self.throttled = false;
         self.round_rtt = Duration::ZERO;
+        self.round_rtt_squares = 0.0;
         self.round_samples = 0;
     }
 
@@ -580,5 +598,43 @@ mod tests {
         t += Duration::from_secs(5);
         let burst = std::iter::from_fn(|| pace.try_take(t).then_some(())).count();
         assert_eq!(burst, 4);
+    }
+
+    /// A rate cut low (a loaded machine, a burst of losses) on a path whose
+    /// round trips jitter by a few milliseconds: few answers a round make
+    /// a noisy mean, which must not read as a queue round after round (the
+    /// rate once stayed at tens of queries a second behind 5 ms of delay
+    /// and 1 % loss, long after the load was gone).
+    #[test]
+    fn a_low_rate_on_a_jittery_path_grows_back() {
+        let start = Instant::now();
+        let mut pace = Pace::new(ADAPTIVE, start);
+        pace.slow_start = false;
+        pace.rate = 40.0;
+        pace.cut_at = 40.0;
+        let rto = Duration::from_millis(100);
+        let mut answers: VecDeque<(Instant, Duration)> = VecDeque::new();
+        let step = Duration::from_micros(500);
+        let mut now = start;
+        let mut seed = 7u64;
+        while now < start + Duration::from_secs(10) {
+            now += step;
+            while answers.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, rtt) = answers.pop_front().unwrap();
+                pace.round_trip(rtt);
+                pace.observe(Verdict::Good, now, rto);
+            }
+            pace.end_round_if_due(now, rto);
+            while pace.try_take(now) {
+                // 10 ms and up to 4 ms of jitter (a generator of our own).
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let rtt = Duration::from_micros(10_000 + (seed >> 33) % 8_000);
+                answers.push_back((now + rtt, rtt));
+                answers.make_contiguous().sort_by_key(|(t, _)| *t);
+            }
+        }
+        assert!(pace.rate() >= 1000.0, "the rate stayed at {}", pace.rate());
     }
 }

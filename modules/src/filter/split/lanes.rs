@@ -1,14 +1,15 @@
 //! What the split and one worker share (a [`Lane`]), and the worker's loop.
 //!
-//! Objects cross in batches ([`Batch`]): the split copies objects into a
-//! batch's reused [`OwnedObject`]s and hands the whole batch over with one
-//! queue push, so the cost of a crossing (queue operations, a wake-up) is
-//! paid once per batch, not once per object.
+//! Objects cross in batches ([`Batch`]): the split puts objects into a
+//! batch and hands the whole batch over with one queue push, so the cost
+//! of a crossing (queue operations, a wake-up) is paid once per batch, not
+//! once per object.
 
+use super::batch::Batch;
 use crossbeam_queue::ArrayQueue;
 use dnsluice_core::merge::{self, LaneBuffer, MergeTarget};
 use dnsluice_core::sync::lock;
-use dnsluice_core::{OwnedObject, Receiver, StageStats};
+use dnsluice_core::{Receiver, StageStats};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,26 +17,6 @@ use std::time::{Duration, Instant};
 /// How often a worker publishes its chain's statistics while it runs (for
 /// interval statistics and progress).
 const SNAPSHOT_EVERY: Duration = Duration::from_millis(100);
-
-/// Objects copied for one worker, handed over together.
-#[derive(Default)]
-pub(super) struct Batch {
-    /// The copies; only the first `len` are this batch's.
-    pub objects: Vec<OwnedObject>,
-    /// How many of `objects` are filled.
-    pub len: usize,
-}
-
-impl Batch {
-    /// The next copy to fill (made once; reused after).
-    pub fn next_slot(&mut self) -> &mut OwnedObject {
-        if self.len == self.objects.len() {
-            self.objects.push(OwnedObject::default());
-        }
-        self.len += 1;
-        &mut self.objects[self.len - 1]
-    }
-}
 
 /// What the split and one worker share.
 pub(super) struct Lane {
@@ -137,18 +118,15 @@ pub(super) fn work(
     loop {
         if let Some(mut batch) = lane.full.pop() {
             spins = 0;
-            let mut result = Ok(());
-            for owned in &batch.objects[..batch.len] {
-                result = downstream.receive(&mut owned.view());
+            let objects = batch.len();
+            let result = batch.drain(|obj| {
+                let result = downstream.receive(obj);
                 if let Some(lane_handle) = merging {
                     lane_handle.end_object();
                 }
-                if result.is_err() {
-                    break;
-                }
-            }
-            lane.handled.fetch_add(batch.len as u64, Ordering::Relaxed);
-            batch.len = 0;
+                result
+            });
+            lane.handled.fetch_add(objects as u64, Ordering::Relaxed);
             // Never full: as many batches as room in the queue.
             let _ = lane.free.push(batch);
             if let Err(e) = result {

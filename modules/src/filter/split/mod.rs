@@ -9,8 +9,10 @@
 //! a hash of the pair of addresses (`by = "flow"`: both directions of a TCP
 //! connection and every fragment of a datagram meet on one thread, so
 //! `filter.dns` reassembles them as one thread would; a DNS datagram that
-//! stands alone, most of a capture, goes with the batches in turn). The split copies
-//! each object into a batch's reused [`dnsluice_core::OwnedObject`]; a full batch crosses
+//! stands alone, most of a capture, goes with the batches in turn). The split puts
+//! each object into a batch (`batch.rs`: a packet of a memory-mapped capture as
+//! where its bytes lie in the map, anything else copied into a reused
+//! [`dnsluice_core::OwnedObject`]); a full batch crosses
 //! with one push on a bounded lock-free queue (crossbeam `ArrayQueue`) and
 //! the worker hands emptied batches back on another, so in steady state
 //! nothing is allocated and the cost of crossing is paid once per batch
@@ -38,19 +40,22 @@
 //! on, each worker publishes its chain's statistics every 100 ms, so
 //! interval statistics and progress see the threads' work.
 
+mod batch;
 mod inline;
 mod lanes;
 mod merger;
 mod spread;
 
 use crate::clients::hash_onto;
+use batch::Batch;
 use dnsluice_core::merge::{self, MergeTarget};
 use dnsluice_core::registry::{DownstreamBuilder, ModuleEntry, Parallel};
+use dnsluice_core::shared::RegionFinder;
 use dnsluice_core::sync::lock;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_options::{Choice, Options};
 use inline::InlineLane;
-use lanes::{spin_then_yield, Batch, Lane, WorkerSide};
+use lanes::{spin_then_yield, Lane, WorkerSide};
 use merger::{Merger, Route};
 use spread::{client_address, flow_hash};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,6 +141,8 @@ pub struct Split {
     inline: Option<InlineLane>,
     /// Stopped already (finished, or failed to start).
     stopped: bool,
+    /// Finds the shared region (a mapped capture) a batch's bytes lie in.
+    regions: RegionFinder,
 }
 
 impl Split {
@@ -154,6 +161,7 @@ impl Split {
             next: 0,
             input: 0,
             input_end_ns: i64::MIN,
+            regions: RegionFinder::default(),
             routes: None,
             merger: None,
             merger_failed: merger_failed.clone(),
@@ -305,7 +313,7 @@ impl Split {
         let Some(batch) = self.pending[index].take() else {
             return Ok(());
         };
-        if batch.len == 0 {
+        if batch.is_empty() {
             self.pending[index] = Some(batch);
             return Ok(());
         }
@@ -440,8 +448,12 @@ impl Receiver for Split {
                     self.pending[index] = Some(self.empty_batch(index)?);
                 }
                 let batch = self.pending[index].as_mut().expect("filled above");
-                batch.next_slot().copy_from(obj);
-                batch.len >= self.batch
+                let region = match obj.packet() {
+                    Some(packet) if batch.is_empty() => self.regions.region_of(packet.data),
+                    _ => None,
+                };
+                batch.push(obj, region);
+                batch.len() >= self.batch
             }
         };
         if let Some((log, _)) = &mut self.routes {
