@@ -60,13 +60,6 @@ impl SharedRegion {
         (at <= self.len && len <= self.len - at).then_some(Span { at, len })
     }
 
-    /// The bytes at `span` (empty if the span is not this region's: a span
-    /// is only ever taken from this region by [`SharedRegion::span_of`]).
-    #[inline]
-    pub fn get(&self, span: Span) -> &[u8] {
-        span.of(self.bytes())
-    }
-
     /// All of the region's bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
@@ -75,7 +68,9 @@ impl SharedRegion {
 }
 
 impl Span {
-    /// The bytes at this span of `region`'s bytes (empty if it is not in them).
+    /// The bytes at this span of `region`'s bytes ([`SharedRegion::bytes`];
+    /// empty if the span is not in them: a span is only ever taken from its
+    /// region by [`SharedRegion::span_of`]).
     #[inline]
     pub fn of(self, region: &[u8]) -> &[u8] {
         region.get(self.at..self.at + self.len).unwrap_or_default()
@@ -174,7 +169,7 @@ mod tests {
             region.span_of(&bytes[10..30]),
             Some(Span { at: 10, len: 20 })
         );
-        assert_eq!(region.get(Span { at: 10, len: 20 }), &bytes[10..30]);
+        assert_eq!(Span { at: 10, len: 20 }.of(region.bytes()), &bytes[10..30]);
         assert_eq!(region.span_of(&bytes[90..]), Some(Span { at: 90, len: 10 }));
         assert_eq!(
             region.span_of(&bytes[100..]),
@@ -183,7 +178,7 @@ mod tests {
         let other = vec![0u8; 100];
         assert_eq!(region.span_of(&other), None);
         // A span not of this region reads as nothing, not out of bounds.
-        assert_eq!(region.get(Span { at: 95, len: 10 }), &[] as &[u8]);
+        assert_eq!(Span { at: 95, len: 10 }.of(region.bytes()), &[] as &[u8]);
     }
 
     #[test]
