@@ -74,7 +74,11 @@ impl Engine {
             Verdict::Good
         };
         let round = ns.round();
-        ns.pace.observe(verdict, now, round);
+        if !t.waiting {
+            // Its wait ran out before it came: that loss was not one.
+            ns.pace.answered_late(t.sent);
+        }
+        ns.pace.observe(verdict, t.sent, now, round);
         if verdict == Verdict::Refused {
             ns.stats.refusals.fetch_add(1, Ordering::Relaxed);
         }

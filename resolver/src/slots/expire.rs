@@ -66,7 +66,7 @@ impl Engine {
         ns.stats.timeouts.fetch_add(1, Ordering::Relaxed);
         ns.record_health(false, now);
         let round = ns.round();
-        ns.pace.observe(Verdict::Lost, now, round);
+        ns.pace.observe(Verdict::Lost, t.sent, now, round);
         self.out.run.timeouts.fetch_add(1, Ordering::Relaxed);
         if tries < self.config.tries && now < deadline {
             self.requeue(slot);

@@ -18,7 +18,32 @@
 //! - when more than [`LOSS_HIGH`] of the round was bad (lost, or refused
 //!   above the usual share), at least [`MIN_BAD`] events: the rate is cut
 //!   to what was delivered, at least by 15 % and at most by half, and slow
-//!   start is over;
+//!   start is over. One cut per flight, as TCP cuts once per window: the
+//!   losses and refusals of queries sent before the last cut do not count
+//!   (that cut already answered them; a loss is seen a whole wait after
+//!   its query left, so they would cut the rate again for what it no
+//!   longer is);
+//! - a loss whose answer comes after all (a wait too short for a moment
+//!   when the machine or the path stalled) is taken back: from its round
+//!   when it was counted there, and when it helped a cut, the cut is
+//!   undone once late answers come for more than half of the losses that
+//!   made it (as TCP undoes a cut on a spurious timeout, RFC 3522): a
+//!   host that stalls for a tenth of a second otherwise halves the rate
+//!   and takes seconds to win it back;
+//! - in slow start, when the round was held back by the rate and brought
+//!   fewer answers (refusals included) than [`ANSWERED_SHARE`] of the
+//!   queries sent in the round before (a slow-start round lasts at least
+//!   a round trip, so those answers are all due): the path delivers no
+//!   more (a limiter drops the rest, a server queues it), so slow start
+//!   ends at the rate of good answers, or half the rate when that is
+//!   more. Only a round whose sends grew by half on the last one's
+//!   counts: a sender slower than its rate (a loaded machine wakes late,
+//!   and its answers are read late too) is not a path that stopped
+//!   answering. A loss is only seen a wait (at least 100 ms)
+//!   after its query left, two or three rounds of doubling later: behind a
+//!   limiter of 2,000 queries/s that drops, slow start once reached 32,000
+//!   and lost 4,000 queries before the first cut, whose names then lost
+//!   their retries in the cuts' cascade and ended the run seconds late;
 //! - otherwise, when the round's answers took longer on average than in
 //!   the quickest of the last rounds by more than [`QUEUE_DELAY`] (or a
 //!   thirty-second of that round trip, the noise of a long path): a queue
@@ -50,6 +75,10 @@ pub const LOSS_HIGH: f64 = 0.05;
 /// Bad events a round needs before it can cut the rate (a few random losses
 /// in a small round are not congestion).
 pub const MIN_BAD: u32 = 3;
+/// In slow start, the share of the last round's queries a round must
+/// answer for the rate to double again (BBR ends its startup on a like
+/// sign: its delivery rate stopped growing).
+pub const ANSWERED_SHARE: f64 = 0.75;
 /// Queueing delay (above the quickest round trip, and an eighth of it)
 /// taken as a queue building at the server.
 pub const QUEUE_DELAY: Duration = Duration::from_millis(1);
@@ -85,6 +114,19 @@ pub enum Verdict {
     Refused,
 }
 
+/// A cut for losses that late answers may yet undo.
+#[derive(Clone, Copy, Debug)]
+struct Undo {
+    /// The rate and its additive base before the cut.
+    rate: f64,
+    cut_at: f64,
+    slow_start: bool,
+    /// The losses counted in the round that cut, and how many of them
+    /// were answered late since.
+    losses: u32,
+    answered_late: u32,
+}
+
 /// One nameserver's pacing; see the module docs.
 #[derive(Clone, Debug)]
 pub struct Pace {
@@ -95,6 +137,13 @@ pub struct Pace {
     slow_start: bool,
     /// The rate at the last cut: the additive step is a twentieth of it.
     cut_at: f64,
+    /// When the rate was last cut: losses of queries sent before do not count.
+    last_cut: Instant,
+    /// What the last cut for losses undoes to, while it may be undone.
+    undo: Option<Undo>,
+    /// Queries sent in this round and in the last.
+    sent: u32,
+    last_sent: u32,
     round_started: Instant,
     good: u32,
     lost: u32,
@@ -128,6 +177,10 @@ impl Pace {
             refilled: now,
             slow_start: true,
             cut_at: rate,
+            last_cut: now,
+            undo: None,
+            sent: 0,
+            last_sent: 0,
             round_started: now,
             good: 0,
             lost: 0,
@@ -163,10 +216,32 @@ impl Pace {
         let mean_s = mean.as_secs_f64();
         let variance = (self.round_rtt_squares / n - mean_s * mean_s).max(0.0);
         let noise = Duration::from_secs_f64(3.0 * (variance / n).sqrt());
+        let noise = noise.max(2 * self.wander());
         let usual = self.mean_rtts.iter().flatten().min().copied();
         self.mean_rtts.rotate_left(1);
         self.mean_rtts[HISTORY - 1] = Some(mean);
         usual.is_some_and(|usual| mean > usual + QUEUE_DELAY.max(usual / 32).max(noise))
+    }
+
+    /// How far the remembered rounds' means wander from one round to the
+    /// next: the median of their differences (zero before three are known).
+    /// A path whose delay wanders by milliseconds (a loaded machine at
+    /// either end) moves every round's mean; a queue moves a few rounds'.
+    fn wander(&self) -> Duration {
+        let mut steps = [Duration::ZERO; HISTORY - 1];
+        let mut known = 0;
+        for pair in self.mean_rtts.windows(2) {
+            if let [Some(a), Some(b)] = pair {
+                steps[known] = a.abs_diff(*b);
+                known += 1;
+            }
+        }
+        if known < 2 {
+            return Duration::ZERO;
+        }
+        let steps = &mut steps[..known];
+        steps.sort_unstable();
+        steps[known / 2]
     }
 
     /// The current rate, queries per second (infinite when nothing caps it).
@@ -175,9 +250,12 @@ impl Pace {
     }
 
     /// Queries allowed at once above the rate: 2 ms worth (the engine looks
-    /// again every millisecond while the rate holds work back), at least 4.
+    /// again every millisecond while the rate holds work back), at least
+    /// 16 (a tenth of a second's worth when that is fewer, at least 4). A
+    /// loop that wakes a few milliseconds late (a loaded machine) still
+    /// sends at the rate: with 4, a rate of 2,000/s once sent 1,400/s.
     fn burst(&self) -> f64 {
-        (self.rate * 0.002).max(4.0)
+        (self.rate * 0.002).max((self.rate * 0.1).clamp(4.0, 16.0))
     }
 
     fn refill(&mut self, now: Instant) {
@@ -196,6 +274,7 @@ impl Pace {
         self.refill(now);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
+            self.sent += 1;
             true
         } else {
             self.throttled = true;
@@ -215,6 +294,7 @@ impl Pace {
     /// Takes a token [`Pace::ready`] found.
     pub fn take(&mut self) {
         self.tokens -= 1.0;
+        self.sent += 1;
     }
 
     /// How long until a token is there (zero when one is).
@@ -231,16 +311,39 @@ impl Pace {
         }
     }
 
-    /// Counts one query's end, and closes the round when it is over
-    /// (`round`: how long a round of this nameserver lasts, see the module
-    /// docs).
-    pub fn observe(&mut self, verdict: Verdict, now: Instant, round: Duration) {
+    /// Counts the end of one query sent at `sent`, and closes the round
+    /// when it is over (`round`: how long a round of this nameserver lasts,
+    /// see the module docs). A loss or refusal of a query sent before the
+    /// last cut is not counted: that cut answered it.
+    pub fn observe(&mut self, verdict: Verdict, sent: Instant, now: Instant, round: Duration) {
+        let before_the_cut = sent < self.last_cut;
         match verdict {
             Verdict::Good => self.good += 1,
-            Verdict::Lost => self.lost += 1,
-            Verdict::Refused => self.refused += 1,
+            Verdict::Lost if !before_the_cut => self.lost += 1,
+            Verdict::Refused if !before_the_cut => self.refused += 1,
+            Verdict::Lost | Verdict::Refused => {}
         }
         self.end_round_if_due(now, round);
+    }
+
+    /// An answer came for a query sent at `sent` that was already counted
+    /// lost: that loss is taken back (see the module docs). The answer
+    /// itself is counted by [`Pace::observe`].
+    pub fn answered_late(&mut self, sent: Instant) {
+        if sent >= self.last_cut {
+            self.lost = self.lost.saturating_sub(1);
+            return;
+        }
+        let Some(undo) = self.undo.as_mut() else {
+            return;
+        };
+        undo.answered_late += 1;
+        if 2 * undo.answered_late > undo.losses {
+            self.rate = self.rate.max(undo.rate);
+            self.cut_at = undo.cut_at;
+            self.slow_start = undo.slow_start;
+            self.undo = None;
+        }
     }
 
     /// Closes the round if it is over.
@@ -255,13 +358,14 @@ impl Pace {
             return;
         }
         if self.config.adaptive {
-            self.adapt(elapsed);
+            self.adapt(elapsed, now);
         }
         self.round_started = now;
         self.good = 0;
         self.lost = 0;
         self.refused = 0;
         self.throttled = false;
+        self.last_sent = std::mem::take(&mut self.sent);
         self.round_rtt = Duration::ZERO;
         self.round_rtt_squares = 0.0;
         self.round_samples = 0;
@@ -281,7 +385,21 @@ impl Pace {
             .fold(1.0, f64::min)
     }
 
-    fn adapt(&mut self, elapsed: Duration) {
+    /// In slow start, whether a round held back by the rate, whose sends
+    /// grew by half or more on the last round's (the rate, not the sender,
+    /// set the pace), brought fewer answers than [`ANSWERED_SHARE`] of the
+    /// last round's queries (at least [`QUEUE_SAMPLES`] of them, to tell).
+    fn answers_stalled(&self) -> bool {
+        let answered = f64::from(self.good + self.refused);
+        let last_sent = f64::from(self.last_sent);
+        self.slow_start
+            && self.throttled
+            && self.last_sent >= QUEUE_SAMPLES
+            && f64::from(self.sent) >= 1.5 * last_sent
+            && answered < ANSWERED_SHARE * last_sent
+    }
+
+    fn adapt(&mut self, elapsed: Duration, now: Instant) {
         let total = f64::from(self.good + self.lost + self.refused);
         if total == 0.0 {
             // Nothing ended: nothing learnt, but a rate-limited round may grow.
@@ -297,16 +415,29 @@ impl Pace {
         self.rounds += 1;
         let bad = f64::from(self.lost) + excess;
         let queueing = self.queue_building();
+        let delivered = f64::from(self.good) / elapsed.as_secs_f64();
+        let stalled = self.answers_stalled();
         if bad >= f64::from(MIN_BAD) && bad > LOSS_HIGH * total {
-            let delivered = f64::from(self.good) / elapsed.as_secs_f64();
             let finite = if self.rate.is_finite() {
                 self.rate
             } else {
                 delivered.max(MIN_RATE)
             };
+            let undo = Undo {
+                rate: self.rate,
+                cut_at: self.cut_at,
+                slow_start: self.slow_start,
+                losses: self.lost,
+                answered_late: 0,
+            };
             self.rate = delivered.clamp(finite * 0.5, finite * 0.85);
-            self.cut_at = self.rate;
-            self.slow_start = false;
+            self.cut(now);
+            self.undo = Some(undo);
+        } else if stalled {
+            // At most halved, as a loss would: the losses of what was sent
+            // after it cut the rest of the way.
+            self.rate = delivered.max(self.rate * 0.5);
+            self.cut(now);
         } else if queueing {
             if !self.slow_start {
                 self.rate *= QUEUE_EASE;
@@ -316,6 +447,15 @@ impl Pace {
             self.grow();
         }
         self.rate = self.rate.clamp(MIN_RATE, self.config.max_rate);
+    }
+
+    /// Ends slow start at the rate just set, the base of the additive step;
+    /// losses of what was sent before do not count.
+    fn cut(&mut self, now: Instant) {
+        self.undo = None;
+        self.cut_at = self.rate;
+        self.slow_start = false;
+        self.last_cut = now;
     }
 
     fn grow(&mut self) {
@@ -358,9 +498,10 @@ mod tests {
         let (rtt, rto) = (Duration::from_millis(10), Duration::from_millis(100));
         let start = Instant::now();
         let mut pace = Pace::new(ADAPTIVE, start);
-        // Each queue is in sending order (all of one kind take as long).
-        let mut quick: VecDeque<(Instant, Verdict)> = VecDeque::new();
-        let mut losses: VecDeque<Instant> = VecDeque::new();
+        // Each queue is in sending order (all of one kind take as long):
+        // when the end is seen, when the query left (and its verdict).
+        let mut quick: VecDeque<(Instant, Instant, Verdict)> = VecDeque::new();
+        let mut losses: VecDeque<(Instant, Instant)> = VecDeque::new();
         let burst = server.limit / 20.0;
         let (mut bucket, mut bucket_at) = (burst, start);
         let (mut answered, mut sent, mut n) = (0u64, 0u64, 0u32);
@@ -368,14 +509,14 @@ mod tests {
         let mut now = start;
         while now < start + total {
             now += step;
-            while quick.front().is_some_and(|(t, _)| *t <= now) {
-                let (_, verdict) = quick.pop_front().unwrap();
+            while quick.front().is_some_and(|(t, _, _)| *t <= now) {
+                let (_, sent, verdict) = quick.pop_front().unwrap();
                 pace.round_trip(rtt);
-                pace.observe(verdict, now, rto);
+                pace.observe(verdict, sent, now, rto);
             }
-            while losses.front().is_some_and(|t| *t <= now) {
-                losses.pop_front();
-                pace.observe(Verdict::Lost, now, rto);
+            while losses.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, sent) = losses.pop_front().unwrap();
+                pace.observe(Verdict::Lost, sent, now, rto);
             }
             pace.end_round_if_due(now, rto);
             let counting = now >= start + total - measure;
@@ -384,7 +525,7 @@ mod tests {
                 sent += u64::from(counting);
                 let every = |k: Option<u32>| k.is_some_and(|k| n % k == 0);
                 if every(server.loss_every) {
-                    losses.push_back(now + rto);
+                    losses.push_back((now + rto, now));
                     continue;
                 }
                 bucket = (bucket + now.duration_since(bucket_at).as_secs_f64() * server.limit)
@@ -392,17 +533,17 @@ mod tests {
                 bucket_at = now;
                 if bucket < 1.0 {
                     match server.over {
-                        Verdict::Lost => losses.push_back(now + rto),
-                        verdict => quick.push_back((now + rtt, verdict)),
+                        Verdict::Lost => losses.push_back((now + rto, now)),
+                        verdict => quick.push_back((now + rtt, now, verdict)),
                     }
                     continue;
                 }
                 bucket -= 1.0;
                 if every(server.policy_every) {
-                    quick.push_back((now + rtt, Verdict::Refused));
+                    quick.push_back((now + rtt, now, Verdict::Refused));
                 } else {
                     answered += u64::from(counting);
-                    quick.push_back((now + rtt, Verdict::Good));
+                    quick.push_back((now + rtt, now, Verdict::Good));
                 }
             }
         }
@@ -425,7 +566,7 @@ mod tests {
         let start = Instant::now();
         let mut pace = Pace::new(ADAPTIVE, start);
         let mut answers: VecDeque<(Instant, Duration)> = VecDeque::new();
-        let mut losses: VecDeque<Instant> = VecDeque::new();
+        let mut losses: VecDeque<(Instant, Instant)> = VecDeque::new();
         let mut free_at = start;
         let (mut answered, mut lost) = (0u64, 0u64);
         let step = Duration::from_micros(250);
@@ -433,13 +574,13 @@ mod tests {
         while now < start + total {
             now += step;
             while answers.front().is_some_and(|(t, _)| *t <= now) {
-                let (_, rtt) = answers.pop_front().unwrap();
+                let (due, rtt) = answers.pop_front().unwrap();
                 pace.round_trip(rtt);
-                pace.observe(Verdict::Good, now, rto.max(2 * base));
+                pace.observe(Verdict::Good, due - rtt, now, rto.max(2 * base));
             }
-            while losses.front().is_some_and(|t| *t <= now) {
-                losses.pop_front();
-                pace.observe(Verdict::Lost, now, rto.max(2 * base));
+            while losses.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, sent) = losses.pop_front().unwrap();
+                pace.observe(Verdict::Lost, sent, now, rto.max(2 * base));
             }
             pace.end_round_if_due(now, rto.max(2 * base));
             let counting = now >= start + total - measure;
@@ -447,7 +588,7 @@ mod tests {
                 let waiting = free_at.saturating_duration_since(now).as_secs_f64() * capacity;
                 if waiting >= queue {
                     lost += u64::from(counting);
-                    losses.push_back(now + rto);
+                    losses.push_back((now + rto, now));
                     continue;
                 }
                 free_at = free_at.max(now) + Duration::from_secs_f64(1.0 / capacity);
@@ -585,7 +726,7 @@ mod tests {
         assert!(!pace.try_take(now));
         let wait = pace.wait(now);
         assert!((wait.as_secs_f64() - 0.01).abs() < 1e-6, "{wait:?}");
-        // Over a second: a hundred tokens, and the burst (4) at most at once.
+        // Over a second: a hundred tokens, and the burst (10) at most at once.
         let mut taken = 0;
         let mut t = now;
         for _ in 0..1000 {
@@ -597,7 +738,95 @@ mod tests {
         assert!((99..=101).contains(&taken), "{taken}");
         t += Duration::from_secs(5);
         let burst = std::iter::from_fn(|| pace.try_take(t).then_some(())).count();
-        assert_eq!(burst, 4);
+        assert_eq!(burst, 10);
+    }
+
+    /// Slow start behind a limiter of 2,000 queries/s that drops the rest:
+    /// it ends where the answers stop coming faster, not rounds later when
+    /// the first loss is seen. In the first second, fewer queries are lost
+    /// than the limiter lets through in half a second (443; 7,326 when
+    /// slow start ended only on losses).
+    #[test]
+    fn slow_start_ends_where_answers_stop_coming_faster() {
+        let total = Duration::from_secs(1);
+        let (answered, sent, rate) = simulate(limiter(Verdict::Lost), total, total);
+        let lost = sent - answered;
+        let seen = format!("answered {answered}, lost {lost}, rate {rate}");
+        assert!(lost < 1000.0, "{seen}");
+        assert!(answered >= 0.8 * 2000.0, "{seen}");
+    }
+
+    /// One cut per flight: after a cut, the losses of queries sent before
+    /// it are not a reason for another.
+    #[test]
+    fn losses_sent_before_a_cut_do_not_cut_again() {
+        let start = Instant::now();
+        let mut pace = Pace::new(ADAPTIVE, start);
+        let round = Duration::from_millis(100);
+        let sent_early = start + Duration::from_millis(10);
+        // A round from 0 to 100 ms: half lost; cut at its end.
+        for _ in 0..100 {
+            pace.observe(
+                Verdict::Good,
+                sent_early,
+                start + Duration::from_millis(50),
+                round,
+            );
+            pace.observe(
+                Verdict::Lost,
+                sent_early,
+                start + Duration::from_millis(50),
+                round,
+            );
+        }
+        let cut = start + Duration::from_millis(100);
+        pace.end_round_if_due(cut, round);
+        let after_cut = pace.rate();
+        assert!(after_cut < INITIAL_RATE, "no cut: {after_cut}");
+        // The next round: the rest of the flight before the cut is lost,
+        // what was sent after it answered.
+        let seen = cut + Duration::from_millis(50);
+        for _ in 0..100 {
+            pace.observe(Verdict::Lost, sent_early, seen, round);
+            pace.observe(Verdict::Good, cut + Duration::from_millis(1), seen, round);
+        }
+        pace.end_round_if_due(cut + Duration::from_millis(200), round);
+        assert_eq!(pace.rate(), after_cut);
+    }
+
+    /// A cut made by losses whose answers come late after all (the machine
+    /// stalled past the wait) is undone once more than half of them are
+    /// answered; a late answer to a loss not yet acted on takes it back.
+    #[test]
+    fn a_cut_for_losses_answered_late_is_undone() {
+        let start = Instant::now();
+        let mut pace = Pace::new(ADAPTIVE, start);
+        let round = Duration::from_millis(100);
+        let at = |ms| start + Duration::from_millis(ms);
+        for _ in 0..100 {
+            pace.observe(Verdict::Good, at(10), at(50), round);
+        }
+        for _ in 0..40 {
+            pace.observe(Verdict::Lost, at(10), at(50), round);
+        }
+        pace.end_round_if_due(at(100), round);
+        let (before, after) = (INITIAL_RATE, pace.rate());
+        assert!(after < before, "no cut: {after}");
+        // Twenty late answers: half, not more; the cut holds.
+        for _ in 0..20 {
+            pace.answered_late(at(10));
+        }
+        assert_eq!(pace.rate(), after);
+        pace.answered_late(at(10));
+        assert_eq!(pace.rate(), before);
+        // A round whose losses are all answered late cuts nothing.
+        for _ in 0..100 {
+            pace.observe(Verdict::Good, at(110), at(150), round);
+            pace.observe(Verdict::Lost, at(110), at(150), round);
+            pace.answered_late(at(110));
+        }
+        pace.end_round_if_due(at(200), round);
+        assert!(pace.rate() >= before, "{}", pace.rate());
     }
 
     /// A rate cut low (a loaded machine, a burst of losses) on a path whose
@@ -620,9 +849,9 @@ mod tests {
         while now < start + Duration::from_secs(10) {
             now += step;
             while answers.front().is_some_and(|(t, _)| *t <= now) {
-                let (_, rtt) = answers.pop_front().unwrap();
+                let (due, rtt) = answers.pop_front().unwrap();
                 pace.round_trip(rtt);
-                pace.observe(Verdict::Good, now, rto);
+                pace.observe(Verdict::Good, due - rtt, now, rto);
             }
             pace.end_round_if_due(now, rto);
             while pace.try_take(now) {
