@@ -17,4 +17,4 @@
 pub mod fields;
 pub mod rdata;
 
-pub use fields::{push_json_str, Fields};
+pub use fields::{push_bool, push_ip, push_json_ip, push_json_str, Fields};

@@ -2,7 +2,7 @@
 
 use dnsluice_core::dns::{mnemonic, name, questions, rdata, records, Section, TYPE_OPT};
 use dnsluice_core::DnsMessage;
-use dnsluice_json::{push_json_str, Fields};
+use dnsluice_json::{push_bool, push_json_str, Fields};
 use std::io::Write;
 
 /// Appends `,"dns":{...}` (and `,"dns_error":{...}` when the message has a
@@ -18,16 +18,19 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
         f.string(out, "opcode", &mnemonic::opcode(h.opcode()));
         f.string(out, "rcode", &mnemonic::rcode(info.rcode()));
         f.key(out, "flags");
-        let _ = write!(
-            out,
-            "{{\"aa\":{},\"tc\":{},\"rd\":{},\"ra\":{},\"ad\":{},\"cd\":{}}}",
-            h.aa(),
-            h.tc(),
-            h.rd(),
-            h.ra(),
-            h.ad(),
-            h.cd()
-        );
+        let flags = [
+            ("{\"aa\":", h.aa()),
+            (",\"tc\":", h.tc()),
+            (",\"rd\":", h.rd()),
+            (",\"ra\":", h.ra()),
+            (",\"ad\":", h.ad()),
+            (",\"cd\":", h.cd()),
+        ];
+        for (key, value) in flags {
+            out.extend_from_slice(key.as_bytes());
+            push_bool(value, out);
+        }
+        out.push(b'}');
     }
     if let Some(h) = info.header {
         for (key, n) in [
@@ -46,12 +49,8 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
             }
             out.extend_from_slice(b"{\"name\":");
             write_name(m.bytes, q.name as usize, scratch, out);
-            let _ = write!(
-                out,
-                ",\"type\":\"{}\",\"class\":\"{}\"}}",
-                mnemonic::rtype(q.qtype),
-                mnemonic::class(q.qclass)
-            );
+            push_type_and_class(q.qtype, q.qclass, out);
+            out.push(b'}');
         }
         out.push(b']');
         write_sections(m.bytes, &mut f, scratch, out);
@@ -85,6 +84,15 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     }
 }
 
+/// `,"type":"A","class":"IN"` (mnemonics, or TYPEn and CLASSn: nothing to escape).
+fn push_type_and_class(rtype: u16, class: u16, out: &mut Vec<u8>) {
+    out.extend_from_slice(b",\"type\":\"");
+    out.extend_from_slice(mnemonic::rtype(rtype).as_bytes());
+    out.extend_from_slice(b"\",\"class\":\"");
+    out.extend_from_slice(mnemonic::class(class).as_bytes());
+    out.push(b'"');
+}
+
 /// A name as a JSON string, or `null` when it does not parse.
 fn write_name(msg: &[u8], at: usize, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
     scratch.clear();
@@ -108,13 +116,10 @@ fn write_sections(msg: &[u8], f: &mut Fields, scratch: &mut Vec<u8>, out: &mut V
             }
             out.extend_from_slice(b"{\"name\":");
             write_name(msg, r.name as usize, scratch, out);
-            let _ = write!(
-                out,
-                ",\"type\":\"{}\",\"class\":\"{}\",\"ttl\":{},\"data\":",
-                mnemonic::rtype(r.rtype),
-                mnemonic::class(r.class),
-                r.ttl
-            );
+            push_type_and_class(r.rtype, r.class, out);
+            out.extend_from_slice(b",\"ttl\":");
+            out.extend_from_slice(itoa::Buffer::new().format(r.ttl).as_bytes());
+            out.extend_from_slice(b",\"data\":");
             scratch.clear();
             rdata::write(msg, &r, scratch);
             push_json_str(scratch, out);

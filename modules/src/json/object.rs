@@ -5,7 +5,7 @@ use super::dns;
 use dnsluice_core::time::write_rfc3339_ns;
 use dnsluice_core::wire::{Network, Transport};
 use dnsluice_core::{Object, Origin, Packet, Text, TextKind};
-use dnsluice_json::Fields;
+use dnsluice_json::{push_json_ip, push_json_str, Fields};
 use std::io::Write;
 
 /// A record is already one JSON object and is written as it is; a line becomes
@@ -48,7 +48,12 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) 
     f.num(out, "caplen", p.data.len() as u64);
     f.num(out, "len", u64::from(p.meta.len));
     f.key(out, "link");
-    let _ = write!(out, "\"{}\"", p.meta.link);
+    match p.meta.link.name() {
+        Some(name) => push_json_str(name.as_bytes(), out),
+        None => {
+            let _ = write!(out, "\"{}\"", p.meta.link);
+        }
+    }
     let l = &p.layers;
     if l.vlan_count > 0 {
         f.key(out, "vlan");
@@ -73,9 +78,9 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) 
         f.num(out, "ip", u64::from(version));
         if let (Some(src), Some(dst)) = (p.src(), p.dst()) {
             f.key(out, "src");
-            let _ = write!(out, "\"{src}\"");
+            push_json_ip(src, out);
             f.key(out, "dst");
-            let _ = write!(out, "\"{dst}\"");
+            push_json_ip(dst, out);
         }
     }
     // A DNS message's transport is its flow's (for a reassembled datagram the

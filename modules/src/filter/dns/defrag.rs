@@ -8,8 +8,7 @@
 //! sender never produces them). Datagrams still incomplete after `timeout` of
 //! capture time, or at the end of the input, are reported, not silently lost.
 
-use super::table::{idle_past, take_expired, take_quietest};
-use std::collections::HashMap;
+use super::table::{idle_past, take_expired, take_quietest, KeyedTable};
 use std::net::IpAddr;
 
 /// Bounds of the defragmenter.
@@ -72,7 +71,7 @@ const MAX_DATAGRAM: u32 = 65_535;
 #[derive(Debug)]
 pub struct Defragmenter {
     limits: DefragLimits,
-    partial: HashMap<DatagramKey, Partial>,
+    partial: KeyedTable<DatagramKey, Partial>,
     swept_ns: i64,
     /// The latest capture time seen.
     latest_ns: i64,
@@ -91,7 +90,7 @@ impl Defragmenter {
     pub fn new(limits: DefragLimits) -> Self {
         Defragmenter {
             limits,
-            partial: HashMap::new(),
+            partial: KeyedTable::default(),
             swept_ns: i64::MIN,
             latest_ns: i64::MIN,
             assembled: Vec::new(),

@@ -18,8 +18,7 @@
 //! declared gap, is framed on its own.
 
 use super::resync;
-use super::table::{idle_past, take_expired, take_quietest};
-use std::collections::HashMap;
+use super::table::{idle_past, take_expired, take_quietest, KeyedTable};
 use std::net::IpAddr;
 
 /// Bounds of the reassembler.
@@ -121,7 +120,7 @@ const MAX_EARLY: usize = 64;
 #[derive(Debug)]
 pub struct TcpReassembler {
     limits: TcpLimits,
-    flows: HashMap<FlowKey, FlowState>,
+    flows: KeyedTable<FlowKey, FlowState>,
     /// Capture time of the last sweep for idle flows.
     swept_ns: i64,
     /// The latest capture time seen.
@@ -139,7 +138,7 @@ impl TcpReassembler {
     pub fn new(limits: TcpLimits) -> Self {
         TcpReassembler {
             limits,
-            flows: HashMap::new(),
+            flows: KeyedTable::default(),
             swept_ns: i64::MIN,
             latest_ns: i64::MIN,
             counters: TcpCounters::default(),

@@ -6,7 +6,6 @@ use super::columns::Columns;
 use dnsluice_core::dns::{check, mnemonic, name, questions, rdata, records, Section, TYPE_OPT};
 use dnsluice_core::object::Origin;
 use dnsluice_core::{DnsMessage, Response};
-use std::io::Write;
 use std::net::IpAddr;
 
 /// Appends the fields of the message `bytes` (header, question, counts,
@@ -83,35 +82,12 @@ fn option_codes(mut options: &[u8]) -> Vec<i32> {
     codes
 }
 
-/// An address as text for a string column (IPv4 by hand: `Display`'s
-/// formatting machinery was a tenth of the writer's time, and a copy call
-/// per octet a twentieth).
+/// An address as text for a string column (`dnsluice_json::push_ip`).
 fn address(ip: IpAddr) -> impl FnOnce(&mut Vec<u8>) -> bool {
-    move |out| match ip {
-        IpAddr::V4(v4) => {
-            out.reserve(15);
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b'.');
-                }
-                push_decimal(octet, out);
-            }
-            true
-        }
-        IpAddr::V6(v6) => write!(out, "{v6}").is_ok(),
+    move |out| {
+        dnsluice_json::push_ip(ip, out);
+        true
     }
-}
-
-/// An octet's decimal digits, pushed one by one (no copy call for one to
-/// three bytes).
-fn push_decimal(n: u8, out: &mut Vec<u8>) {
-    if n >= 100 {
-        out.push(b'0' + n / 100);
-    }
-    if n >= 10 {
-        out.push(b'0' + n / 10 % 10);
-    }
-    out.push(b'0' + n % 10);
 }
 
 /// The row of a DNS message from a capture or from dnstap.
