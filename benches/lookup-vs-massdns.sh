@@ -52,6 +52,9 @@ for tool in knotd python3; do command -v "$tool" >/dev/null || { echo "$tool is 
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     cargo build --release --bin dnsluice -p dnsluice -p dnsluice-netem
 fi
+for bin in "$BIN" "$NETEM"; do
+    [[ -x $bin ]] || { echo "$bin is missing: run without SKIP_BUILD=1, or cargo build --release -p dnsluice -p dnsluice-netem" >&2; exit 1; }
+done
 mkdir -p "$OUT"
 
 # --- the bench's own knot, with a zone of NAMES_LOOPBACK names ---------------
@@ -130,6 +133,7 @@ start_netem() {
     "$NETEM" --udp-only --stats "$OUT/netem.json" "$@" "127.0.0.7:$KNOT_PORT=$KNOT" 2> "$OUT/netem.log" &
     NETEM_PID=$!
     for _ in $(seq 50); do [[ -s $OUT/netem.json ]] && break; sleep 0.1; done
+    kill -0 "$NETEM_PID" 2>/dev/null || { echo "the emulator did not start: $(cat "$OUT/netem.log")" >&2; exit 1; }
 }
 stop_netem() {
     local cpu

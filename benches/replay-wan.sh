@@ -36,6 +36,9 @@ KNOT_PORT=${KNOT_PORT:-53951}
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     cargo build --release -p dnsluice -p dnsluice-netem
 fi
+for bin in "$BIN" "$NETEM"; do
+    [[ -x $bin ]] || { echo "$bin is missing: run without SKIP_BUILD=1, or cargo build --release -p dnsluice -p dnsluice-netem" >&2; exit 1; }
+done
 mkdir -p "$DATA_DIR"
 PCAP=$DATA_DIR/replay-$COUNT.pcap
 NAMES=$DATA_DIR/replay-$COUNT.dnsperf
