@@ -200,3 +200,48 @@ pub unsafe extern "C" fn allocate(
     }
     p
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ptr::null_mut;
+
+    /// `allocate` as Lua calls it.
+    fn lua_alloc(ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+        // SAFETY: the tests pass blocks this allocator (or `malloc`) made.
+        unsafe { allocate(null_mut(), ptr, osize, nsize) }
+    }
+
+    #[test]
+    fn a_freed_small_block_is_handed_out_again_for_its_class_only() {
+        // A thread of its own: its lists start empty.
+        std::thread::spawn(|| {
+            let a = lua_alloc(null_mut(), 0, 24);
+            lua_alloc(a, 24, 0);
+            // 17 to 32 bytes: the same class.
+            let b = lua_alloc(null_mut(), 0, 20);
+            assert_eq!(b, a);
+            // Grown past its class: a new block; the old one is listed again.
+            let c = lua_alloc(b, 20, 100);
+            assert_ne!(c, b);
+            assert_eq!(lua_alloc(null_mut(), 0, 32), b);
+            // A block `malloc` made for 20 bytes (as mlua's allocator did
+            // before ours) has less than 32: listed for 16-byte requests only.
+            // SAFETY: plain `malloc`.
+            let m = unsafe { malloc(20) };
+            lua_alloc(m, 20, 0);
+            let d = lua_alloc(null_mut(), 0, 20);
+            assert_ne!(d, m);
+            assert_eq!(lua_alloc(null_mut(), 0, 16), m);
+            // Large blocks are not listed.
+            let big = lua_alloc(null_mut(), 0, 4096);
+            let bigger = lua_alloc(big, 4096, 8192);
+            lua_alloc(bigger, 8192, 0);
+            for (p, n) in [(b, 32), (c, 100), (d, 20), (m, 16)] {
+                lua_alloc(p, n, 0);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+}

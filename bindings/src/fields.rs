@@ -313,6 +313,16 @@ fn dns_field<'a>(
     }
 }
 
+/// The `qname` field of a DNS object, as [`field`] gives it, without looking
+/// the key up (the LuaJIT views ask for it by number, once per query read).
+pub fn qname_of<'a>(obj: &Object<'a>, rec: &Record, scratch: &mut Vec<u8>) -> Field<'a> {
+    match obj {
+        Object::Dns(m) if rec.has(record::HAS_QUESTION) => qname(m, rec, scratch),
+        Object::Dns(_) => Field::Nil,
+        _ => Field::Unknown,
+    }
+}
+
 /// The first question's name in presentation form, in `scratch`.
 fn qname<'a>(m: &dnsluice_core::DnsMessage<'a>, rec: &Record, scratch: &mut Vec<u8>) -> Field<'a> {
     scratch.clear();

@@ -42,6 +42,9 @@ const TEXT: [(Part, &[u8]); 13] = [
     (Part::Dns, b"bytes"),
 ];
 
+/// The number of `qname` in [`TEXT`]: [`text`] makes it without looking up its name.
+const T_QNAME: u32 = 6;
+
 thread_local! {
     /// Where [`text`] writes the strings it makes; valid until its next call.
     static TEXT_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
@@ -82,7 +85,12 @@ unsafe extern "C" fn text(
         .unwrap_or_default();
     let mut scratch = TEXT_BUFFER.take();
     let found = with_live(slot as usize, gen, |obj, rec| {
-        match fields::field(obj, rec, part, name, &mut scratch) {
+        let value = if field == T_QNAME && part == Part::Dns {
+            fields::qname_of(obj, rec, &mut scratch)
+        } else {
+            fields::field(obj, rec, part, name, &mut scratch)
+        };
+        match value {
             // Borrowed from the object (kept until the slot is cleared) or static.
             Field::Str(s) => (s.as_ptr(), s.len()),
             Field::Scratch => (scratch.as_ptr(), scratch.len()),
@@ -262,4 +270,14 @@ pub fn iterator(
 pub fn to_light(lua: &Lua, value: &Value) -> mlua::Result<Value> {
     let convert: mlua::Function = lua.named_registry_value(TO_LIGHT_KEY)?;
     convert.call(value.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_qname_number_names_the_qname_of_the_dns_part() {
+        assert_eq!(TEXT[T_QNAME as usize], (Part::Dns, &b"qname"[..]));
+    }
 }

@@ -91,6 +91,74 @@ fn presentation_escapes_and_root() {
     assert_eq!(name::to_string(&root, 12).unwrap(), ".");
 }
 
+/// A name's presentation form as RFC 4343 §2.1 and zone files write it,
+/// byte by byte: `.` and `\` after a backslash, bytes outside `!`..`~` as
+/// `\DDD`, a dot after every label, `.` for the root.
+fn presentation(labels: &[&[u8]]) -> String {
+    let mut out = String::new();
+    for label in labels {
+        for &b in *label {
+            match b {
+                b'.' | b'\\' => out.extend(['\\', char::from(b)]),
+                0x21..=0x7e => out.push(char::from(b)),
+                _ => out.push_str(&format!("\\{b:03}")),
+            }
+        }
+        out.push('.');
+    }
+    if out.is_empty() {
+        out.push('.');
+    }
+    out
+}
+
+#[test]
+fn every_byte_at_every_place_of_a_name_prints_as_rfc_4343_says() {
+    // Labels of 1 to 19 bytes after a first label of 1 to 8 bytes, every
+    // byte value at every position: the fast path (plain labels, copied
+    // whole) and the walk (anything to escape) against the RFC's rule.
+    let mut checked = 0;
+    for shift in 1..=8usize {
+        let lead = vec![b'x'; shift];
+        for len in 1..=19usize {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut label = vec![b'k'; len];
+                    label[at] = b;
+                    let labels: [&[u8]; 3] = [&lead, &label, b"example"];
+                    let m = query(&labels, 1);
+                    let mut text = b"before ".to_vec();
+                    let end = name::write(&m, 12, &mut text).unwrap();
+                    assert_eq!(end, m.len() - 4, "{labels:?}");
+                    let want = format!("before {}", presentation(&labels));
+                    assert_eq!(String::from_utf8_lossy(&text), want, "{labels:?}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 8 * (19 * 20 / 2) * 256);
+}
+
+#[test]
+fn long_plain_names_and_names_of_many_labels_print_whole() {
+    let long = [b'a'; 63];
+    let labels: [&[u8]; 4] = [&long, &long, &long, &[b'z'; 61]];
+    let m = query(&labels, 1);
+    assert_eq!(m.len() - 12 - 4, 255);
+    assert_eq!(name::to_string(&m, 12).unwrap(), presentation(&labels));
+    let many: Vec<&[u8]> = (0..127).map(|_| &b"q"[..]).collect();
+    let m = query(&many, 1);
+    assert_eq!(name::to_string(&m, 12).unwrap(), presentation(&many));
+    // One byte over 255: an error, from the fast path as from the walk.
+    let labels: [&[u8]; 4] = [&long, &long, &long, &[b'z'; 62]];
+    let m = query(&labels, 1);
+    assert_eq!(
+        name::to_string(&m, 12).unwrap_err().0,
+        DnsError::NameTooLong
+    );
+}
+
 #[test]
 fn answers_with_compression_and_rdata() {
     let mut m = header(7, 0x8180, [1, 7, 0, 0]);
