@@ -315,6 +315,7 @@ fn dns_field<'a>(
 
 /// The `qname` field of a DNS object, as [`field`] gives it, without looking
 /// the key up (the LuaJIT views ask for it by number, once per query read).
+#[cfg(feature = "luajit")]
 pub fn qname_of<'a>(obj: &Object<'a>, rec: &Record, scratch: &mut Vec<u8>) -> Field<'a> {
     match obj {
         Object::Dns(m) if rec.has(record::HAS_QUESTION) => qname(m, rec, scratch),
