@@ -454,6 +454,68 @@ fn run_on(name: &str, pcap: &str, text: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The mnemonics of the natural style (`m.qtype`, `m.rcode`), which the
+/// LuaJIT view caches per code, name every message's codes right in turn:
+/// QTYPEs 1 to 255 (held in the cache's array part), 257 (CAA) and 65534 (in
+/// its hash part) and RCODEs, checked against tshark's QTYPE names and
+/// RCODE numbers of every message (RCODE names as RFC 1035 §4.1.1, RFC
+/// 2136 and RFC 6891 give them).
+#[test]
+fn natural_mnemonics_name_every_message_s_codes_as_tshark_does() {
+    let loop_text = format!(
+        "{CHAIN}dns:producer(layer:producer(input))\n\
+         for obj in dns:iter() do\n\
+           local m = obj.dns\n\
+           print((m.qtype or '-') .. '\\t' .. (m.rcode or '-'))\n\
+         end\n"
+    );
+    let got = run_on("mnemonics.lua", CAPTURE, &loop_text);
+    let rows = truth_rows(&truth(CAPTURE)["dns_messages"]);
+    let rcode_names = [
+        "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED",
+    ];
+    let want: Vec<String> = rows
+        .iter()
+        .map(|t| {
+            // tshark names QTYPE 255 `*` and 65534 `Unknown`; zone files
+            // (RFC 3597 §5) and we: `ANY`, `TYPE65534`.
+            let qtype = match (t["qtype"].as_u64(), t["qtype_name"].as_str()) {
+                (Some(255), _) => "ANY".to_string(),
+                (Some(code), Some("Unknown")) => format!("TYPE{code}"),
+                (Some(_), Some(name)) => name.to_string(),
+                _ => "-".to_string(),
+            };
+            // The full RCODE: EDNS's upper bits over the header's (RFC 6891 §6.1.3).
+            let ext = t["edns"]["ext_rcode"].as_u64().unwrap_or(0);
+            let rcode = t["rcode"].as_u64().map_or("-", |r| match ext << 4 | r {
+                16 => "BADVERS",
+                full => rcode_names[full as usize],
+            });
+            format!("{qtype}\t{rcode}")
+        })
+        .collect();
+    let got: Vec<&str> = got.lines().collect();
+    assert_eq!(got.len(), want.len(), "messages");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "message {i}");
+    }
+    // The capture has codes on both sides of the cache's array part.
+    for name in [
+        "A",
+        "AAAA",
+        "CAA",
+        "TYPE65534",
+        "ANY",
+        "NXDOMAIN",
+        "BADVERS",
+    ] {
+        assert!(
+            want.iter().any(|l| l.split('\t').any(|f| f == name)),
+            "{name}"
+        );
+    }
+}
+
 /// The natural style (`obj.dns`, then `m.FIELD`) reads every scalar field
 /// right, message after message: the fast path of each Lua build (the
 /// object's record; with LuaJIT, FFI views compiled by the JIT), checked

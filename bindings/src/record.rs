@@ -7,6 +7,7 @@
 //! same struct). Strings (names, addresses, mnemonics) are not in it: they
 //! are made from the object when asked for.
 
+use dnsluice_core::dns::{full_rcode, Header};
 use dnsluice_core::wire::Transport;
 use dnsluice_core::Object;
 
@@ -158,27 +159,31 @@ impl Record {
         };
         r.has |= IS_DNS;
         r.dns_len = m.bytes.len() as u32;
-        let info = m.info();
-        if let Some(h) = info.header.or(info.partial_header) {
+        // Each part is read back from the message on its own: expanding the
+        // whole summary (`m.info()`) costs more than the record itself.
+        let header = Header::parse(m.bytes);
+        let edns = m.checked.edns(m.bytes);
+        let flags_of = header.or_else(|| Header::parse_partial(m.bytes));
+        if let Some(h) = flags_of {
             r.has |= HAS_FLAGS;
             r.id = h.id;
             r.flags = h.flags;
-            r.rcode = info.rcode();
+            r.rcode = full_rcode(flags_of, edns.as_ref());
         }
-        if let Some(h) = info.header {
+        if let Some(h) = header {
             r.has |= HAS_HEADER;
             r.qdcount = h.qdcount;
             r.ancount = h.ancount;
             r.nscount = h.nscount;
             r.arcount = h.arcount;
         }
-        if let Some(q) = info.question {
+        if let Some(q) = m.checked.question(m.bytes) {
             r.has |= HAS_QUESTION;
             r.qtype = q.qtype;
             r.qclass = q.qclass;
             r.qname_at = q.name;
         }
-        if let Some(e) = info.edns {
+        if let Some(e) = edns {
             r.has |= HAS_EDNS;
             r.udp_size = e.udp_size;
             r.edns_version = e.version;

@@ -69,14 +69,20 @@ local function text(v, part, id)
     return ffi.string(p, lenbuf[0])
 end
 
--- A mnemonic: the same for every object with that code, so cached.
+-- A mnemonic: the same for every object with that code, so cached. Codes
+-- 0 to 255 (every common TYPE, CLASS, OPCODE and RCODE) are held in the
+-- table's array part from the start, `false` until made: the compiled
+-- lookup is then one bounds check for all of them, not a side trace for
+-- every code that landed in the hash part.
+local ARRAY_CODES = 256
 local function cached(part, id)
     local cache = {}
+    for code = 0, ARRAY_CODES - 1 do cache[code] = false end
     return function(v, code)
         local s = cache[code]
-        if s == nil then
+        if not s then
             s = text(v, part, id)
-            cache[code] = s
+            if s ~= nil then cache[code] = s end
         end
         return s
     end

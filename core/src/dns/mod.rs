@@ -21,8 +21,8 @@ mod scan;
 mod tests;
 
 pub use scan::{
-    check, questions, records, scan, scan_inspect, CompactInfo, DnsInfo, Edns, Inspect, Question,
-    Record, Records, Section, TYPE_OPT,
+    check, full_rcode, questions, records, scan, scan_inspect, CompactInfo, DnsInfo, Edns, Inspect,
+    Question, Record, Records, Section, TYPE_OPT,
 };
 
 /// The fixed 12-byte DNS header.

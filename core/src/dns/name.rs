@@ -171,19 +171,22 @@ pub fn write(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Result<usize, (DnsE
 ///
 /// Such a name's presentation form is its wire form without the first
 /// length byte, with every other length byte and the final zero turned into
-/// dots: one copy, then a store per label.
+/// dots: one walk over the length bytes, one copy, a store per label, then
+/// one pass over the copy that classes its bytes ([`DOTTED`]): the name is
+/// plain when its only dots are the ones stored, one per label.
 #[inline]
 fn write_plain(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
     let mut pos = start;
+    let mut labels = 0u32;
     loop {
         let len = usize::from(*msg.get(pos)?);
         if len == 0 {
             break;
         }
-        let label = msg.get(pos + 1..pos + 1 + len).filter(|_| len <= 63)?;
-        if !plain(label) {
+        if len > 63 {
             return None;
         }
+        labels += 1;
         pos += 1 + len;
     }
     if pos + 1 - start > MAX_NAME {
@@ -201,7 +204,42 @@ fn write_plain(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
         // `at` is the next length byte (or the final zero): a dot.
         out[first + at - start - 1] = b'.';
     }
+    if dotted_sum(&out[first..]) != labels {
+        out.truncate(first);
+        return None;
+    }
     Some(pos + 1)
+}
+
+/// The class of a byte of a written name: 0 for a [`PLAIN`] byte, 1 for a
+/// dot, and more than any name's dots (a name has at most 127) for anything
+/// else, so that [`dotted_sum`] equals the name's label count only when its
+/// labels are plain.
+static DOTTED: [u16; 256] = {
+    let mut table = [0x100; 256];
+    let mut b = 0;
+    while b < 256 {
+        if PLAIN[b] {
+            table[b] = 0;
+        }
+        b += 1;
+    }
+    table[b'.' as usize] = 1;
+    table
+};
+
+/// The sum of the [`DOTTED`] classes of `text`'s bytes (eight at a time:
+/// no branch per byte).
+#[inline]
+fn dotted_sum(text: &[u8]) -> u32 {
+    let class = |b: u8| u32::from(DOTTED[usize::from(b)]);
+    let mut chunks = text.chunks_exact(8);
+    let mut sum = 0;
+    for c in &mut chunks {
+        sum += class(c[0]) + class(c[1]) + class(c[2]) + class(c[3]);
+        sum += class(c[4]) + class(c[5]) + class(c[6]) + class(c[7]);
+    }
+    sum + chunks.remainder().iter().map(|&b| class(b)).sum::<u32>()
 }
 
 /// The name at `start` as a presentation string (allocates: not for the hot path).

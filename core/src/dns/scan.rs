@@ -67,11 +67,18 @@ pub struct DnsInfo {
 impl DnsInfo {
     /// The full RCODE: the header's 4 bits, extended by EDNS when present.
     pub fn rcode(&self) -> u16 {
-        let low = self.header.or(self.partial_header).map_or(0, |h| h.rcode());
-        match self.edns {
-            Some(e) => (u16::from(e.ext_rcode) << 4) | low,
-            None => low,
-        }
+        full_rcode(self.header.or(self.partial_header), self.edns.as_ref())
+    }
+}
+
+/// The full RCODE of a message with this header (or first 4 bytes of one)
+/// and OPT record: the header's 4 bits, extended by EDNS when present.
+#[inline]
+pub fn full_rcode(header: Option<Header>, edns: Option<&Edns>) -> u16 {
+    let low = header.map_or(0, |h| h.rcode());
+    match edns {
+        Some(e) => (u16::from(e.ext_rcode) << 4) | low,
+        None => low,
     }
 }
 
@@ -240,40 +247,64 @@ impl CompactInfo {
     /// The summary of `msg`, the message this was made from (for another
     /// message the result is meaningless, but reading it never panics).
     pub fn expand(&self, msg: &[u8]) -> DnsInfo {
-        let byte = |at: u32| msg.get(at as usize).copied().unwrap_or(0);
-        let word = |at: u32| u16::from_be_bytes([byte(at), byte(at.wrapping_add(1))]);
         let header = Header::parse(msg);
-        let question = (self.qtype_at != 0).then(|| Question {
-            name: Header::LEN as u32,
-            qtype_at: self.qtype_at,
-            qtype: word(self.qtype_at),
-            qclass: word(self.qtype_at.wrapping_add(2)),
-        });
-        // The OPT record's CLASS, TTL and RDLENGTH are the 8 bytes before its RDATA.
-        let at = self.options_at;
-        let edns = (at != 0).then(|| Edns {
-            udp_size: word(at.wrapping_sub(8)),
-            ext_rcode: byte(at.wrapping_sub(6)),
-            version: byte(at.wrapping_sub(5)),
-            flags: word(at.wrapping_sub(4)),
-            options_at: at,
-            options_len: word(at.wrapping_sub(2)),
-        });
         DnsInfo {
             header,
             partial_header: header
                 .is_none()
                 .then(|| Header::parse_partial(msg))
                 .flatten(),
-            question,
+            question: self.question(msg),
             questions: self.questions,
             records: self.records,
-            edns,
+            edns: self.edns(msg),
             opt_records: self.opt_records,
             error: self.error,
             error_offset: self.error_offset,
         }
     }
+
+    /// The first question of `msg` (as [`DnsInfo::question`]), read back
+    /// without expanding the rest: for readers that want one field, such as
+    /// the Lua record of every object.
+    #[inline]
+    pub fn question(&self, msg: &[u8]) -> Option<Question> {
+        (self.qtype_at != 0).then(|| Question {
+            name: Header::LEN as u32,
+            qtype_at: self.qtype_at,
+            qtype: word_at(msg, self.qtype_at),
+            qclass: word_at(msg, self.qtype_at.wrapping_add(2)),
+        })
+    }
+
+    /// The first OPT record of `msg` (as [`DnsInfo::edns`]), read back
+    /// without expanding the rest.
+    #[inline]
+    pub fn edns(&self, msg: &[u8]) -> Option<Edns> {
+        // The OPT record's CLASS, TTL and RDLENGTH are the 8 bytes before its RDATA.
+        let at = self.options_at;
+        (at != 0).then(|| Edns {
+            udp_size: word_at(msg, at.wrapping_sub(8)),
+            ext_rcode: byte_at(msg, at.wrapping_sub(6)),
+            version: byte_at(msg, at.wrapping_sub(5)),
+            flags: word_at(msg, at.wrapping_sub(4)),
+            options_at: at,
+            options_len: word_at(msg, at.wrapping_sub(2)),
+        })
+    }
+}
+
+/// The byte of `msg` at `at`, 0 past its end (summaries are read back
+/// from the message they were made from, where it never is).
+#[inline(always)]
+fn byte_at(msg: &[u8], at: u32) -> u8 {
+    msg.get(at as usize).copied().unwrap_or(0)
+}
+
+/// The big-endian 16-bit word of `msg` at `at` ([`byte_at`]'s rule past the end).
+#[inline(always)]
+fn word_at(msg: &[u8], at: u32) -> u16 {
+    u16::from_be_bytes([byte_at(msg, at), byte_at(msg, at.wrapping_add(1))])
 }
 
 /// The shape of most queries in one pass: one question with an uncompressed
