@@ -57,7 +57,7 @@ use dnsluice_options::{Choice, Options};
 use inline::InlineLane;
 use lanes::{spin_then_yield, Lane, WorkerSide};
 use merger::{Merger, Route};
-use spread::{client_address, flow_hash};
+use spread::{client_address, flow_hash, lane_of};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
@@ -263,7 +263,7 @@ impl Split {
         match self.by {
             By::RoundRobin => self.next,
             By::Client => client_address(obj).map_or(0, |a| hash_onto(a, n) as usize),
-            By::Flow => flow_hash(obj).map_or(self.next, |h| (h % n) as usize),
+            By::Flow => flow_hash(obj).map_or(self.next, |h| lane_of(h, n)),
         }
     }
 

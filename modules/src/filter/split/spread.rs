@@ -46,7 +46,10 @@ pub(super) fn flow_hash(obj: &Object<'_>) -> Option<u32> {
                 return None;
             }
             if fragment || direct_dns {
-                return Some(symmetric_hash(&data[26..30], &data[30..34]));
+                return Some(symmetric_hash_v4(
+                    array(&data[26..30]),
+                    array(&data[30..34]),
+                ));
             }
         }
         if v6 && data.len() >= 54 {
@@ -56,7 +59,10 @@ pub(super) fn flow_hash(obj: &Object<'_>) -> Option<u32> {
                 return None;
             }
             if next == 44 || (next == 6 && dns_port(54)) {
-                return Some(symmetric_hash(&data[22..38], &data[38..54]));
+                return Some(symmetric_hash_v6(
+                    array(&data[22..38]),
+                    array(&data[38..54]),
+                ));
             }
         }
     }
@@ -69,9 +75,21 @@ pub(super) fn flow_hash(obj: &Object<'_>) -> Option<u32> {
     };
     let (src, dst) = (layers.src_addr(data)?, layers.dst_addr(data)?);
     Some(match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => symmetric_hash(&s.octets(), &d.octets()),
-        (s, d) => symmetric_hash(&sixteen(s), &sixteen(d)),
+        (IpAddr::V4(s), IpAddr::V4(d)) => symmetric_hash_v4(s.octets(), d.octets()),
+        (s, d) => symmetric_hash_v6(sixteen(s), sixteen(d)),
     })
+}
+
+/// The lane of `0..n` a flow hash goes to: the hash scaled onto the range
+/// (a multiplication and a shift, not a division: this runs for every
+/// packet of a flow).
+pub(super) fn lane_of(hash: u32, n: u32) -> usize {
+    ((u64::from(hash) * u64::from(n)) >> 32) as usize
+}
+
+/// `N` bytes of a slice of length `N` (the callers slice exactly that).
+fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    bytes.try_into().unwrap_or([0; N])
 }
 
 /// An address as 16 bytes (IPv4 mapped into IPv6).
@@ -82,13 +100,99 @@ fn sixteen(address: IpAddr) -> [u8; 16] {
     }
 }
 
-/// FNV-1a of the lower of two addresses, then the higher: the same both ways.
-fn symmetric_hash(a: &[u8], b: &[u8]) -> u32 {
-    let (low, high) = if a <= b { (a, b) } else { (b, a) };
-    let mut h: u32 = 0x811c_9dc5;
-    for byte in low.iter().chain(high) {
-        h ^= u32::from(*byte);
-        h = h.wrapping_mul(0x0100_0193);
+/// The multiplier of the mix (the golden ratio's 64-bit fraction, odd).
+const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// `x` and `MIX` multiplied to 128 bits, the halves folded together: every
+/// bit of `x` reaches every bit of the result.
+fn folded_multiply(x: u64) -> u64 {
+    let product = u128::from(x) * u128::from(MIX);
+    (product >> 64) as u64 ^ product as u64
+}
+
+/// A hash of two IPv4 addresses, the same both ways: the lower and the
+/// higher as one word, mixed once. (Byte by byte, as FNV goes, it cost a
+/// third of the split's time per packet.)
+pub(super) fn symmetric_hash_v4(a: [u8; 4], b: [u8; 4]) -> u32 {
+    let (a, b) = (u32::from_be_bytes(a), u32::from_be_bytes(b));
+    let word = u64::from(a.min(b)) << 32 | u64::from(a.max(b));
+    let h = folded_multiply(word);
+    (h >> 32) as u32 ^ h as u32
+}
+
+/// [`symmetric_hash_v4`] for IPv6 addresses: four words, mixed in turn.
+pub(super) fn symmetric_hash_v6(a: [u8; 16], b: [u8; 16]) -> u32 {
+    let (a, b) = (u128::from_be_bytes(a), u128::from_be_bytes(b));
+    let (low, high) = (a.min(b), a.max(b));
+    let words = [
+        (low >> 64) as u64,
+        low as u64,
+        (high >> 64) as u64,
+        high as u64,
+    ];
+    let h = words.iter().fold(0, |h, &word| folded_multiply(h ^ word));
+    (h >> 32) as u32 ^ h as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small generator of test addresses (xorshift), so the test needs no crate.
+    fn addresses(seed: u64) -> impl Iterator<Item = [u8; 16]> {
+        let mut x = seed;
+        std::iter::repeat_with(move || {
+            let mut out = [0u8; 16];
+            for chunk in out.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                chunk.copy_from_slice(&x.to_le_bytes());
+            }
+            out
+        })
     }
-    h
+
+    #[test]
+    fn a_flow_hashes_the_same_both_ways() {
+        let mut gen = addresses(7);
+        for _ in 0..1000 {
+            let (a, b) = (gen.next().unwrap(), gen.next().unwrap());
+            assert_eq!(symmetric_hash_v6(a, b), symmetric_hash_v6(b, a));
+            let (a4, b4) = (array(&a[..4]), array(&b[..4]));
+            assert_eq!(symmetric_hash_v4(a4, b4), symmetric_hash_v4(b4, a4));
+        }
+    }
+
+    /// Flows spread evenly over 2, 3 and 16 lanes: no lane further from its
+    /// share than five standard deviations of a fair draw (a hash that
+    /// favoured lanes would be far outside), for 102,400 clients numbered in
+    /// a row (as the bench captures' and many real ones are) and as many random.
+    #[test]
+    fn flows_spread_evenly_over_the_lanes() {
+        const CLIENTS: u32 = 102_400;
+        let server = [192, 0, 2, 53];
+        let in_a_row = (0..CLIENTS).map(|i| (0x0a00_0000 + i).to_be_bytes());
+        let mut gen = addresses(11);
+        let random = (0..CLIENTS).map(|_| array(&gen.next().unwrap()[..4]));
+        let sets: [Vec<[u8; 4]>; 2] = [in_a_row.collect(), random.collect()];
+        for clients in &sets {
+            for n in [2u32, 3, 16] {
+                let mut counts = vec![0u32; n as usize];
+                for &client in clients {
+                    counts[lane_of(symmetric_hash_v4(client, server), n)] += 1;
+                }
+                let p = 1.0 / f64::from(n);
+                let share = f64::from(CLIENTS) * p;
+                let sd = (f64::from(CLIENTS) * p * (1.0 - p)).sqrt();
+                for (lane, &count) in counts.iter().enumerate() {
+                    let off = (f64::from(count) - share).abs();
+                    assert!(
+                        off < 5.0 * sd,
+                        "{n} lanes: lane {lane} got {count} (share {share})"
+                    );
+                }
+            }
+        }
+    }
 }
