@@ -500,11 +500,9 @@ fn every_prefix_of_every_packet_parses_without_panic() {
     }
 }
 
-/// The fast path must agree with the general parser wherever it is taken:
-/// on every packet of the corpus and the field corpus, and on every prefix
-/// and single-byte change of a few packets.
-#[test]
-fn fast_path_agrees_with_the_general_parser() {
+/// Every packet of the corpus and the field corpus (classic pcap files):
+/// link type, captured bytes, length on the wire.
+fn corpus_packets() -> Vec<(LinkType, Vec<u8>, u32)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data");
     let mut packets: Vec<(LinkType, Vec<u8>, u32)> = Vec::new();
     // The corpus, and the field corpus with its tunnels (UDP on tunnel ports
@@ -536,6 +534,15 @@ fn fast_path_agrees_with_the_general_parser() {
             pos += 16 + caplen;
         }
     }
+    packets
+}
+
+/// The fast path must agree with the general parser wherever it is taken:
+/// on every packet of the corpus and the field corpus, and on every prefix
+/// and single-byte change of a few packets.
+#[test]
+fn fast_path_agrees_with_the_general_parser() {
+    let packets = corpus_packets();
     assert!(packets.len() > 20_000);
     let mut fast = 0;
     let mut check = |link: LinkType, data: &[u8], wire: u32| {
@@ -649,4 +656,24 @@ fn layers_are_empty_only_when_nothing_was_parsed() {
         assert_ne!(layers, Layers::EMPTY, "change {i} changed nothing");
         assert!(!layers.is_empty(), "change {i} went unseen");
     }
+}
+
+/// The parser never leaves layers looking unparsed ([`Layers::is_unparsed`],
+/// what lets a thread crossing test two fields instead of all): on every
+/// prefix of every corpus packet, read as its own link type and as every
+/// other link type the parser knows.
+#[test]
+fn parsed_layers_never_look_unparsed() {
+    let links: Vec<LinkType> = (0..300).map(LinkType).collect();
+    for (own, data, wire) in corpus_packets() {
+        for cut in 0..=data.len().min(96) {
+            let layers = parse_layers(own, &data[..cut], wire);
+            assert!(!layers.is_unparsed(), "{own} {:02x?}", &data[..cut]);
+        }
+        for &link in &links {
+            let layers = parse_layers(link, &data, wire);
+            assert!(!layers.is_unparsed(), "{link} {data:02x?}");
+        }
+    }
+    assert!(Layers::EMPTY.is_unparsed());
 }

@@ -43,6 +43,11 @@ pub fn layers(input: &[u8]) {
         assert!(layers.fragment.is_none() && layers.error.is_none() && !layers.truncated);
     }
     assert_eq!(layers, first);
+    // Parsed layers never look unparsed: a thread crossing relies on it.
+    assert!(
+        !first.is_unparsed(),
+        "parsed layers look unparsed: {first:?}"
+    );
 }
 
 /// Ethernet/IPv4/UDP|TCP takes a one-pass fast path inside `parse_layers`; the

@@ -3,23 +3,85 @@
 //! The usual object at a split right after a mapped capture (where
 //! `threads = N` puts it) is a packet whose layers are not parsed yet and
 //! whose bytes lie in the map: it crosses as where its bytes are and its
-//! capture facts (48 bytes, an [`Entry::Mapped`]), not as a whole copied
-//! object (280 bytes and a buffer of its own, which the other core must
-//! fetch line by line; measured, crossing with the layers too, 128 bytes,
-//! cost more than testing that there are none). Any other object is copied
-//! whole into one of the batch's reused [`OwnedObject`]s (its bytes still
-//! by their place, when they lie in the region).
+//! capture facts, packed into 32 bytes (an [`Entry`]: two to a cache line,
+//! and every line the split writes is one the worker's core must fetch; a
+//! whole copied object is 280 bytes and a buffer of its own). Any other
+//! object is copied whole into one of the batch's reused [`OwnedObject`]s
+//! (its bytes still by their place, when they lie in the region).
 
-use dnsluice_core::shared::{SharedRegion, Span};
-use dnsluice_core::{CaptureMeta, Object, OwnedObject, Packet};
+use dnsluice_core::shared::{RegionFinder, SharedRegion};
+use dnsluice_core::{CaptureMeta, LinkType, Object, OwnedObject, Packet};
 
-/// One object of a batch.
+/// [`Entry::frame`] of an entry that stands for a whole copy.
+const COPIED: u64 = u64::MAX;
+/// [`Entry::ts_ns`] of a packet whose record has no capture time.
+const NO_TIME: i64 = i64::MIN;
+
+/// One object of a batch: a packet of the batch's region, by where its
+/// bytes are and its capture facts (the link type is the batch's), or
+/// ([`COPIED`] as its frame) the batch's copy at index `at`.
 #[derive(Clone, Copy, Debug)]
-enum Entry {
-    /// A packet with no layers parsed, its bytes at `span` of the region.
-    Mapped { span: Span, meta: CaptureMeta },
-    /// Any other object: the batch's copy at this index.
-    Copied(u32),
+struct Entry {
+    /// Offset of the packet's bytes in the region; a copy's index.
+    at: u64,
+    /// The packet's frame number, or [`COPIED`].
+    frame: u64,
+    /// Its capture time, or [`NO_TIME`].
+    ts_ns: i64,
+    /// Its captured bytes.
+    caplen: u32,
+    /// Its length on the wire.
+    wire_len: u32,
+}
+
+impl Entry {
+    /// The entry of an unparsed packet of `region` on link `link`, when its
+    /// facts fit one (they do but for frame numbers and times no capture
+    /// has: those are copied).
+    #[inline]
+    fn of(packet: &Packet<'_>, region: &SharedRegion, link: Option<LinkType>) -> Option<Entry> {
+        let meta = &packet.meta;
+        let span = region.span_of(packet.data)?;
+        let fits = packet.layers.is_unparsed()
+            && Some(meta.link) == link
+            && meta.frame != COPIED
+            && meta.ts_ns != Some(NO_TIME);
+        Some(Entry {
+            at: span.at as u64,
+            frame: meta.frame,
+            ts_ns: meta.ts_ns.unwrap_or(NO_TIME),
+            caplen: u32::try_from(span.len).ok()?,
+            wire_len: meta.len,
+        })
+        .filter(|_| fits)
+    }
+
+    /// The entry of the batch's copy at index `at`.
+    fn copied(at: usize) -> Entry {
+        Entry {
+            at: at as u64,
+            frame: COPIED,
+            ts_ns: NO_TIME,
+            caplen: 0,
+            wire_len: 0,
+        }
+    }
+
+    /// The packet this entry stands for, its bytes read from `region`.
+    #[inline]
+    fn packet<'a>(&self, region: &'a [u8], link: LinkType) -> Packet<'a> {
+        let at = self.at as usize;
+        let data = region
+            .get(at..at + self.caplen as usize)
+            .unwrap_or_default();
+        let meta = CaptureMeta {
+            frame: self.frame,
+            ts_ns: (self.ts_ns != NO_TIME).then_some(self.ts_ns),
+            len: self.wire_len,
+            link,
+        };
+        Packet::new(data, meta)
+    }
 }
 
 /// Objects for one worker, handed over together.
@@ -33,6 +95,8 @@ pub(super) struct Batch {
     /// The region the objects' bytes are read from, where they lie in it
     /// (kept alive by the batch while the worker reads them).
     region: Option<SharedRegion>,
+    /// The link type of the packets held by their place.
+    link: Option<LinkType>,
 }
 
 impl Batch {
@@ -48,29 +112,40 @@ impl Batch {
         self.entries.is_empty()
     }
 
-    /// Adds `obj`. The first object of a batch sets its region (`region`,
-    /// the one its bytes lie in, if any); bytes in the batch's region are
-    /// held by their place, others copied.
+    /// Adds `obj`. The first object of a batch sets its region (the one
+    /// `regions` finds its bytes in, if any) and its link type; packets of
+    /// that region and link are held by their place, others copied.
     #[inline]
-    pub fn push(&mut self, obj: &Object<'_>, region: Option<&SharedRegion>) {
+    pub fn push(&mut self, obj: &Object<'_>, regions: &mut RegionFinder) {
         if self.entries.is_empty() {
-            self.region = region.cloned();
+            self.start(obj, regions);
         }
-        if let Object::Packet(packet) = obj {
-            let span = self.region.as_ref().and_then(|r| r.span_of(packet.data));
-            if let (Some(span), true) = (span, packet.layers.is_empty()) {
-                self.entries.push(Entry::Mapped {
-                    span,
-                    meta: packet.meta,
-                });
+        if let (Object::Packet(packet), Some(region)) = (obj, &self.region) {
+            if let Some(entry) = Entry::of(packet, region, self.link) {
+                self.entries.push(entry);
                 return;
             }
         }
+        self.push_copy(obj);
+    }
+
+    /// Takes the region and link type of a batch's first object.
+    fn start(&mut self, obj: &Object<'_>, regions: &mut RegionFinder) {
+        let packet = obj.packet();
+        self.region = packet.and_then(|p| regions.region_of(p.data)).cloned();
+        self.link = packet.map(|p| p.meta.link);
+    }
+
+    /// Adds a whole copy of `obj` (its bytes by their place when they lie
+    /// in the batch's region).
+    #[cold]
+    #[inline(never)]
+    fn push_copy(&mut self, obj: &Object<'_>) {
         if self.copied == self.copies.len() {
             self.copies.push(OwnedObject::default());
         }
         self.copies[self.copied].copy_from_in(obj, self.region.as_ref());
-        self.entries.push(Entry::Copied(self.copied as u32));
+        self.entries.push(Entry::copied(self.copied));
         self.copied += 1;
     }
 
@@ -85,11 +160,12 @@ impl Batch {
             .as_ref()
             .map(SharedRegion::bytes)
             .unwrap_or_default();
+        let link = self.link.unwrap_or(LinkType(0));
         let mut result = Ok(());
         for entry in &self.entries {
-            let mut obj = match *entry {
-                Entry::Mapped { span, meta } => Object::Packet(Packet::new(span.of(bytes), meta)),
-                Entry::Copied(at) => self.copies[at as usize].view_in(bytes),
+            let mut obj = match entry.frame {
+                COPIED => self.copies[entry.at as usize].view_in(bytes),
+                _ => Object::Packet(entry.packet(bytes, link)),
             };
             result = each(&mut obj);
             if result.is_err() {
@@ -105,8 +181,9 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dnsluice_core::shared::{publish, RegionFinder, SharedBytes};
-    use dnsluice_core::{LinkType, Text, TextKind};
+    use dnsluice_core::shared::{publish, SharedBytes};
+    use dnsluice_core::wire::Network;
+    use dnsluice_core::{Text, TextKind};
     use std::sync::Arc;
 
     fn meta(frame: u64) -> CaptureMeta {
@@ -118,41 +195,72 @@ mod tests {
         }
     }
 
-    /// Packets from a region (one with its layers parsed), a packet from
-    /// elsewhere and a line come out in order, each as it went in, the
-    /// region's bytes at their own addresses (not copied).
+    /// Packets of a region (one without a capture time, one with its layers
+    /// parsed, one on another link, one at a time no entry can hold), a
+    /// packet from elsewhere and a line come out in order, each as it went
+    /// in, the region's bytes at their own addresses (not copied); only the
+    /// first two cross as entries. Led by the line, every object is copied
+    /// and comes out the same.
     #[test]
     fn a_batch_gives_back_every_object_in_order() {
         let shared: SharedBytes = Arc::new((0u8..=255).collect::<Vec<u8>>());
         publish(&shared);
         let bytes = (*shared).as_ref();
-        let region = RegionFinder::default().region_of(bytes).cloned();
         let elsewhere = vec![9u8; 20];
         let mut parsed = Packet::new(&bytes[100..150], meta(3));
+        parsed.layers.network = Network::Ipv4;
         parsed.layers.sport = 53;
-        let objects = [
+        let untimed = CaptureMeta {
+            ts_ns: None,
+            ..meta(2)
+        };
+        let cooked = CaptureMeta {
+            link: LinkType::LINUX_SLL,
+            ..meta(4)
+        };
+        let ancient = CaptureMeta {
+            ts_ns: Some(NO_TIME),
+            ..meta(5)
+        };
+        let line = Object::Text(Text {
+            kind: TextKind::Line,
+            number: 7,
+            text: "seven",
+        });
+        let packets = [
             Object::Packet(Packet::new(&bytes[10..40], meta(1))),
-            Object::Packet(Packet::new(&bytes[40..100], meta(2))),
+            Object::Packet(Packet::new(&bytes[40..100], untimed)),
             Object::Packet(parsed),
-            Object::Packet(Packet::new(&elsewhere, meta(4))),
-            Object::Text(Text {
-                kind: TextKind::Line,
-                number: 5,
-                text: "five",
-            }),
+            Object::Packet(Packet::new(&bytes[150..160], cooked)),
+            Object::Packet(Packet::new(&bytes[160..170], ancient)),
+            Object::Packet(Packet::new(&elsewhere, meta(6))),
         ];
+        let led_by_packets: Vec<Object<'_>> = packets.iter().copied().chain([line]).collect();
+        let led_by_a_line: Vec<Object<'_>> = [line].into_iter().chain(packets).collect();
         let mut batch = Batch::default();
-        for round in 0..2 {
-            for obj in &objects {
-                batch.push(obj, region.as_ref());
+        let mut regions = RegionFinder::default();
+        for (round, (objects, copies)) in [
+            (&led_by_packets, 5),
+            (&led_by_a_line, 7),
+            (&led_by_packets, 5),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for obj in objects {
+                batch.push(obj, &mut regions);
             }
-            assert_eq!(batch.len(), 5);
+            assert_eq!(batch.len(), 7);
+            assert_eq!(batch.copied, copies, "round {round}");
             let mut seen = Vec::new();
             batch
                 .drain(|obj| {
                     seen.push(format!("{obj:?}"));
-                    if let Some(packet) = obj.packet().filter(|p| p.meta.frame <= 3) {
-                        let at = packet.data.as_ptr() as usize - bytes.as_ptr() as usize;
+                    // Led by a packet, the batch reads the region's bytes where they lie.
+                    if let Some(packet) = obj.packet().filter(|p| p.meta.frame <= 5 && copies == 5)
+                    {
+                        let at =
+                            (packet.data.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
                         assert!(at < bytes.len(), "round {round}: copied");
                     }
                     Ok::<_, ()>(())
@@ -162,5 +270,11 @@ mod tests {
             assert_eq!(seen, expected, "round {round}");
             assert!(batch.is_empty());
         }
+    }
+
+    /// An entry is two to a cache line.
+    #[test]
+    fn an_entry_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 32);
     }
 }

@@ -11,7 +11,8 @@ use dnsluice_core::merge::{self, LaneBuffer, MergeTarget};
 use dnsluice_core::sync::lock;
 use dnsluice_core::{Receiver, StageStats};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// How often a worker publishes its chain's statistics while it runs (for
@@ -29,8 +30,10 @@ pub(super) struct Lane {
     pub written: ArrayQueue<LaneBuffer>,
     /// Written buffers the merger emptied, back to the worker.
     pub spare: ArrayQueue<LaneBuffer>,
-    /// The worker sleeps (the split wakes it after a push).
+    /// The worker sleeps (the split wakes it; see `Split::wake_at`).
     pub parked: AtomicBool,
+    /// The worker's thread, once it runs (none for the inline lane).
+    pub worker: OnceLock<Thread>,
     /// No more batches will come.
     pub done: AtomicBool,
     /// The latest capture time of the whole input (`i64::MIN`: none), set
@@ -55,6 +58,7 @@ impl Lane {
             written: ArrayQueue::new(batches + 1),
             spare: ArrayQueue::new(batches + 1),
             parked: AtomicBool::new(false),
+            worker: OnceLock::new(),
             done: AtomicBool::new(false),
             input_end_ns: AtomicI64::new(i64::MIN),
             finished: AtomicBool::new(false),
@@ -66,6 +70,17 @@ impl Lane {
             let _ = lane.free.push(Batch::default());
         }
         lane
+    }
+
+    /// Wakes the worker if it sleeps with batches waiting: what the split
+    /// does once enough wait, and what the merger does when it needs this
+    /// lane's next bytes (the split may be waiting for the merger).
+    pub fn wake_worker(&self) {
+        if self.parked.load(Ordering::SeqCst) && !self.full.is_empty() {
+            if let Some(thread) = self.worker.get() {
+                thread.unpark();
+            }
+        }
     }
 
     /// Records the worker's error (the first one stays).
@@ -94,6 +109,12 @@ pub(super) fn spin_then_yield(spins: &mut u32) -> bool {
     false
 }
 
+/// How many times an idle worker looks for a batch before it sleeps. It
+/// does not yield in between: a worker that has nothing to do is faster
+/// than the split, and each `sched_yield` is a system call that finds it
+/// still ahead.
+const WORKER_SPINS: u32 = 64;
+
 /// Everything a worker needs besides its chain.
 pub(super) struct WorkerSide {
     /// Its lane.
@@ -113,6 +134,7 @@ pub(super) fn work(
     mut downstream: Box<dyn Receiver>,
 ) -> Vec<StageStats> {
     let lane = &*side.lane;
+    lane.worker.get_or_init(std::thread::current);
     let mut spins = 0u32;
     let mut last_snapshot = Instant::now();
     loop {
@@ -159,15 +181,20 @@ pub(super) fn work(
             }
             break;
         }
-        if spin_then_yield(&mut spins) {
-            lane.parked.store(true, Ordering::SeqCst);
-            // Checked again after saying so: the split wakes us for anything
-            // pushed after this point.
-            if lane.full.is_empty() && !lane.done.load(Ordering::SeqCst) {
-                std::thread::park_timeout(Duration::from_millis(10));
-            }
-            lane.parked.store(false, Ordering::SeqCst);
+        spins += 1;
+        if spins < WORKER_SPINS {
+            std::hint::spin_loop();
+            continue;
         }
+        lane.parked.store(true, Ordering::SeqCst);
+        // Checked again after saying so: the split wakes us for anything
+        // pushed after this point (the timeout bounds the wait of batches
+        // fewer than the split wakes us for, from an input that trickles).
+        if lane.full.is_empty() && !lane.done.load(Ordering::SeqCst) {
+            std::thread::park_timeout(Duration::from_millis(10));
+        }
+        lane.parked.store(false, Ordering::SeqCst);
+        spins = 0;
     }
     lane.finished.store(true, Ordering::SeqCst);
     let mut stats = Vec::new();

@@ -175,6 +175,10 @@ impl Merger {
                 return Err(StageError::other(super::MODULE, why));
             }
             if spin_then_yield(&mut spins) {
+                // Merged in order, the split may be waiting for the merger:
+                // a worker that sleeps on fewer batches than wake it must
+                // not hold everything up.
+                self.lanes[lane].wake_worker();
                 std::thread::sleep(Duration::from_micros(20));
             }
         }

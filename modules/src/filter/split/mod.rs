@@ -18,7 +18,8 @@
 //! nothing is allocated and the cost of crossing is paid once per batch
 //! (`benches/threads.sh` measures it per object). A full queue makes the
 //! split wait (it spins briefly, then sleeps 20 µs at a time); an idle
-//! worker parks until the split wakes it. Objects wait in a batch until it
+//! worker spins briefly, then parks until the split wakes it, once half its
+//! queue waits (or 10 ms have passed). Objects wait in a batch until it
 //! is full: for a live input that trickles, use fewer threads or a smaller
 //! `batch`. With `inline = true` (what `threads = N` sets) the splitting
 //! thread runs the first copy itself, on batches it keeps when the workers'
@@ -143,6 +144,12 @@ pub struct Split {
     stopped: bool,
     /// Finds the shared region (a mapped capture) a batch's bytes lie in.
     regions: RegionFinder,
+    /// How many batches waiting wake a sleeping worker: half its queue, so
+    /// that a worker faster than the split is woken once for several
+    /// batches (a wake-up costs a system call on each side, a few
+    /// microseconds). The merger wakes a worker whose next bytes it waits
+    /// for sooner (merged in order, the split may be waiting for it).
+    wake_at: usize,
 }
 
 impl Split {
@@ -162,6 +169,7 @@ impl Split {
             input: 0,
             input_end_ns: i64::MIN,
             regions: RegionFinder::default(),
+            wake_at: (batches / 2).max(1),
             routes: None,
             merger: None,
             merger_failed: merger_failed.clone(),
@@ -320,10 +328,8 @@ impl Split {
         let worker = &self.workers[index];
         // Never full: as many batches as room in the queue.
         let _ = worker.lane.full.push(batch);
-        if worker.lane.parked.load(Ordering::SeqCst) {
-            if let Some(thread) = &worker.thread {
-                thread.unpark();
-            }
+        if worker.lane.full.len() >= self.wake_at {
+            worker.lane.wake_worker();
         }
         Ok(())
     }
@@ -373,6 +379,31 @@ impl Split {
             }
         }
         Ok(())
+    }
+
+    /// Hands `obj` to the inline lane's chain; whether its share is due to
+    /// be handed over.
+    fn receive_inline(&mut self, obj: &mut Object<'_>) -> Result<bool, StageError> {
+        let inline = self
+            .inline
+            .as_mut()
+            .expect("only called with an inline lane");
+        inline.receive(obj)?;
+        Ok(inline.pending() >= self.batch)
+    }
+
+    /// Ordered merging: notes that the next object went to lane `index`.
+    fn log_route(&mut self, index: usize) {
+        let Some((log, _)) = &mut self.routes else {
+            return;
+        };
+        match log.last_mut() {
+            Some(route) if route.lane as usize == index => route.count += 1,
+            _ => log.push(Route {
+                lane: index as u32,
+                count: 1,
+            }),
+        }
     }
 
     /// Hands everything over, tells every worker that nothing more comes,
@@ -438,32 +469,20 @@ fn merge_stats(into: &mut Vec<StageStats>, from: Vec<StageStats>) {
 impl Receiver for Split {
     fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         let index = self.lane_for(obj);
-        let full = match self.inline.as_mut().filter(|_| index == 0) {
-            Some(inline) => {
-                inline.receive(obj)?;
-                inline.pending() >= self.batch
+        let full = if index == 0 && self.inline.is_some() {
+            self.receive_inline(obj)?
+        } else {
+            if self.pending[index].is_none() {
+                self.pending[index] = Some(self.empty_batch(index)?);
             }
-            None => {
-                if self.pending[index].is_none() {
-                    self.pending[index] = Some(self.empty_batch(index)?);
-                }
-                let batch = self.pending[index].as_mut().expect("filled above");
-                let region = match obj.packet() {
-                    Some(packet) if batch.is_empty() => self.regions.region_of(packet.data),
-                    _ => None,
-                };
-                batch.push(obj, region);
-                batch.len() >= self.batch
-            }
+            let Some(batch) = &mut self.pending[index] else {
+                unreachable!("filled above")
+            };
+            batch.push(obj, &mut self.regions);
+            batch.len() >= self.batch
         };
-        if let Some((log, _)) = &mut self.routes {
-            match log.last_mut() {
-                Some(route) if route.lane as usize == index => route.count += 1,
-                _ => log.push(Route {
-                    lane: index as u32,
-                    count: 1,
-                }),
-            }
+        if self.routes.is_some() {
+            self.log_route(index);
         }
         self.input += 1;
         if full {
