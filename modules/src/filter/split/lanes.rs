@@ -95,8 +95,10 @@ impl Lane {
 }
 
 /// One round of waiting for a queue: the first 64 rounds spin, the next 64
-/// yield the thread; after that it returns true and the caller blocks its
-/// own way (the worker parks, the split and the merger sleep).
+/// yield the thread; after that it returns true and the caller sleeps
+/// (the split waiting for a batch back, the merger for bytes, a worker for
+/// room in the merger's queue; an idle worker waits its own way, see
+/// `WORKER_SPINS`).
 pub(super) fn spin_then_yield(spins: &mut u32) -> bool {
     *spins += 1;
     if *spins < 64 {
