@@ -259,9 +259,9 @@ impl Layers {
         tunnels: 0,
     };
 
-    /// Whether nothing was parsed: equal to [`Layers::EMPTY`], tested
-    /// without a branch per field (a thread crossing asks it of every
-    /// packet).
+    /// Whether nothing was parsed: equal to [`Layers::EMPTY`], every field
+    /// tested (without a branch per field); [`Layers::is_unparsed`] asks
+    /// two fields, enough for layers the parser wrote.
     #[inline]
     pub fn is_empty(&self) -> bool {
         let numbers = self.l3_offset

@@ -660,8 +660,8 @@ fn layers_are_empty_only_when_nothing_was_parsed() {
 
 /// The parser never leaves layers looking unparsed ([`Layers::is_unparsed`],
 /// what lets a thread crossing test two fields instead of all): on every
-/// prefix of every corpus packet, read as its own link type and as every
-/// other link type the parser knows.
+/// prefix (up to 96 bytes) of every corpus packet read as its own link
+/// type, and every whole packet read as each link type number 0 to 299.
 #[test]
 fn parsed_layers_never_look_unparsed() {
     let links: Vec<LinkType> = (0..300).map(LinkType).collect();

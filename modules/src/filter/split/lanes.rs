@@ -32,7 +32,8 @@ pub(super) struct Lane {
     pub spare: ArrayQueue<LaneBuffer>,
     /// The worker sleeps (the split wakes it; see `Split::wake_at`).
     pub parked: AtomicBool,
-    /// The worker's thread, once it runs (none for the inline lane).
+    /// The worker's thread (set by the split once it has started it; none
+    /// for the inline lane).
     pub worker: OnceLock<Thread>,
     /// No more batches will come.
     pub done: AtomicBool,
@@ -136,7 +137,6 @@ pub(super) fn work(
     mut downstream: Box<dyn Receiver>,
 ) -> Vec<StageStats> {
     let lane = &*side.lane;
-    lane.worker.get_or_init(std::thread::current);
     let mut spins = 0u32;
     let mut last_snapshot = Instant::now();
     loop {

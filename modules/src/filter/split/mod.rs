@@ -62,7 +62,7 @@ use spread::{client_address, flow_hash, lane_of};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 const MODULE: &str = "filter.split";
@@ -111,10 +111,9 @@ pub enum By {
     Flow,
 }
 
-/// A lane: its worker thread, or none for the inline lane 0.
+/// A lane and its worker thread's handle (none for the inline lane 0).
 struct Worker {
     lane: Arc<Lane>,
-    thread: Option<Thread>,
     handle: Option<JoinHandle<Vec<StageStats>>>,
 }
 
@@ -183,11 +182,7 @@ impl Split {
         if inline {
             let lane = Arc::new(Lane::new(batches));
             split.inline = Some(InlineLane::new(lane.clone(), &target, &build)?);
-            split.workers.push(Worker {
-                lane,
-                thread: None,
-                handle: None,
-            });
+            split.workers.push(Worker { lane, handle: None });
             split.pending.push(None);
         }
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -221,9 +216,9 @@ impl Split {
                     }
                 })
                 .map_err(|e| StageError::other(MODULE, format!("cannot start a thread: {e}")))?;
+            let _ = lane.worker.set(handle.thread().clone());
             split.workers.push(Worker {
                 lane,
-                thread: Some(handle.thread().clone()),
                 handle: Some(handle),
             });
             split.pending.push(None);
@@ -392,7 +387,8 @@ impl Split {
         Ok(inline.pending() >= self.batch)
     }
 
-    /// Ordered merging: notes that the next object went to lane `index`.
+    /// Ordered merging: notes that the next object went to lane `index`
+    /// (nothing otherwise).
     fn log_route(&mut self, index: usize) {
         let Some((log, _)) = &mut self.routes else {
             return;
@@ -427,7 +423,7 @@ impl Split {
             let input_end = &worker.lane.input_end_ns;
             input_end.store(self.input_end_ns, Ordering::SeqCst);
             worker.lane.done.store(true, Ordering::SeqCst);
-            if let Some(thread) = &worker.thread {
+            if let Some(thread) = worker.lane.worker.get() {
                 thread.unpark();
             }
             if let Some(handle) = worker.handle.take() {
@@ -481,9 +477,7 @@ impl Receiver for Split {
             batch.push(obj, &mut self.regions);
             batch.len() >= self.batch
         };
-        if self.routes.is_some() {
-            self.log_route(index);
-        }
+        self.log_route(index);
         self.input += 1;
         if full {
             self.batch_full(index)?;
