@@ -11,12 +11,15 @@
 #             the answer each cut in two segments (benches/gen-tcp-pcap.py)
 #   crossing  the cost of crossing threads per object: input -> output.null
 #             against input -> filter.split (1 thread) -> output.null
+#   host      what this machine gives two busy cores: --threads 1 on the tcp
+#             capture alone, against two such runs at once (no threads
+#             ratio can beat two whole processes sharing nothing but the host)
 #
 # Usage: benches/threads.sh
 #        CASES="udp tcp crossing" COUNT=20000000 CONNECTIONS=1000000 \
 #        THREADS="1 2" ROUNDS=3 SKIP_BUILD=1 benches/threads.sh
 #
-# Environment: CASES, COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
+# Environment: CASES (udp tcp crossing host), COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
 # ("1 2"; "2u" is 2 threads, --unordered), ROUNDS (3), SKIP_BUILD=1,
 # DATA_DIR (bench-data/threads; the captures stay there, 1.6 GB for the
 # udp case). Run it on an idle machine, through `cpu-lock bench` where
@@ -26,7 +29,7 @@ export LC_ALL=C
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-CASES=${CASES:-udp tcp crossing}
+CASES=${CASES:-udp tcp crossing host}
 COUNT=${COUNT:-20000000}
 CONNECTIONS=${CONNECTIONS:-1000000}
 THREADS=${THREADS:-1 2}
@@ -46,13 +49,15 @@ tcp_capture=$DATA_DIR/tcp-$CONNECTIONS.pcap
 # One timed run: label, then the command (its output to /dev/null); appends
 # "label wall cpu rss packets messages", the packets the input read and the
 # objects the last stage wrote, from the run's statistics.
+# TIMED_TAG names its files apart from a run beside it.
 timed() {
     local label=$1
     shift
-    /usr/bin/time -f "%e %U %S %M" -o "$TMP/time" "$@" --stats-json "$TMP/stats.json" -q > /dev/null
-    read -r wall user sys rss < "$TMP/time"
+    local times=$TMP/time${TIMED_TAG:-} stats=$TMP/stats${TIMED_TAG:-}.json
+    /usr/bin/time -f "%e %U %S %M" -o "$times" "$@" --stats-json "$stats" -q > /dev/null
+    read -r wall user sys rss < "$times"
     local counted line
-    counted=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); st=s["stages"]; print(st[0]["out"], st[-1]["in"])' "$TMP/stats.json")
+    counted=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); st=s["stages"]; print(st[0]["out"], st[-1]["in"])' "$stats")
     line="$label $wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }') $((rss / 1024)) $counted"
     echo "$line" >> "$TMP/runs"
     printf '%-10s wall %7.2f s  cpu %7.2f s  rss %5s MB  packets %s  out %s\n' $line
@@ -134,6 +139,27 @@ for line in open(sys.argv[1]):
     n = int(packets)
 extra = statistics.median(cpu["split"]) - statistics.median(cpu["plain"])
 print(f"crossing: {1e9 * extra / n:.1f} ns of CPU per object (both sides: copy, queues, wake-ups)")
+PY
+        ;;
+    host)
+        [[ -s $tcp_capture ]] || python3 benches/gen-tcp-pcap.py --connections "$CONNECTIONS" --out "$tcp_capture"
+        echo "host: --threads 1 on the tcp capture alone, then two such runs at once"
+        one=("$BIN" run configs/dump.toml --set "0.path=$tcp_capture" --threads 1)
+        for round in $(seq "$ROUNDS"); do
+            timed alone "${one[@]}"
+            TIMED_TAG=a timed pair "${one[@]}" &
+            TIMED_TAG=b timed pair "${one[@]}"
+            wait
+        done
+        summary "host"
+        python3 - "$TMP/runs" <<'PY'
+import statistics, sys
+wall = {}
+for line in open(sys.argv[1]):
+    label, w = line.split()[:2]
+    wall.setdefault(label, []).append(float(w))
+gain = 2 * statistics.median(wall["alone"]) / statistics.median(wall["pair"])
+print(f"host: two runs at once do {gain:.2f}x the work of one in the same time")
 PY
         ;;
     *)

@@ -88,7 +88,7 @@ impl InlineLane {
             handle.end_object();
             hand_over(&self.lane, merger_failed, handle);
         }
-        self.lane.finished.store(true, Ordering::SeqCst);
+        self.lane.finish();
         result
     }
 

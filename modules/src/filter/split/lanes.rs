@@ -6,6 +6,7 @@
 //! once per object.
 
 use super::batch::Batch;
+use super::doorbell::Doorbell;
 use crossbeam_queue::ArrayQueue;
 use dnsluice_core::merge::{self, LaneBuffer, MergeTarget};
 use dnsluice_core::sync::lock;
@@ -30,6 +31,10 @@ pub(super) struct Lane {
     pub written: ArrayQueue<LaneBuffer>,
     /// Written buffers the merger emptied, back to the worker.
     pub spare: ArrayQueue<LaneBuffer>,
+    /// The merger's doorbell (every lane's the same): rung once half the
+    /// `written` queue waits, when this lane's worker is about to wait
+    /// itself, and when it has finished.
+    pub merger: Arc<Doorbell>,
     /// The worker sleeps (the split wakes it; see `Split::wake_at`).
     pub parked: AtomicBool,
     /// The worker's thread (set by the split once it has started it; none
@@ -51,13 +56,15 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    /// A lane with room for `batches` batches each way.
-    pub fn new(batches: usize) -> Lane {
+    /// A lane with room for `batches` batches each way, whose worker
+    /// rings `merger` when it has bytes for it.
+    pub fn new(batches: usize, merger: Arc<Doorbell>) -> Lane {
         let lane = Lane {
             full: ArrayQueue::new(batches),
             free: ArrayQueue::new(batches),
             written: ArrayQueue::new(batches + 1),
             spare: ArrayQueue::new(batches + 1),
+            merger,
             parked: AtomicBool::new(false),
             worker: OnceLock::new(),
             done: AtomicBool::new(false),
@@ -84,6 +91,19 @@ impl Lane {
         }
     }
 
+    /// Says that the worker has finished (its last bytes pushed) and
+    /// wakes the merger to see it.
+    pub fn finish(&self) {
+        self.finished.store(true, Ordering::SeqCst);
+        self.merger.ring();
+    }
+
+    /// Whether the merger has something to do for this lane: bytes to
+    /// write, or the worker's end to see.
+    pub fn has_news(&self) -> bool {
+        !self.written.is_empty() || self.finished.load(Ordering::SeqCst)
+    }
+
     /// Records the worker's error (the first one stays).
     pub fn fail(&self, error: String) {
         lock(&self.failed).get_or_insert(error);
@@ -97,9 +117,9 @@ impl Lane {
 
 /// One round of waiting for a queue: the first 64 rounds spin, the next 64
 /// yield the thread; after that it returns true and the caller sleeps
-/// (the split waiting for a batch back, the merger for bytes, a worker for
-/// room in the merger's queue; an idle worker waits its own way, see
-/// `WORKER_SPINS`).
+/// (the split waiting for a batch back, a worker for room in the merger's
+/// queue; an idle worker waits its own way, see `WORKER_SPINS`, and the
+/// merger on its doorbell).
 pub(super) fn spin_then_yield(spins: &mut u32) -> bool {
     *spins += 1;
     if *spins < 64 {
@@ -188,6 +208,9 @@ pub(super) fn work(
             std::hint::spin_loop();
             continue;
         }
+        // What this lane wrote but did not ring for must not wait for work
+        // the worker has no more of.
+        lane.merger.ring();
         lane.parked.store(true, Ordering::SeqCst);
         // Checked again after saying so: the split wakes us for anything
         // pushed after this point (the timeout bounds the wait of batches
@@ -198,7 +221,7 @@ pub(super) fn work(
         lane.parked.store(false, Ordering::SeqCst);
         spins = 0;
     }
-    lane.finished.store(true, Ordering::SeqCst);
+    lane.finish();
     let mut stats = Vec::new();
     downstream.stats(&mut stats);
     stats
@@ -216,13 +239,21 @@ pub(super) fn hand_over(
     let mut spins = 0u32;
     loop {
         match lane.written.push(written) {
-            Ok(()) => return true,
+            Ok(()) => {
+                // Woken for several batches at once, not one (each wake-up
+                // costs a system call on each side).
+                if lane.written.len() >= lane.written.capacity() / 2 {
+                    lane.merger.ring();
+                }
+                return true;
+            }
             Err(back) => written = back,
         }
         if merger_failed.load(Ordering::SeqCst) {
             return false;
         }
         if spin_then_yield(&mut spins) {
+            lane.merger.ring();
             std::thread::sleep(Duration::from_micros(20));
         }
     }

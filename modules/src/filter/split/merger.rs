@@ -6,9 +6,12 @@
 //! ([`Route`]s, sent once the batches they describe were handed over) and
 //! writes each object's bytes in the order the split saw the objects: the
 //! stream a single thread would have written. At the end it writes what each
-//! worker's chain wrote as it finished, lane by lane.
+//! worker's chain wrote as it finished, lane by lane. When the bytes it
+//! needs are not there yet, it spins briefly, then sleeps on its
+//! [`Doorbell`] until a worker rings it.
 
-use super::lanes::{spin_then_yield, Lane};
+use super::doorbell::Doorbell;
+use super::lanes::Lane;
 use dnsluice_core::merge::LaneBuffer;
 use dnsluice_core::StageError;
 use std::io::{BufWriter, Write};
@@ -16,7 +19,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver as Inbox;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// `count` objects in a row went to lane `lane`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +36,14 @@ pub(super) struct Merger {
     /// Per lane: the batch being written and how many of its objects are.
     current: Vec<Option<(LaneBuffer, usize)>>,
     failed: Arc<AtomicBool>,
+    /// What it sleeps on when the bytes it needs are not there yet (the
+    /// workers ring it; see `lanes.rs`).
+    bell: Arc<Doorbell>,
 }
+
+/// How many times the merger looks for bytes before it sleeps on its
+/// doorbell (a worker about to hand a batch over saves it the sleep).
+const SPINS: u32 = 64;
 
 impl Merger {
     /// A merger of `lanes` into `out`; `failed` is set when it stops on an error.
@@ -44,7 +53,12 @@ impl Merger {
         failed: Arc<AtomicBool>,
     ) -> Merger {
         let current = lanes.iter().map(|_| None).collect();
+        let bell = lanes
+            .first()
+            .map(|lane| lane.merger.clone())
+            .unwrap_or_default();
         Merger {
+            bell,
             lanes,
             sink: Sink {
                 out: BufWriter::with_capacity(LARGE, out),
@@ -96,8 +110,18 @@ impl Merger {
             }
             if wrote {
                 spins = 0;
-            } else if spin_then_yield(&mut spins) {
-                std::thread::sleep(Duration::from_micros(50));
+            } else if spins < SPINS {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                let lanes = &self.lanes;
+                self.bell.wait(|| {
+                    lanes.iter().any(|lane| !lane.written.is_empty())
+                        || lanes
+                            .iter()
+                            .all(|lane| lane.finished.load(Ordering::SeqCst))
+                });
+                spins = 0;
             }
         }
     }
@@ -127,7 +151,7 @@ impl Merger {
                         self.recycle(index, buffer);
                     }
                     None if finished => break,
-                    None => std::thread::sleep(Duration::from_micros(50)),
+                    None => self.bell.wait(|| self.lanes[index].has_news()),
                 }
             }
         }
@@ -174,13 +198,17 @@ impl Merger {
                 let why = why.unwrap_or_else(|| format!("worker {lane} ended early"));
                 return Err(StageError::other(super::MODULE, why));
             }
-            if spin_then_yield(&mut spins) {
-                // Merged in order, the split may be waiting for the merger:
-                // a worker that sleeps on fewer batches than wake it must
-                // not hold everything up.
-                self.lanes[lane].wake_worker();
-                std::thread::sleep(Duration::from_micros(20));
+            if spins < SPINS {
+                spins += 1;
+                std::hint::spin_loop();
+                continue;
             }
+            // Merged in order, the split may be waiting for the merger: a
+            // worker that sleeps on fewer batches than wake it must not
+            // hold everything up.
+            self.lanes[lane].wake_worker();
+            self.bell.wait(|| self.lanes[lane].has_news());
+            spins = 0;
         }
     }
 

@@ -19,7 +19,8 @@
 //! (`benches/threads.sh` measures it per object). A full queue makes the
 //! split wait (it spins briefly, then sleeps 20 µs at a time); an idle
 //! worker spins briefly, then parks until the split wakes it, once half its
-//! queue waits (or 10 ms have passed). Objects wait in a batch until it
+//! queue waits (or 10 ms have passed); the merger, likewise, sleeps until
+//! half a worker's written batches wait (`doorbell.rs`). Objects wait in a batch until it
 //! is full: for a live input that trickles, use fewer threads or a smaller
 //! `batch`. With `inline = true` (what `threads = N` sets) the splitting
 //! thread runs the first copy itself, on batches it keeps when the workers'
@@ -42,6 +43,7 @@
 //! interval statistics and progress see the threads' work.
 
 mod batch;
+mod doorbell;
 mod inline;
 mod lanes;
 mod merger;
@@ -55,12 +57,13 @@ use dnsluice_core::shared::RegionFinder;
 use dnsluice_core::sync::lock;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use dnsluice_options::{Choice, Options};
+use doorbell::Doorbell;
 use inline::InlineLane;
 use lanes::{spin_then_yield, Lane, WorkerSide};
 use merger::{Merger, Route};
 use spread::{client_address, flow_hash, lane_of};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -179,15 +182,16 @@ impl Split {
         };
         let threads = options.threads as usize;
         let inline = options.inline && threads > 1;
+        let merger_bell = Arc::new(Doorbell::default());
         if inline {
-            let lane = Arc::new(Lane::new(batches));
+            let lane = Arc::new(Lane::new(batches, merger_bell.clone()));
             split.inline = Some(InlineLane::new(lane.clone(), &target, &build)?);
             split.workers.push(Worker { lane, handle: None });
             split.pending.push(None);
         }
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         for index in usize::from(inline)..threads {
-            let lane = Arc::new(Lane::new(batches));
+            let lane = Arc::new(Lane::new(batches, merger_bell.clone()));
             let side = WorkerSide {
                 lane: lane.clone(),
                 target: target.clone(),
@@ -210,7 +214,7 @@ impl Split {
                         }
                         Err(e) => {
                             let _ = ready.send(Err(e.to_string()));
-                            side.lane.finished.store(true, Ordering::SeqCst);
+                            side.lane.finish();
                             Vec::new()
                         }
                     }
@@ -280,6 +284,8 @@ impl Split {
             }
             self.check_failures(index)?;
             if spin_then_yield(&mut spins) {
+                // The merger may be waiting for bytes this thread's lane wrote.
+                lane.merger.ring();
                 std::thread::sleep(Duration::from_micros(20));
             }
         }
@@ -369,8 +375,19 @@ impl Split {
             self.hand_over(index)?;
         }
         if let Some((log, tx)) = &mut self.routes {
-            if !log.is_empty() && tx.send(std::mem::take(log)).is_err() {
-                return Err(self.merger_error());
+            if !log.is_empty() {
+                let sent = match tx.try_send(std::mem::take(log)) {
+                    Err(TrySendError::Full(routes)) => {
+                        // The merger is behind: it must not sleep on bytes
+                        // waiting for their doorbell while this thread waits.
+                        self.workers[0].lane.merger.ring();
+                        tx.send(routes).is_ok()
+                    }
+                    other => other.is_ok(),
+                };
+                if !sent {
+                    return Err(self.merger_error());
+                }
             }
         }
         Ok(())
