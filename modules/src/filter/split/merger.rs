@@ -3,7 +3,7 @@
 //!
 //! Unordered, it writes each batch's bytes as they come, lane after lane.
 //! Ordered, it follows the split's log of where each object went
-//! ([`Route`]s, sent once the batches they describe were handed over) and
+//! ([`Route`](super::routes::Route)s, sent once the batches they describe were handed over) and
 //! writes each object's bytes in the order the split saw the objects: the
 //! stream a single thread would have written. At the end it writes what each
 //! worker's chain wrote as it finished, lane by lane. When the bytes it
@@ -12,22 +12,13 @@
 
 use super::doorbell::Doorbell;
 use super::lanes::Lane;
+use super::routes::RouteInbox;
 use dnsluice_core::merge::LaneBuffer;
 use dnsluice_core::StageError;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver as Inbox;
 use std::sync::Arc;
-
-/// `count` objects in a row went to lane `lane`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Route {
-    /// The worker's index.
-    pub lane: u32,
-    /// How many objects, in order.
-    pub count: u32,
-}
 
 /// The merger's state: the real output and, per lane, the batch it is in.
 pub(super) struct Merger {
@@ -71,7 +62,7 @@ impl Merger {
 
     /// Runs to the end: ordered when `routes` is given. An error stops the
     /// workers (through `failed`) and is returned.
-    pub fn run(mut self, routes: Option<Inbox<Vec<Route>>>) -> Result<(), StageError> {
+    pub fn run(mut self, routes: Option<RouteInbox>) -> Result<(), StageError> {
         let result = match routes {
             Some(routes) => self.ordered(routes),
             None => self.unordered(),
@@ -127,14 +118,15 @@ impl Merger {
     }
 
     /// Object by object in the split's order, then each lane's last bytes.
-    fn ordered(&mut self, routes: Inbox<Vec<Route>>) -> Result<(), StageError> {
-        for round in routes {
-            for route in round {
+    fn ordered(&mut self, routes: RouteInbox) -> Result<(), StageError> {
+        while let Some(round) = routes.next() {
+            for route in &round {
                 let mut left = route.count as usize;
                 while left > 0 {
                     left -= self.write_from(route.lane as usize, left)?;
                 }
             }
+            routes.give_back(round);
         }
         // What the chains wrote as they finished, lane by lane.
         for index in 0..self.lanes.len() {

@@ -47,6 +47,7 @@ mod doorbell;
 mod inline;
 mod lanes;
 mod merger;
+mod routes;
 mod spread;
 
 use crate::clients::hash_onto;
@@ -60,10 +61,10 @@ use dnsluice_options::{Choice, Options};
 use doorbell::Doorbell;
 use inline::InlineLane;
 use lanes::{spin_then_yield, Lane, WorkerSide};
-use merger::{Merger, Route};
+use merger::Merger;
+use routes::{route_channel, RouteLog};
 use spread::{client_address, flow_hash, lane_of};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -133,7 +134,7 @@ pub struct Split {
     /// The input's last capture time, once the driver tells it (`i64::MIN`: not told).
     input_end_ns: i64,
     /// Ordered merging: where the objects since the last hand-over went.
-    routes: Option<(Vec<Route>, SyncSender<Vec<Route>>)>,
+    routes: Option<RouteLog>,
     merger: Option<JoinHandle<Result<(), StageError>>>,
     merger_failed: Arc<AtomicBool>,
     /// The workers' merged statistics, once they have finished.
@@ -253,9 +254,9 @@ impl Split {
         let lanes = self.workers.iter().map(|w| w.lane.clone()).collect();
         let merger = Merger::new(lanes, output, self.merger_failed.clone());
         let routes = ordered.then(|| {
-            let (tx, rx) = sync_channel(64);
-            self.routes = Some((Vec::new(), tx));
-            rx
+            let (log, inbox) = route_channel();
+            self.routes = Some(log);
+            inbox
         });
         let handle = std::thread::Builder::new()
             .name("split-merge".into())
@@ -374,20 +375,12 @@ impl Split {
         for index in 0..self.workers.len() {
             self.hand_over(index)?;
         }
-        if let Some((log, tx)) = &mut self.routes {
-            if !log.is_empty() {
-                let sent = match tx.try_send(std::mem::take(log)) {
-                    Err(TrySendError::Full(routes)) => {
-                        // The merger is behind: it must not sleep on bytes
-                        // waiting for their doorbell while this thread waits.
-                        self.workers[0].lane.merger.ring();
-                        tx.send(routes).is_ok()
-                    }
-                    other => other.is_ok(),
-                };
-                if !sent {
-                    return Err(self.merger_error());
-                }
+        if let Some(log) = &mut self.routes {
+            // The merger is behind: it must not sleep on bytes waiting for
+            // their doorbell while this thread waits for it.
+            let merger = &self.workers[0].lane.merger;
+            if !log.send(|| merger.ring()) {
+                return Err(self.merger_error());
             }
         }
         Ok(())
@@ -407,15 +400,8 @@ impl Split {
     /// Ordered merging: notes that the next object went to lane `index`
     /// (nothing otherwise).
     fn log_route(&mut self, index: usize) {
-        let Some((log, _)) = &mut self.routes else {
-            return;
-        };
-        match log.last_mut() {
-            Some(route) if route.lane as usize == index => route.count += 1,
-            _ => log.push(Route {
-                lane: index as u32,
-                count: 1,
-            }),
+        if let Some(log) = &mut self.routes {
+            log.note(index);
         }
     }
 
