@@ -116,11 +116,22 @@ const WINDOW: u32 = 1 << 20;
 /// Early segments held per flow at most (more are dropped and counted).
 const MAX_EARLY: usize = 64;
 
+/// Emptied stream buffers kept for the next flows, at most.
+const SPARE_BUFFERS: usize = 256;
+/// A buffer grown past this is freed with its flow, not kept (the spares
+/// hold 1 MiB at most; most DNS messages over TCP fit).
+const SPARE_CAPACITY: usize = 4096;
+
 /// The reassembler: flows by key.
 #[derive(Debug)]
 pub struct TcpReassembler {
     limits: TcpLimits,
     flows: KeyedTable<FlowKey, FlowState>,
+    /// Stream buffers of flows that ended, emptied, for the next flows: a
+    /// buffer grown from nothing costs each flow an allocation and a
+    /// reallocation or two (on generated DNS-over-TCP connections, about a
+    /// twentieth of a run's instructions went to growing them).
+    spare: Vec<Vec<u8>>,
     /// Capture time of the last sweep for idle flows.
     swept_ns: i64,
     /// The latest capture time seen.
@@ -139,6 +150,7 @@ impl TcpReassembler {
         TcpReassembler {
             limits,
             flows: KeyedTable::default(),
+            spare: Vec::new(),
             swept_ns: i64::MIN,
             latest_ns: i64::MIN,
             counters: TcpCounters::default(),
@@ -176,11 +188,12 @@ impl TcpReassembler {
         if flags & SYN != 0 {
             // A new connection: whatever an old one with these ports left is gone.
             if let Some(old) = self.flows.remove(&key) {
-                self.drop_flow(&old);
+                self.drop_flow(old);
             }
             let state = FlowState {
                 next_seq: seq.wrapping_add(1),
                 last_ns: now_ns,
+                buffer: self.spare.pop().unwrap_or_default(),
                 ..Default::default()
             };
             self.insert(key, state);
@@ -204,11 +217,13 @@ impl TcpReassembler {
             if !self.flows.contains_key(&key) {
                 // Mid-stream: we did not see the handshake; start at the first
                 // segment that starts a message.
+                let buffer = self.spare.pop().unwrap_or_default();
                 self.insert(
                     key,
                     FlowState {
                         next_seq: seq,
                         lost: true,
+                        buffer,
                         ..Default::default()
                     },
                 );
@@ -228,13 +243,13 @@ impl TcpReassembler {
                 if flow.held() > limits.max_flow_bytes {
                     counters.flows_overflowed += 1;
                     let flow = self.flows.remove(&key).unwrap_or_default();
-                    self.drop_flow(&flow);
+                    self.drop_flow(flow);
                 }
             }
         }
         if flags & (FIN | RST) != 0 {
             if let Some(flow) = self.flows.remove(&key) {
-                self.drop_flow(&flow);
+                self.drop_flow(flow);
             }
         }
     }
@@ -247,7 +262,7 @@ impl TcpReassembler {
         let end = input_end_ns.map_or(self.latest_ns, |t| t.max(self.latest_ns));
         let timeout = self.limits.idle_timeout_ns;
         let flows: Vec<FlowState> = self.flows.drain().map(|(_, f)| f).collect();
-        for flow in &flows {
+        for flow in flows {
             if idle_past(end, flow.last_ns, timeout) {
                 self.counters.flows_expired += 1;
             }
@@ -267,7 +282,7 @@ impl TcpReassembler {
             .is_some_and(|f| idle_past(now_ns, f.last_ns, timeout));
         if let Some(flow) = idle.then(|| self.flows.remove(key)).flatten() {
             self.counters.flows_expired += 1;
-            self.drop_flow(&flow);
+            self.drop_flow(flow);
         }
     }
 
@@ -276,17 +291,24 @@ impl TcpReassembler {
             // Full: make room for many new flows at once, quietest first.
             for (_, flow) in take_quietest(&mut self.flows, |f| f.last_ns) {
                 self.counters.flows_evicted += 1;
-                self.drop_flow(&flow);
+                self.drop_flow(flow);
             }
         }
         self.flows.insert(key, state);
     }
 
-    fn drop_flow(&mut self, flow: &FlowState) {
+    /// Counts what an ending flow leaves unfinished and keeps its buffer
+    /// for a flow to come (emptied).
+    fn drop_flow(&mut self, flow: FlowState) {
         let held = flow.held();
         if held > 0 {
             self.counters.incomplete_messages += 1;
             self.counters.incomplete_bytes += held as u64;
+        }
+        let mut buffer = flow.buffer;
+        if buffer.capacity() <= SPARE_CAPACITY && self.spare.len() < SPARE_BUFFERS {
+            buffer.clear();
+            self.spare.push(buffer);
         }
     }
 
@@ -299,7 +321,7 @@ impl TcpReassembler {
         self.swept_ns = now_ns;
         for (_, flow) in take_expired(&mut self.flows, now_ns, timeout, |f| f.last_ns) {
             self.counters.flows_expired += 1;
-            self.drop_flow(&flow);
+            self.drop_flow(flow);
         }
     }
 }
@@ -633,6 +655,27 @@ mod tests {
             got,
             vec![(vec![1; 3], 1), (vec![2; 2], 1), (vec![3; 20], 3)]
         );
+    }
+
+    /// A flow that ends with half a message in its buffer leaves the
+    /// buffer, emptied, to the next flow: the next flow's message is its
+    /// own bytes alone (nothing of the first one's left in front), framed in
+    /// the buffer the first one grew (kept, then taken).
+    #[test]
+    fn an_ended_flows_buffer_serves_the_next_flow_empty() {
+        let mut r = TcpReassembler::new(limits());
+        let first = framed(40, 7);
+        let segments = [(99, SYN, &b""[..], 0), (100, ACK, &first[..10], 1)];
+        assert!(run(&mut r, key(1), &segments).is_empty());
+        assert!(run(&mut r, key(1), &[(110, FIN | ACK, b"", 2)]).is_empty());
+        assert_eq!(r.counters.incomplete_messages, 1);
+        assert_eq!(r.spare.len(), 1, "the ended flow's buffer was kept");
+        let second = framed(30, 9);
+        let segments = [(499, SYN, &b""[..], 3), (500, ACK, &second[..5], 4)];
+        assert!(run(&mut r, key(2), &segments).is_empty());
+        assert!(r.spare.is_empty(), "the new flow took the kept buffer");
+        let got = run(&mut r, key(2), &[(505, ACK, &second[5..], 5)]);
+        assert_eq!(got, vec![(vec![9; 30], 2)]);
     }
 
     #[test]
