@@ -8,6 +8,7 @@
 
 mod counters;
 pub mod defrag;
+mod flow_key;
 mod resync;
 mod table;
 pub mod tcp;

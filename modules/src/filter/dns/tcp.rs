@@ -19,7 +19,6 @@
 
 use super::resync;
 use super::table::{idle_past, take_expired, take_quietest, KeyedTable};
-use std::net::IpAddr;
 
 /// Bounds of the reassembler.
 #[derive(Clone, Copy, Debug)]
@@ -32,18 +31,7 @@ pub struct TcpLimits {
     pub idle_timeout_ns: i64,
 }
 
-/// One direction of a TCP connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FlowKey {
-    /// Source address.
-    pub src: IpAddr,
-    /// Destination address.
-    pub dst: IpAddr,
-    /// Source port.
-    pub sport: u16,
-    /// Destination port.
-    pub dport: u16,
-}
+pub use super::flow_key::FlowKey;
 
 #[derive(Debug, Default)]
 struct FlowState {
@@ -184,10 +172,10 @@ impl TcpReassembler {
         const SYN: u8 = 0x02;
         const RST: u8 = 0x04;
         self.sweep(now_ns);
-        self.expire_if_idle(&key, now_ns);
+        let tracked = self.expire_if_idle(&key, now_ns);
         if flags & SYN != 0 {
             // A new connection: whatever an old one with these ports left is gone.
-            if let Some(old) = self.flows.remove(&key) {
+            if let Some(old) = tracked.then(|| self.flows.remove(&key)).flatten() {
                 self.drop_flow(old);
             }
             let state = FlowState {
@@ -214,7 +202,8 @@ impl TcpReassembler {
         }
         if !payload.is_empty() {
             self.counters.segments += 1;
-            if !self.flows.contains_key(&key) {
+            // (Past a SYN, which returned above: `tracked` still holds.)
+            if !tracked {
                 // Mid-stream: we did not see the handshake; start at the first
                 // segment that starts a message.
                 let buffer = self.spare.pop().unwrap_or_default();
@@ -272,18 +261,24 @@ impl TcpReassembler {
 
     /// A flow whose next segment comes after the idle timeout has expired,
     /// swept or not: decided by the flow's own segments, so the same with
-    /// any number of threads (a sweep only frees memory sooner).
-    fn expire_if_idle(&mut self, key: &FlowKey, now_ns: i64) {
+    /// any number of threads (a sweep only frees memory sooner). Returns
+    /// whether `key`'s flow is (still) tracked, so the caller need not look
+    /// it up again to know.
+    fn expire_if_idle(&mut self, key: &FlowKey, now_ns: i64) -> bool {
         self.latest_ns = self.latest_ns.max(now_ns);
         let timeout = self.limits.idle_timeout_ns;
-        let idle = self
-            .flows
-            .get(key)
-            .is_some_and(|f| idle_past(now_ns, f.last_ns, timeout));
-        if let Some(flow) = idle.then(|| self.flows.remove(key)).flatten() {
+        let idle = match self.flows.get(key) {
+            None => return false,
+            Some(flow) => idle_past(now_ns, flow.last_ns, timeout),
+        };
+        if !idle {
+            return true;
+        }
+        if let Some(flow) = self.flows.remove(key) {
             self.counters.flows_expired += 1;
             self.drop_flow(flow);
         }
+        false
     }
 
     fn insert(&mut self, key: FlowKey, state: FlowState) {
