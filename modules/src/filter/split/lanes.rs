@@ -118,8 +118,8 @@ impl Lane {
 /// One round of waiting for a queue: the first 64 rounds spin, the next 64
 /// yield the thread; after that it returns true and the caller sleeps
 /// (the split waiting for a batch back, a worker for room in the merger's
-/// queue; an idle worker waits its own way, see `WORKER_SPINS`, and the
-/// merger on its doorbell).
+/// queue; an idle worker and the merger wait their own way, see
+/// [`time_to_sleep`]).
 pub(super) fn spin_then_yield(spins: &mut u32) -> bool {
     *spins += 1;
     if *spins < 64 {
@@ -132,11 +132,24 @@ pub(super) fn spin_then_yield(spins: &mut u32) -> bool {
     false
 }
 
-/// How many times an idle worker looks for a batch before it sleeps. It
-/// does not yield in between: a worker that has nothing to do is faster
-/// than the split, and each `sched_yield` is a system call that finds it
-/// still ahead.
-const WORKER_SPINS: u32 = 64;
+/// How many times an idle worker looks for a batch, or the merger for
+/// bytes, before it sleeps. Neither yields in between: a thread with
+/// nothing to do is ahead of the one it waits for, and each `sched_yield`
+/// is a system call that finds it still ahead.
+const SPINS_BEFORE_SLEEP: u32 = 64;
+
+/// One more look at an empty queue by a thread that sleeps when the queue
+/// stays empty: the first [`SPINS_BEFORE_SLEEP`] looks spin and return
+/// false; the next returns true (time to sleep) and starts the count again.
+pub(super) fn time_to_sleep(spins: &mut u32) -> bool {
+    if *spins < SPINS_BEFORE_SLEEP {
+        *spins += 1;
+        std::hint::spin_loop();
+        return false;
+    }
+    *spins = 0;
+    true
+}
 
 /// Everything a worker needs besides its chain.
 pub(super) struct WorkerSide {
@@ -203,9 +216,7 @@ pub(super) fn work(
             }
             break;
         }
-        spins += 1;
-        if spins < WORKER_SPINS {
-            std::hint::spin_loop();
+        if !time_to_sleep(&mut spins) {
             continue;
         }
         // What this lane wrote but did not ring for must not wait for work
@@ -219,7 +230,6 @@ pub(super) fn work(
             std::thread::park_timeout(Duration::from_millis(10));
         }
         lane.parked.store(false, Ordering::SeqCst);
-        spins = 0;
     }
     lane.finish();
     let mut stats = Vec::new();

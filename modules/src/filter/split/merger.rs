@@ -3,15 +3,15 @@
 //!
 //! Unordered, it writes each batch's bytes as they come, lane after lane.
 //! Ordered, it follows the split's log of where each object went
-//! ([`Route`](super::routes::Route)s, sent once the batches they describe were handed over) and
-//! writes each object's bytes in the order the split saw the objects: the
+//! ([`Route`](super::routes::Route)s, sent once the batches they describe
+//! were handed over) and writes each object's bytes in the order the split saw the objects: the
 //! stream a single thread would have written. At the end it writes what each
 //! worker's chain wrote as it finished, lane by lane. When the bytes it
 //! needs are not there yet, it spins briefly, then sleeps on its
 //! [`Doorbell`] until a worker rings it.
 
 use super::doorbell::Doorbell;
-use super::lanes::Lane;
+use super::lanes::{time_to_sleep, Lane};
 use super::routes::RouteInbox;
 use dnsluice_core::merge::LaneBuffer;
 use dnsluice_core::StageError;
@@ -31,10 +31,6 @@ pub(super) struct Merger {
     /// workers ring it; see `lanes.rs`).
     bell: Arc<Doorbell>,
 }
-
-/// How many times the merger looks for bytes before it sleeps on its
-/// doorbell (a worker about to hand a batch over saves it the sleep).
-const SPINS: u32 = 64;
 
 impl Merger {
     /// A merger of `lanes` into `out`; `failed` is set when it stops on an error.
@@ -101,10 +97,7 @@ impl Merger {
             }
             if wrote {
                 spins = 0;
-            } else if spins < SPINS {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
+            } else if time_to_sleep(&mut spins) {
                 let lanes = &self.lanes;
                 self.bell.wait(|| {
                     lanes.iter().any(|lane| !lane.written.is_empty())
@@ -112,7 +105,6 @@ impl Merger {
                             .iter()
                             .all(|lane| lane.finished.load(Ordering::SeqCst))
                 });
-                spins = 0;
             }
         }
     }
@@ -190,9 +182,7 @@ impl Merger {
                 let why = why.unwrap_or_else(|| format!("worker {lane} ended early"));
                 return Err(StageError::other(super::MODULE, why));
             }
-            if spins < SPINS {
-                spins += 1;
-                std::hint::spin_loop();
+            if !time_to_sleep(&mut spins) {
                 continue;
             }
             // Merged in order, the split may be waiting for the merger: a
@@ -200,7 +190,6 @@ impl Merger {
             // hold everything up.
             self.lanes[lane].wake_worker();
             self.bell.wait(|| self.lanes[lane].has_news());
-            spins = 0;
         }
     }
 
