@@ -2,6 +2,7 @@
 //! strings, appended to a reused buffer (no allocation per object; `serde_json`
 //! would build a value first).
 
+use crate::append::{clean_word, push_short, push_u64};
 use std::io::Write;
 
 /// Writes `"key":value` pairs, with the commas between them.
@@ -15,32 +16,38 @@ impl Fields {
         Fields { first: true }
     }
 
-    /// Writes `,"key":` (no comma before the first key).
+    /// Writes `,"key":` (no comma before the first key). Inlined: the key
+    /// is a constant at every call, copied without a call.
+    #[inline(always)]
     pub fn key(&mut self, out: &mut Vec<u8>, key: &str) {
+        out.reserve(key.len() + 4);
         if !std::mem::take(&mut self.first) {
             out.push(b',');
         }
         out.push(b'"');
-        out.extend_from_slice(key.as_bytes());
+        push_short(out, key.as_bytes());
         out.extend_from_slice(b"\":");
     }
 
     /// A number.
+    #[inline(always)]
     pub fn num(&mut self, out: &mut Vec<u8>, key: &str, value: u64) {
         self.key(out, key);
-        out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        push_u64(out, value);
     }
 
     /// A string (escaped).
+    #[inline(always)]
     pub fn string(&mut self, out: &mut Vec<u8>, key: &str, value: &str) {
         self.key(out, key);
         push_json_str(value.as_bytes(), out);
     }
 
     /// Raw JSON text (`true`, `null`, an object written by the caller).
+    #[inline(always)]
     pub fn raw(&mut self, out: &mut Vec<u8>, key: &str, value: &str) {
         self.key(out, key);
-        out.extend_from_slice(value.as_bytes());
+        push_short(out, value.as_bytes());
     }
 }
 
@@ -64,12 +71,30 @@ pub fn push_json_ip(addr: std::net::IpAddr, out: &mut Vec<u8>) {
 pub fn push_ip(addr: std::net::IpAddr, out: &mut Vec<u8>) {
     match addr {
         std::net::IpAddr::V4(v4) => {
-            out.reserve(15);
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b'.');
+            // Each octet as the table's four bytes, stored straight into
+            // `out` (no branch on the octets' values: they are random in a
+            // capture and the branches missed), advanced by its width.
+            out.reserve(16);
+            let start = out.len();
+            let mut len = 0;
+            for octet in v4.octets() {
+                let (text, width) = OCTET_TEXT[usize::from(octet)];
+                #[allow(unsafe_code)]
+                // SAFETY: `len <= 12` before the fourth octet, so every
+                // store lies in the 16 bytes `reserve` made room for.
+                unsafe {
+                    out.as_mut_ptr()
+                        .add(start + len)
+                        .cast::<[u8; 4]>()
+                        .write_unaligned(text);
                 }
-                push_u8(octet, out);
+                len += usize::from(width);
+            }
+            #[allow(unsafe_code)]
+            // SAFETY: the stores above wrote every byte up to `start + len`;
+            // the last dot is left out.
+            unsafe {
+                out.set_len(start + len - 1);
             }
         }
         std::net::IpAddr::V6(v6) => {
@@ -78,42 +103,105 @@ pub fn push_ip(addr: std::net::IpAddr, out: &mut Vec<u8>) {
     }
 }
 
-/// Appends `n` in decimal.
-fn push_u8(n: u8, out: &mut Vec<u8>) {
-    if n >= 100 {
-        out.push(b'0' + n / 100);
+/// Each octet's decimal text and a dot, padded to four bytes, and how
+/// many of them are its own.
+const OCTET_TEXT: [([u8; 4], u8); 256] = {
+    let mut table = [([0u8; 4], 0u8); 256];
+    let mut n = 0;
+    while n < 256 {
+        let (hundreds, tens, ones) = ((n / 100) as u8, (n / 10 % 10) as u8, (n % 10) as u8);
+        table[n] = match n {
+            100.. => ([b'0' + hundreds, b'0' + tens, b'0' + ones, b'.'], 4),
+            10.. => ([b'0' + tens, b'0' + ones, b'.', 0], 3),
+            _ => ([b'0' + ones, b'.', 0, 0], 2),
+        };
+        n += 1;
     }
-    if n >= 10 {
-        out.push(b'0' + n / 10 % 10);
-    }
-    out.push(b'0' + n % 10);
-}
+    table
+};
 
 /// Appends `true` or `false`.
+#[inline]
 pub fn push_bool(value: bool, out: &mut Vec<u8>) {
-    out.extend_from_slice(if value { b"true" } else { b"false" });
+    // Two copies of known length (one `if` around the slice would be a
+    // slice of unknown length: a call).
+    if value {
+        out.extend_from_slice(b"true");
+    } else {
+        out.extend_from_slice(b"false");
+    }
 }
 
 /// Appends `text` as a JSON string: quotes, backslashes and control bytes
-/// escaped; other bytes as they are (callers pass ASCII or UTF-8).
+/// escaped; other bytes as they are (callers pass ASCII or UTF-8). Runs of
+/// bytes that need no escape are copied eight at a time.
 pub fn push_json_str(text: &[u8], out: &mut Vec<u8>) {
     out.reserve(text.len() + 2);
     out.push(b'"');
-    // Runs of bytes that need no escape are copied whole.
     let mut rest = text;
-    while let Some(at) = rest.iter().position(|&b| needs_escape(b)) {
-        out.extend_from_slice(&rest[..at]);
-        match rest[at] {
+    loop {
+        while let Some((word, after)) = rest.split_first_chunk::<8>() {
+            if !clean_word(u64::from_le_bytes(*word)) {
+                break;
+            }
+            out.extend_from_slice(word);
+            rest = after;
+        }
+        if rest.len() < 8 && !rest.iter().copied().any(needs_escape) {
+            push_short(out, rest);
+            break;
+        }
+        // A byte of a word that needs an escape, then the words after it.
+        let Some((&b, after)) = rest.split_first() else {
+            break;
+        };
+        match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
-            b => {
+            b if needs_escape(b) => {
                 let _ = write!(out, "\\u{b:04x}");
             }
+            b => out.push(b),
         }
-        rest = &rest[at + 1..];
+        rest = after;
     }
-    out.extend_from_slice(rest);
     out.push(b'"');
+}
+
+/// Appends, as a JSON string, the text `write` appends to the buffer it
+/// is given: written straight into `out` between quotes, and only when it
+/// turns out to need an escape (rarely: a name or RDATA with a quote, a
+/// backslash or a control byte) copied to `scratch` and escaped from there.
+/// One copy and one scan fewer than writing it to `scratch` first. When
+/// `write` fails, `out` is left as it was.
+pub fn push_json_text<T, E>(
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<T, E>,
+) -> Result<T, E> {
+    let start = out.len();
+    out.push(b'"');
+    let result = write(out);
+    if result.is_err() {
+        out.truncate(start);
+    } else if needs_no_escape(&out[start + 1..]) {
+        out.push(b'"');
+    } else {
+        scratch.clear();
+        scratch.extend_from_slice(&out[start + 1..]);
+        out.truncate(start);
+        push_json_str(scratch, out);
+    }
+    result
+}
+
+/// Whether no byte of `text` is written escaped in a JSON string.
+fn needs_no_escape(text: &[u8]) -> bool {
+    let (words, tail) = text.as_chunks::<8>();
+    words
+        .iter()
+        .all(|word| clean_word(u64::from_le_bytes(*word)))
+        && !tail.iter().copied().any(needs_escape)
 }
 
 /// Whether `b` is written escaped in a JSON string.
@@ -151,6 +239,80 @@ mod tests {
     fn ipv6_is_compressed_as_rfc_5952_says() {
         let addr: Ipv6Addr = "2001:db8:0:0:0:0:2:1".parse().unwrap();
         assert_eq!(ip_text(addr.into()), "\"2001:db8::2:1\"");
+    }
+
+    /// Every byte value at every place of strings of 0 to 24 bytes (of
+    /// plain ASCII and of UTF-8 continuation bytes), escaped as RFC 8259
+    /// says, byte by byte: the quote and the backslash with a backslash,
+    /// control bytes (and 0x7f) as `\u00XX`, every other byte as it is.
+    #[test]
+    fn strings_are_escaped_byte_by_byte_as_rfc_8259_says() {
+        let reference = |text: &[u8]| {
+            let mut out = b"\"".to_vec();
+            for &b in text {
+                match b {
+                    b'"' => out.extend_from_slice(b"\\\""),
+                    b'\\' => out.extend_from_slice(b"\\\\"),
+                    0..=0x1f | 0x7f => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+                    b => out.push(b),
+                }
+            }
+            out.push(b'"');
+            out
+        };
+        for filler in [b'x', 0x80] {
+            for len in 0..=24 {
+                for place in 0..len.max(1) {
+                    for b in 0..=255u8 {
+                        let mut text = vec![filler; len];
+                        if let Some(slot) = text.get_mut(place) {
+                            *slot = b;
+                        }
+                        let mut out = b"before".to_vec();
+                        push_json_str(&text, &mut out);
+                        let mut expected = b"before".to_vec();
+                        expected.extend(reference(&text));
+                        assert_eq!(out, expected, "{text:?}");
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        push_json_str(b"a\"b\\c\n\x01\x7f\"\"", &mut out);
+        assert_eq!(out, br#""a\"b\\c\u000a\u0001\u007f\"\"""#);
+    }
+
+    /// Text written straight into the line comes out as the same text
+    /// escaped by [`push_json_str`], whether it needs escapes or not; a
+    /// failed write leaves the line as it was.
+    #[test]
+    fn text_written_in_place_is_escaped_like_any_string() {
+        let texts: [&[u8]; 6] = [
+            b"",
+            b"example.com.",
+            b"a-rather-long-label.with.several.labels.example.",
+            b"quote\"d.",
+            b"back\\slash.and.more.than.eight.bytes",
+            b"\x01\x7f",
+        ];
+        let mut scratch = b"left over".to_vec();
+        for text in texts {
+            let mut out = b"[".to_vec();
+            let result: Result<(), ()> = push_json_text(&mut out, &mut scratch, |into| {
+                into.extend_from_slice(text);
+                Ok(())
+            });
+            assert_eq!(result, Ok(()));
+            let mut expected = b"[".to_vec();
+            push_json_str(text, &mut expected);
+            assert_eq!(out, expected, "{text:?}");
+            let failed: Result<(), ()> = push_json_text(&mut out, &mut scratch, |into| {
+                into.extend_from_slice(b"partial");
+                Err(())
+            });
+            assert_eq!(failed, Err(()));
+            assert_eq!(out, expected, "{text:?}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! hand into reused buffers, because the hot paths write one line per DNS
 //! message or name and may not allocate for it:
 //!
+//! - [`append`]: short pieces appended without a call to `memcpy`;
 //! - [`fields`]: `"key":value` pairs and escaped strings;
 //! - [`rdata`]: RDATA as structured fields, ZDNS's names (lookup records).
 //!
@@ -13,8 +14,11 @@
 //! resolver's (`dnsluice_resolver::record`).
 
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
+pub mod append;
 pub mod fields;
 pub mod rdata;
 
-pub use fields::{push_bool, push_ip, push_json_ip, push_json_str, Fields};
+pub use append::{push_short, push_u64};
+pub use fields::{push_bool, push_ip, push_json_ip, push_json_str, push_json_text, Fields};

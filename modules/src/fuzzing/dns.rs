@@ -66,5 +66,10 @@ pub fn dns_message(msg: &[u8]) {
         crate::json::write_object(&Object::Dns(message), &mut line, &mut Vec::new());
         assert!(line.starts_with(b"{") && line.ends_with(b"}"));
         assert!(std::str::from_utf8(&line).is_ok(), "JSON must be UTF-8");
+        // serde_json, not our writer, says whether the line is JSON (names
+        // and RDATA are escaped in place, with unchecked stores).
+        if let Err(e) = serde_json::from_slice::<serde_json::Value>(&line) {
+            panic!("not JSON ({e}): {}", String::from_utf8_lossy(&line));
+        }
     }
 }

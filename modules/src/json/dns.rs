@@ -2,11 +2,11 @@
 
 use dnsluice_core::dns::{mnemonic, name, questions, rdata, records, Section, TYPE_OPT};
 use dnsluice_core::DnsMessage;
-use dnsluice_json::{push_bool, push_json_str, Fields};
+use dnsluice_json::{push_bool, push_json_text, push_short, push_u64, Fields};
 use std::io::Write;
 
 /// Appends `,"dns":{...}` (and `,"dns_error":{...}` when the message has a
-/// problem). `scratch` is reused for names and RDATA before they are escaped.
+/// problem). `scratch` is reused for the names and RDATA that need escapes.
 pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     let info = &m.info();
     out.extend_from_slice(b",\"dns\":{");
@@ -27,7 +27,7 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
             (",\"cd\":", h.cd()),
         ];
         for (key, value) in flags {
-            out.extend_from_slice(key.as_bytes());
+            push_short(out, key.as_bytes());
             push_bool(value, out);
         }
         out.push(b'}');
@@ -87,18 +87,16 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
 /// `,"type":"A","class":"IN"` (mnemonics, or TYPEn and CLASSn: nothing to escape).
 fn push_type_and_class(rtype: u16, class: u16, out: &mut Vec<u8>) {
     out.extend_from_slice(b",\"type\":\"");
-    out.extend_from_slice(mnemonic::rtype(rtype).as_bytes());
+    push_short(out, mnemonic::rtype(rtype).as_bytes());
     out.extend_from_slice(b"\",\"class\":\"");
-    out.extend_from_slice(mnemonic::class(class).as_bytes());
+    push_short(out, mnemonic::class(class).as_bytes());
     out.push(b'"');
 }
 
 /// A name as a JSON string, or `null` when it does not parse.
 fn write_name(msg: &[u8], at: usize, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
-    scratch.clear();
-    match name::write(msg, at, scratch) {
-        Ok(_) => push_json_str(scratch, out),
-        Err(_) => out.extend_from_slice(b"null"),
+    if push_json_text(out, scratch, |into| name::write(msg, at, into)).is_err() {
+        out.extend_from_slice(b"null");
     }
 }
 
@@ -118,11 +116,12 @@ fn write_sections(msg: &[u8], f: &mut Fields, scratch: &mut Vec<u8>, out: &mut V
             write_name(msg, r.name as usize, scratch, out);
             push_type_and_class(r.rtype, r.class, out);
             out.extend_from_slice(b",\"ttl\":");
-            out.extend_from_slice(itoa::Buffer::new().format(r.ttl).as_bytes());
+            push_u64(out, u64::from(r.ttl));
             out.extend_from_slice(b",\"data\":");
-            scratch.clear();
-            rdata::write(msg, &r, scratch);
-            push_json_str(scratch, out);
+            let _ = push_json_text(out, scratch, |into| {
+                rdata::write(msg, &r, into);
+                Ok::<(), ()>(())
+            });
             out.push(b'}');
         }
         out.push(b']');

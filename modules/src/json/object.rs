@@ -5,7 +5,7 @@ use super::dns;
 use dnsluice_core::time::write_rfc3339_ns;
 use dnsluice_core::wire::{Network, Transport};
 use dnsluice_core::{Object, Origin, Packet, Text, TextKind};
-use dnsluice_json::{push_json_ip, push_json_str, Fields};
+use dnsluice_json::{push_json_ip, push_json_str, push_u64, Fields};
 use std::io::Write;
 
 /// A record is already one JSON object and is written as it is; a line becomes
@@ -62,7 +62,7 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) 
             if i > 0 {
                 out.push(b',');
             }
-            out.extend_from_slice(itoa::Buffer::new().format(*id).as_bytes());
+            push_u64(out, u64::from(*id));
         }
         out.push(b']');
     }
@@ -117,11 +117,15 @@ pub fn write_object(obj: &Object<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) 
         match m.origin {
             Origin::TcpReassembled { segments } => {
                 f.key(out, "reassembled");
-                let _ = write!(out, "{{\"from\":\"tcp\",\"segments\":{segments}}}");
+                out.extend_from_slice(b"{\"from\":\"tcp\",\"segments\":");
+                push_u64(out, u64::from(segments));
+                out.push(b'}');
             }
             Origin::IpReassembled { fragments } => {
                 f.key(out, "reassembled");
-                let _ = write!(out, "{{\"from\":\"ip\",\"fragments\":{fragments}}}");
+                out.extend_from_slice(b"{\"from\":\"ip\",\"fragments\":");
+                push_u64(out, u64::from(fragments));
+                out.push(b'}');
             }
             Origin::Dnstap {
                 message_type,
