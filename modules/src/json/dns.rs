@@ -56,14 +56,15 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
         write_sections(m.bytes, &mut f, scratch, out);
         if let Some(edns) = info.edns {
             f.key(out, "edns");
-            let _ = write!(
-                out,
-                "{{\"version\":{},\"udp_size\":{},\"do\":{},\"ext_rcode\":{},\"options\":[",
-                edns.version,
-                edns.udp_size,
-                edns.dnssec_ok(),
-                edns.ext_rcode
-            );
+            out.extend_from_slice(b"{\"version\":");
+            push_u64(out, u64::from(edns.version));
+            out.extend_from_slice(b",\"udp_size\":");
+            push_u64(out, u64::from(edns.udp_size));
+            out.extend_from_slice(b",\"do\":");
+            push_bool(edns.dnssec_ok(), out);
+            out.extend_from_slice(b",\"ext_rcode\":");
+            push_u64(out, u64::from(edns.ext_rcode));
+            out.extend_from_slice(b",\"options\":[");
             write_edns_options(
                 m.bytes,
                 edns.options_at as usize,
@@ -153,9 +154,12 @@ fn write_edns_options(msg: &[u8], at: usize, len: usize, out: &mut Vec<u8>) {
             out.push(b',');
         }
         first = false;
-        let _ = write!(out, "{{\"code\":{code}");
+        out.extend_from_slice(b"{\"code\":");
+        push_u64(out, u64::from(code));
         if let Some(name) = mnemonic::edns_option(code) {
-            let _ = write!(out, ",\"name\":\"{name}\"");
+            out.extend_from_slice(b",\"name\":\"");
+            push_short(out, name.as_bytes());
+            out.push(b'"');
         }
         out.extend_from_slice(b",\"data\":\"");
         rdata::push_hex(value, out);
