@@ -71,31 +71,18 @@ pub fn push_json_ip(addr: std::net::IpAddr, out: &mut Vec<u8>) {
 pub fn push_ip(addr: std::net::IpAddr, out: &mut Vec<u8>) {
     match addr {
         std::net::IpAddr::V4(v4) => {
-            // Each octet as the table's four bytes, stored straight into
-            // `out` (no branch on the octets' values: they are random in a
-            // capture and the branches missed), advanced by its width.
-            out.reserve(16);
-            let start = out.len();
+            // Each octet as the table's four bytes (no branch on the
+            // octets' values: they are random in a capture and the branches
+            // missed), advanced by its width; appended at once.
+            let mut text = [0u8; 16];
             let mut len = 0;
             for octet in v4.octets() {
-                let (text, width) = OCTET_TEXT[usize::from(octet)];
-                #[allow(unsafe_code)]
-                // SAFETY: `len <= 12` before the fourth octet, so every
-                // store lies in the 16 bytes `reserve` made room for.
-                unsafe {
-                    out.as_mut_ptr()
-                        .add(start + len)
-                        .cast::<[u8; 4]>()
-                        .write_unaligned(text);
-                }
+                let (digits, width) = OCTET_TEXT[usize::from(octet)];
+                text[len..len + 4].copy_from_slice(&digits);
                 len += usize::from(width);
             }
-            #[allow(unsafe_code)]
-            // SAFETY: the stores above wrote every byte up to `start + len`;
-            // the last dot is left out.
-            unsafe {
-                out.set_len(start + len - 1);
-            }
+            // Without the last dot.
+            push_short(out, &text[..len - 1]);
         }
         std::net::IpAddr::V6(v6) => {
             let _ = write!(out, "{v6}");
