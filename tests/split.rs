@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 use testkit::corpus::corpus;
 use testkit::{assert_ok, run_ok, run_pipeline, temp_path};
 
@@ -15,6 +16,42 @@ fn stats_of(capture: &std::path::Path, stages: &str) -> Value {
     );
     let out = run_pipeline(&text, &["-q", "--stats-json", stats.to_str().unwrap()]);
     assert_ok(&out, capture.display());
+    let value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&stats);
+    value
+}
+
+/// [`stats_of`], failing (and killing the run) if it lasts longer than
+/// `limit`: threads waiting on each other would never end.
+fn stats_within(capture: &std::path::Path, stages: &str, limit: Duration) -> Value {
+    let (pipeline, stats) = (
+        temp_path("split-pipeline.toml"),
+        temp_path("split-stats.json"),
+    );
+    let text = format!(
+        "[[stage]]\nmodule = \"input.mmpcap\"\npath = {:?}\n{stages}",
+        capture.display().to_string()
+    );
+    std::fs::write(&pipeline, text).unwrap();
+    let mut child = testkit::dnsluice()
+        .arg("run")
+        .arg(&pipeline)
+        .args(["-q", "--stats-json", stats.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the run lasted over {limit:?}: its threads wait on each other");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{stages}: {status}");
+    let _ = std::fs::remove_file(&pipeline);
     let value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     let _ = std::fs::remove_file(&stats);
     value
@@ -92,9 +129,8 @@ fn counts_are_the_same_with_and_without_split() {
     }
 }
 
-#[test]
-fn by_client_keeps_each_source_on_one_thread_in_order() {
-    let capture = temp_path("split-clients.pcap");
+/// Writes 20,000 generated queries from `clients` client addresses to `capture`.
+fn generate(capture: &std::path::Path, clients: u32) {
     run_ok(
         std::process::Command::new("python3")
             .args([
@@ -102,11 +138,17 @@ fn by_client_keeps_each_source_on_one_thread_in_order() {
                 "--count",
                 "20000",
                 "--clients",
-                "300",
+                &clients.to_string(),
                 "--out",
             ])
-            .arg(&capture),
+            .arg(capture),
     );
+}
+
+#[test]
+fn by_client_keeps_each_source_on_one_thread_in_order() {
+    let capture = temp_path("split-clients.pcap");
+    generate(&capture, 300);
     let prefix = temp_path("split-out");
     let out_path = format!("{}-{{thread}}.jsonl", prefix.display());
     let chain = format!(
@@ -145,6 +187,49 @@ fn by_client_keeps_each_source_on_one_thread_in_order() {
     assert_eq!(frames.len(), 20000, "every packet once");
     assert_eq!(thread_of.len(), 300, "the generator's 300 clients");
     assert_eq!(stage(&stats, "output.json")["in"], 20000);
+}
+
+/// Merged in input order, threads that get nothing hold nothing back: every
+/// query of a one-client capture goes to one of three threads (`by =
+/// "client"`); the two idle ones are told how far the split has got, so
+/// the merged stream has all the generator's 20,000 packets, frames 1 to
+/// 20,000 in order, with the smallest queues (one object a batch) and the
+/// default ones.
+#[test]
+fn idle_threads_hold_no_ordered_stream_back() {
+    let capture = temp_path("split-one-client.pcap");
+    generate(&capture, 1);
+    for queues in ["queue = 2\nbatch = 1\n", "queue = 8\nbatch = 2\n", ""] {
+        let out_path = temp_path("split-one-client.jsonl");
+        let chain = format!(
+            "{}{queues}ordered = true\n{LAYER}[[stage]]\nmodule = \"output.json\"\npath = {:?}\n",
+            split(3, "client"),
+            out_path.display().to_string()
+        );
+        let stats = stats_within(&capture, &chain, Duration::from_secs(120));
+        let text = std::fs::read_to_string(&out_path).unwrap();
+        let _ = std::fs::remove_file(&out_path);
+        let frames: Vec<u64> = text
+            .lines()
+            .map(|line| {
+                serde_json::from_str::<Value>(line).unwrap()["frame"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(frames, (1..=20000).collect::<Vec<u64>>(), "{queues}");
+        let split = stage(&stats, "filter.split");
+        let mut per_thread: Vec<u64> = (0..3)
+            .map(|i| split["counters"][format!("thread.{i}")].as_u64().unwrap())
+            .collect();
+        per_thread.sort_unstable();
+        assert_eq!(
+            per_thread,
+            [0, 0, 20000],
+            "one thread took every packet: {queues}"
+        );
+    }
+    let _ = std::fs::remove_file(&capture);
 }
 
 #[test]

@@ -6,11 +6,13 @@
 //! writes whole lines) then [`claim`]s its path: the first claim opens the
 //! real file (once, for every thread), and each thread gets a [`LaneWriter`]
 //! that only appends to its lane's buffer. After each object it handed to its
-//! chain the worker marks where that object's bytes end
-//! ([`LaneHandle::end_object`]); after each batch it takes the buffer with
-//! its marks ([`LaneHandle::take`]) and sends it to the split's merger,
-//! which writes the lanes' bytes into the real file, either as they come or
-//! object by object in the order the split saw them (see `filter.split`).
+//! chain the worker marks where that object's bytes end, with the object's
+//! place in the input ([`LaneHandle::end_object`]: only objects that wrote
+//! something get a mark); after each batch it takes the buffer with its
+//! marks and how far in the input the lane has got ([`LaneHandle::take`])
+//! and sends it to the split's merger, which writes the lanes' bytes into
+//! the real file, either as they come or, merging the lanes' marks by their
+//! places, in the order the split saw the objects (see `filter.split`).
 //!
 //! Outside a lane (one thread, no split) [`claim`] returns `None` and the
 //! output opens its file itself: nothing here costs a single-threaded chain.
@@ -52,16 +54,41 @@ impl MergeTarget {
 pub struct LaneBuffer {
     /// What the chain wrote, object after object.
     pub bytes: Vec<u8>,
-    /// Where each object's bytes end in `bytes`, one entry per object handed
-    /// to the chain (an object that wrote nothing ends where the one before did).
-    pub ends: Vec<usize>,
+    /// Where the bytes of each object that wrote something end in `bytes`,
+    /// in order (an object that wrote nothing has no mark).
+    pub marks: Vec<Mark>,
+    /// How far the lane has got: every object of this lane placed before
+    /// this in the input has its bytes in this buffer or an earlier one.
+    pub through: u64,
 }
+
+/// The end of one object's bytes in a [`LaneBuffer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// The object's place in the input (counted from 0 by the split), or
+    /// [`AT_FINISH`].
+    pub key: u64,
+    /// Where its bytes end in the buffer.
+    pub end: usize,
+}
+
+/// The place of what a chain writes as it finishes (TCP streams cut
+/// short): after every object, and, in ordered merging, lane after lane.
+pub const AT_FINISH: u64 = u64::MAX;
 
 impl LaneBuffer {
     /// Empties it, keeping its memory.
     pub fn clear(&mut self) {
         self.bytes.clear();
-        self.ends.clear();
+        self.marks.clear();
+        self.through = 0;
+    }
+
+    /// Where the bytes of mark `index` start.
+    pub fn start_of(&self, index: usize) -> usize {
+        index
+            .checked_sub(1)
+            .map_or(0, |before| self.marks[before].end)
     }
 }
 
@@ -98,16 +125,24 @@ pub fn leave() {
 }
 
 impl LaneHandle {
-    /// Marks the end of one object's bytes.
-    pub fn end_object(&self) {
+    /// Marks the end of the bytes of the object at place `key` in the input
+    /// (nothing when it wrote nothing).
+    #[inline]
+    pub fn end_object(&self, key: u64) {
         let mut buffer = self.buffer.borrow_mut();
         let end = buffer.bytes.len();
-        buffer.ends.push(end);
+        if end > buffer.marks.last().map_or(0, |mark| mark.end) {
+            buffer.marks.push(Mark { key, end });
+        }
     }
 
-    /// The batch written so far, replaced by `empty` (a buffer to reuse).
-    pub fn take(&self, empty: LaneBuffer) -> LaneBuffer {
-        std::mem::replace(&mut *self.buffer.borrow_mut(), empty)
+    /// The batch written so far, replaced by `empty` (a buffer to reuse);
+    /// `through`: every object of this lane placed before it in the input
+    /// has been handed to the chain.
+    pub fn take(&self, empty: LaneBuffer, through: u64) -> LaneBuffer {
+        let mut taken = std::mem::replace(&mut *self.buffer.borrow_mut(), empty);
+        taken.through = through;
+        taken
     }
 }
 
@@ -191,13 +226,25 @@ mod tests {
             .expect("opened");
         assert!(target.is_claimed());
         out.write_all(b"one\n").unwrap();
-        handle.end_object();
-        handle.end_object();
+        handle.end_object(7);
+        // An object that wrote nothing has no mark.
+        handle.end_object(8);
         out.write_all(b"three\n").unwrap();
-        handle.end_object();
-        let batch = handle.take(LaneBuffer::default());
+        handle.end_object(12);
+        let batch = handle.take(LaneBuffer::default(), 13);
         assert_eq!(batch.bytes, b"one\nthree\n");
-        assert_eq!(batch.ends, vec![4, 4, 10]);
+        let mark = |key, end| Mark { key, end };
+        assert_eq!(batch.marks, vec![mark(7, 4), mark(12, 10)]);
+        assert_eq!((batch.start_of(0), batch.start_of(1)), (0, 4));
+        assert_eq!(batch.through, 13);
+        // The next buffer starts afresh: its first object's bytes start at 0.
+        out.write_all(b"four\n").unwrap();
+        handle.end_object(14);
+        let batch = handle.take(LaneBuffer::default(), 20);
+        assert_eq!(
+            (batch.bytes.as_slice(), batch.marks.as_slice()),
+            (&b"four\n"[..], &[mark(14, 5)][..])
+        );
         let second = claim(Path::new("other.jsonl"), || Ok(Box::new(Vec::new())));
         assert!(second.expect("in a lane").is_err());
         drop(handle);

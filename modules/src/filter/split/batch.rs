@@ -89,6 +89,12 @@ impl Entry {
 pub(super) struct Batch {
     /// The objects, in the order the split saw them.
     entries: Vec<Entry>,
+    /// Each object's place in the input (the split's count before it): what
+    /// an ordered merger merges the lanes' bytes by.
+    keys: Vec<u64>,
+    /// How far the split had got when it handed the batch over: the lane's
+    /// next objects are placed at or after this.
+    pub upto: u64,
     /// The whole copies; the first `copied` are this batch's.
     copies: Vec<OwnedObject>,
     copied: usize,
@@ -112,11 +118,13 @@ impl Batch {
         self.entries.is_empty()
     }
 
-    /// Adds `obj`. The first object of a batch sets its region (the one
-    /// `regions` finds its bytes in, if any) and its link type; packets of
-    /// that region and link are held by their place, others copied.
+    /// Adds `obj`, placed at `key` in the input. The first object of a
+    /// batch sets its region (the one `regions` finds its bytes in, if any)
+    /// and its link type; packets of that region and link are held by their
+    /// place, others copied.
     #[inline]
-    pub fn push(&mut self, obj: &Object<'_>, regions: &mut RegionFinder) {
+    pub fn push(&mut self, obj: &Object<'_>, key: u64, regions: &mut RegionFinder) {
+        self.keys.push(key);
         if self.entries.is_empty() {
             self.start(obj, regions);
         }
@@ -149,11 +157,11 @@ impl Batch {
         self.copied += 1;
     }
 
-    /// Hands each object to `each`, in order, until it fails; then empties
-    /// the batch (its buffers kept for the next).
+    /// Hands each object and its place in the input to `each`, in order,
+    /// until it fails; then empties the batch (its buffers kept for the next).
     pub fn drain<E>(
         &mut self,
-        mut each: impl FnMut(&mut Object<'_>) -> Result<(), E>,
+        mut each: impl FnMut(u64, &mut Object<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         let bytes = self
             .region
@@ -162,17 +170,18 @@ impl Batch {
             .unwrap_or_default();
         let link = self.link.unwrap_or(LinkType(0));
         let mut result = Ok(());
-        for entry in &self.entries {
+        for (entry, &key) in self.entries.iter().zip(&self.keys) {
             let mut obj = match entry.frame {
                 COPIED => self.copies[entry.at as usize].view_in(bytes),
                 _ => Object::Packet(entry.packet(bytes, link)),
             };
-            result = each(&mut obj);
+            result = each(key, &mut obj);
             if result.is_err() {
                 break;
             }
         }
         self.entries.clear();
+        self.keys.clear();
         self.copied = 0;
         result
     }
@@ -247,14 +256,16 @@ mod tests {
         .into_iter()
         .enumerate()
         {
-            for obj in objects {
-                batch.push(obj, &mut regions);
+            for (key, obj) in objects.iter().enumerate() {
+                batch.push(obj, 100 * round as u64 + key as u64, &mut regions);
             }
             assert_eq!(batch.len(), 7);
             assert_eq!(batch.copied, copies, "round {round}");
             let mut seen = Vec::new();
+            let mut keys = Vec::new();
             batch
-                .drain(|obj| {
+                .drain(|key, obj| {
+                    keys.push(key);
                     seen.push(format!("{obj:?}"));
                     // Led by a packet, the batch reads the region's bytes where they lie.
                     if let Some(packet) = obj.packet().filter(|p| p.meta.frame <= 5 && copies == 5)
@@ -268,6 +279,8 @@ mod tests {
                 .unwrap();
             let expected: Vec<String> = objects.iter().map(|o| format!("{o:?}")).collect();
             assert_eq!(seen, expected, "round {round}");
+            let placed: Vec<u64> = (0..7).map(|k| 100 * round as u64 + k).collect();
+            assert_eq!(keys, placed, "round {round}: each object's place");
             assert!(batch.is_empty());
         }
     }

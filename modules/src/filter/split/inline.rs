@@ -6,7 +6,7 @@
 //! competes for them.
 
 use super::lanes::{hand_over, Lane};
-use dnsluice_core::merge::{self, LaneHandle, MergeTarget};
+use dnsluice_core::merge::{self, LaneHandle, MergeTarget, AT_FINISH};
 use dnsluice_core::registry::DownstreamBuilder;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,11 +41,11 @@ impl InlineLane {
         })
     }
 
-    /// Hands `obj` to the chain.
-    pub fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
+    /// Hands `obj`, placed at `key` in the input, to the chain.
+    pub fn receive(&mut self, obj: &mut Object<'_>, key: u64) -> Result<(), StageError> {
         let result = self.chain.receive(obj);
         if let Some(handle) = &self.merging {
-            handle.end_object();
+            handle.end_object(key);
         }
         self.pending += 1;
         result
@@ -56,10 +56,13 @@ impl InlineLane {
         self.pending
     }
 
-    /// Hands what the chain wrote since the last time to the merger (waiting
-    /// while its queue is full); false when the merger has stopped.
-    pub fn hand_over(&mut self, merger_failed: &AtomicBool) -> bool {
-        if self.pending == 0 {
+    /// Hands what the chain wrote since the last time to the merger, the
+    /// split having seen `through` objects (waiting while its queue is full);
+    /// false when the merger has stopped. Nothing new, it hands over nothing
+    /// unless `always` (merging in order, the merger must learn how far the
+    /// lane has got).
+    pub fn hand_over(&mut self, merger_failed: &AtomicBool, through: u64, always: bool) -> bool {
+        if self.pending == 0 && !always {
             return true;
         }
         self.lane
@@ -67,7 +70,7 @@ impl InlineLane {
             .fetch_add(self.pending as u64, Ordering::Relaxed);
         self.pending = 0;
         match &self.merging {
-            Some(handle) => hand_over(&self.lane, merger_failed, handle),
+            Some(handle) => hand_over(&self.lane, merger_failed, handle, through),
             None => true,
         }
     }
@@ -84,9 +87,9 @@ impl InlineLane {
         }
         let result = self.chain.finish();
         if let Some(handle) = &self.merging {
-            // What the chain wrote as it finished, as one more "object".
-            handle.end_object();
-            hand_over(&self.lane, merger_failed, handle);
+            // What the chain wrote as it finished, placed after every object.
+            handle.end_object(AT_FINISH);
+            hand_over(&self.lane, merger_failed, handle, AT_FINISH);
         }
         self.lane.finish();
         result

@@ -8,7 +8,7 @@
 use super::batch::Batch;
 use super::doorbell::Doorbell;
 use crossbeam_queue::ArrayQueue;
-use dnsluice_core::merge::{self, LaneBuffer, MergeTarget};
+use dnsluice_core::merge::{self, LaneBuffer, MergeTarget, AT_FINISH};
 use dnsluice_core::sync::lock;
 use dnsluice_core::{Receiver, StageStats};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -53,12 +53,14 @@ pub(super) struct Lane {
     pub handled: AtomicU64,
     /// The worker's chain's statistics, as of its last snapshot.
     pub snapshot: Mutex<Vec<StageStats>>,
+    /// Its place among the lanes (what it rings the merger for).
+    pub index: usize,
 }
 
 impl Lane {
     /// A lane with room for `batches` batches each way, whose worker
     /// rings `merger` when it has bytes for it.
-    pub fn new(batches: usize, merger: Arc<Doorbell>) -> Lane {
+    pub fn new(index: usize, batches: usize, merger: Arc<Doorbell>) -> Lane {
         let lane = Lane {
             full: ArrayQueue::new(batches),
             free: ArrayQueue::new(batches),
@@ -73,6 +75,7 @@ impl Lane {
             failed: Mutex::new(None),
             handled: AtomicU64::new(0),
             snapshot: Mutex::new(Vec::new()),
+            index,
         };
         for _ in 0..batches {
             let _ = lane.free.push(Batch::default());
@@ -176,10 +179,11 @@ pub(super) fn work(
         if let Some(mut batch) = lane.full.pop() {
             spins = 0;
             let objects = batch.len();
-            let result = batch.drain(|obj| {
+            let upto = batch.upto;
+            let result = batch.drain(|key, obj| {
                 let result = downstream.receive(obj);
                 if let Some(lane_handle) = merging {
-                    lane_handle.end_object();
+                    lane_handle.end_object(key);
                 }
                 result
             });
@@ -190,7 +194,7 @@ pub(super) fn work(
                 lane.fail(e.to_string());
                 break;
             }
-            if merging.is_some_and(|handle| !hand_over(lane, &side.merger_failed, handle)) {
+            if merging.is_some_and(|handle| !hand_over(lane, &side.merger_failed, handle, upto)) {
                 break;
             }
             if last_snapshot.elapsed() >= SNAPSHOT_EVERY {
@@ -210,9 +214,9 @@ pub(super) fn work(
                 lane.fail(e.to_string());
             }
             if let Some(lane_handle) = merging {
-                // What the chain wrote as it finished, as one more "object".
-                lane_handle.end_object();
-                hand_over(lane, &side.merger_failed, lane_handle);
+                // What the chain wrote as it finished, placed after every object.
+                lane_handle.end_object(AT_FINISH);
+                hand_over(lane, &side.merger_failed, lane_handle, AT_FINISH);
             }
             break;
         }
@@ -221,7 +225,7 @@ pub(super) fn work(
         }
         // What this lane wrote but did not ring for must not wait for work
         // the worker has no more of.
-        lane.merger.ring();
+        lane.merger.ring_for(lane.index);
         lane.parked.store(true, Ordering::SeqCst);
         // Checked again after saying so: the split wakes us for anything
         // pushed after this point (the timeout bounds the wait of batches
@@ -237,15 +241,18 @@ pub(super) fn work(
     stats
 }
 
-/// Hands the bytes written since the last batch to the merger, waiting while
-/// its queue is full; false when the merger has stopped on an error.
+/// Hands the bytes written since the last batch to the merger, with how far
+/// the lane has got in the input (`through`, see [`LaneBuffer::through`]),
+/// waiting while its queue is full; false when the merger has stopped on an
+/// error.
 pub(super) fn hand_over(
     lane: &Lane,
     merger_failed: &AtomicBool,
     lane_handle: &merge::LaneHandle,
+    through: u64,
 ) -> bool {
     let empty = lane.spare.pop().unwrap_or_default();
-    let mut written = lane_handle.take(empty);
+    let mut written = lane_handle.take(empty, through);
     let mut spins = 0u32;
     loop {
         match lane.written.push(written) {
@@ -253,7 +260,7 @@ pub(super) fn hand_over(
                 // Woken for several batches at once, not one (each wake-up
                 // costs a system call on each side).
                 if lane.written.len() >= lane.written.capacity() / 2 {
-                    lane.merger.ring();
+                    lane.merger.ring_for(lane.index);
                 }
                 return true;
             }

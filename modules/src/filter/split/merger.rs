@@ -2,18 +2,20 @@
 //! the one stream they share (see [`dnsluice_core::merge`]).
 //!
 //! Unordered, it writes each batch's bytes as they come, lane after lane.
-//! Ordered, it follows the split's log of where each object went
-//! ([`Route`](super::routes::Route)s, sent once the batches they describe
-//! were handed over) and writes each object's bytes in the order the split saw the objects: the
-//! stream a single thread would have written. At the end it writes what each
-//! worker's chain wrote as it finished, lane by lane. When the bytes it
-//! needs are not there yet, it spins briefly, then sleeps on its
-//! [`Doorbell`] until a worker rings it.
+//! Ordered, it merges the lanes' marks by the objects' places in the input
+//! (each object that wrote something has one; each buffer says how far its
+//! lane had got), so the stream is the one a single thread would have
+//! written; at the end it writes what each worker's chain wrote as it
+//! finished, lane by lane. Merging by place, it works per object that wrote
+//! something and per run of them from one lane, not per object of the
+//! input (a TCP capture's handshake packets write nothing), and the split
+//! keeps no log of where each object went. When the bytes it needs are not
+//! there yet, it spins briefly, then sleeps on its [`Doorbell`] until the
+//! lane it waits for rings it.
 
 use super::doorbell::Doorbell;
 use super::lanes::{time_to_sleep, Lane};
-use super::routes::RouteInbox;
-use dnsluice_core::merge::LaneBuffer;
+use dnsluice_core::merge::{LaneBuffer, AT_FINISH};
 use dnsluice_core::StageError;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -24,8 +26,11 @@ use std::sync::Arc;
 pub(super) struct Merger {
     lanes: Vec<Arc<Lane>>,
     sink: Sink,
-    /// Per lane: the batch being written and how many of its objects are.
+    /// Per lane: the buffer being written and how many of its marks are.
     current: Vec<Option<(LaneBuffer, usize)>>,
+    /// Per lane: how far it had got at its last buffer written (see
+    /// [`LaneBuffer::through`]).
+    through: Vec<u64>,
     failed: Arc<AtomicBool>,
     /// What it sleeps on when the bytes it needs are not there yet (the
     /// workers ring it; see `lanes.rs`).
@@ -40,6 +45,7 @@ impl Merger {
         failed: Arc<AtomicBool>,
     ) -> Merger {
         let current = lanes.iter().map(|_| None).collect();
+        let through = vec![0; lanes.len()];
         let bell = lanes
             .first()
             .map(|lane| lane.merger.clone())
@@ -52,16 +58,17 @@ impl Merger {
                 path,
             },
             current,
+            through,
             failed,
         }
     }
 
-    /// Runs to the end: ordered when `routes` is given. An error stops the
+    /// Runs to the end, in input order when `ordered`. An error stops the
     /// workers (through `failed`) and is returned.
-    pub fn run(mut self, routes: Option<RouteInbox>) -> Result<(), StageError> {
-        let result = match routes {
-            Some(routes) => self.ordered(routes),
-            None => self.unordered(),
+    pub fn run(mut self, ordered: bool) -> Result<(), StageError> {
+        let result = match ordered {
+            true => self.ordered(),
+            false => self.unordered(),
         }
         .and_then(|()| self.sink.flush());
         if result.is_err() {
@@ -109,88 +116,112 @@ impl Merger {
         }
     }
 
-    /// Object by object in the split's order, then each lane's last bytes.
-    fn ordered(&mut self, routes: RouteInbox) -> Result<(), StageError> {
-        while let Some(round) = routes.next() {
-            for route in &round {
-                let mut left = route.count as usize;
-                while left > 0 {
-                    left -= self.write_from(route.lane as usize, left)?;
-                }
-            }
-            routes.give_back(round);
-        }
-        // What the chains wrote as they finished, lane by lane.
-        for index in 0..self.lanes.len() {
-            if let Some((buffer, done)) = self.current[index].take() {
-                let start = done.checked_sub(1).map_or(0, |i| buffer.ends[i]);
-                self.sink.write(&buffer.bytes[start..])?;
-                self.recycle(index, buffer);
-            }
-            loop {
-                let finished = self.lanes[index].finished.load(Ordering::SeqCst);
-                match self.lanes[index].written.pop() {
-                    Some(buffer) => {
-                        self.sink.write(&buffer.bytes)?;
-                        self.recycle(index, buffer);
-                    }
-                    None if finished => break,
-                    None => self.bell.wait(|| self.lanes[index].has_news()),
-                }
-            }
-        }
-        self.worker_failures()
-    }
-
-    /// Writes up to `want` objects of lane `lane`'s current batch (waiting
-    /// for it when needed); returns how many.
-    fn write_from(&mut self, lane: usize, want: usize) -> Result<usize, StageError> {
-        if self.current[lane].is_none() {
-            let buffer = self.next_batch(lane)?;
-            self.current[lane] = Some((buffer, 0));
-        }
-        let (buffer, done) = self.current[lane].as_mut().expect("filled above");
-        let take = want.min(buffer.ends.len() - *done);
-        let start = done.checked_sub(1).map_or(0, |i| buffer.ends[i]);
-        let end = buffer.ends[*done + take - 1];
-        *done += take;
-        let exhausted = *done == buffer.ends.len();
-        self.sink.write(&buffer.bytes[start..end])?;
-        if exhausted {
-            let (buffer, _) = self.current[lane].take().expect("still there");
-            self.recycle(lane, buffer);
-        }
-        Ok(take)
-    }
-
-    /// Lane `lane`'s next batch of bytes; an error when its worker stopped
-    /// before writing it.
-    fn next_batch(&self, lane: usize) -> Result<LaneBuffer, StageError> {
+    /// The lanes' bytes in input order: repeatedly the run of marks of the
+    /// lane whose next mark is placed first, up to where another lane's next
+    /// mark (or the place a lane with nothing in hand has got to) comes;
+    /// then what the chains wrote as they finished, lane by lane (placed at
+    /// [`AT_FINISH`], ties going to the lower lane).
+    fn ordered(&mut self) -> Result<(), StageError> {
         let mut spins = 0u32;
         loop {
-            if let Some(buffer) = self.lanes[lane].written.pop() {
-                // A batch of no objects (a worker that finished) ends nothing here.
-                if !buffer.ends.is_empty() {
-                    return Ok(buffer);
+            // The first next mark (key, lane), and the lane with nothing in
+            // hand that has got the least far (through, lane).
+            let mut first: Option<(u64, usize)> = None;
+            let mut behind: Option<(u64, usize)> = None;
+            for index in 0..self.lanes.len() {
+                match self.next_of(index)? {
+                    Next::Mark(key) if first.is_none_or(|best| (key, index) < best) => {
+                        first = Some((key, index))
+                    }
+                    Next::Through(through) if behind.is_none_or(|(least, _)| through < least) => {
+                        behind = Some((through, index))
+                    }
+                    _ => {}
                 }
-                continue;
             }
-            if self.lanes[lane].finished.load(Ordering::SeqCst)
-                && self.lanes[lane].written.is_empty()
-            {
-                let why = self.lanes[lane].failure();
-                let why = why.unwrap_or_else(|| format!("worker {lane} ended early"));
-                return Err(StageError::other(super::MODULE, why));
+            match (first, behind) {
+                (None, None) => return self.worker_failures(),
+                (Some((key, lane)), _) if behind.is_none_or(|(through, _)| key < through) => {
+                    self.write_run(lane)?;
+                    spins = 0;
+                }
+                (_, Some((_, lane))) => {
+                    if time_to_sleep(&mut spins) {
+                        // Merged in order, the split may be waiting for the
+                        // merger: a worker that sleeps on fewer batches than
+                        // wake it must not hold everything up.
+                        self.lanes[lane].wake_worker();
+                        self.bell.wait_for(lane, || self.lanes[lane].has_news());
+                    }
+                }
+                (Some(_), None) => unreachable!("a mark with no lane behind is written"),
             }
-            if !time_to_sleep(&mut spins) {
-                continue;
-            }
-            // Merged in order, the split may be waiting for the merger: a
-            // worker that sleeps on fewer batches than wake it must not
-            // hold everything up.
-            self.lanes[lane].wake_worker();
-            self.bell.wait(|| self.lanes[lane].has_news());
         }
+    }
+
+    /// Lane `lane`'s next unwritten mark, taking its next buffer when the
+    /// one in hand is done; an error when its worker stopped early.
+    fn next_of(&mut self, lane: usize) -> Result<Next, StageError> {
+        loop {
+            if let Some((buffer, done)) = &self.current[lane] {
+                if let Some(mark) = buffer.marks.get(*done) {
+                    return Ok(Next::Mark(mark.key));
+                }
+                self.through[lane] = buffer.through;
+                let (buffer, _) = self.current[lane].take().expect("looked at above");
+                self.recycle(lane, buffer);
+            }
+            // Read before popping: a lane seen finished has pushed all.
+            let finished = self.lanes[lane].finished.load(Ordering::SeqCst);
+            match self.lanes[lane].written.pop() {
+                Some(buffer) => self.current[lane] = Some((buffer, 0)),
+                None if !finished => return Ok(Next::Through(self.through[lane])),
+                None if self.through[lane] == AT_FINISH => return Ok(Next::Finished),
+                None => {
+                    let why = self.lanes[lane].failure();
+                    let why = why.unwrap_or_else(|| format!("worker {lane} ended early"));
+                    return Err(StageError::other(super::MODULE, why));
+                }
+            }
+        }
+    }
+
+    /// Writes lane `lane`'s marks from its next one while each comes before
+    /// every other lane's next mark and before where every other lane with
+    /// nothing in hand has got to.
+    fn write_run(&mut self, lane: usize) -> Result<(), StageError> {
+        // The first other lane's next mark (key, lane), and the least place
+        // another lane with nothing in hand has got to.
+        let mut before_mark: Option<(u64, usize)> = None;
+        let mut before_key: Option<u64> = None;
+        for other in (0..self.lanes.len()).filter(|&other| other != lane) {
+            match &self.current[other] {
+                Some((buffer, done)) if *done < buffer.marks.len() => {
+                    let mark = (buffer.marks[*done].key, other);
+                    before_mark = Some(before_mark.map_or(mark, |before| before.min(mark)));
+                }
+                _ if self.lanes[other].finished.load(Ordering::SeqCst)
+                    && self.through[other] == AT_FINISH => {}
+                _ => {
+                    let through = self.through[other];
+                    before_key = Some(before_key.map_or(through, |before| before.min(through)));
+                }
+            }
+        }
+        let (buffer, done) = self.current[lane].as_mut().expect("a mark in hand");
+        let first = *done;
+        let comes_first = |key: u64| {
+            before_mark.is_none_or(|before| (key, lane) < before)
+                && before_key.is_none_or(|before| key < before)
+        };
+        let last = first
+            + buffer.marks[first..]
+                .iter()
+                .take_while(|mark| comes_first(mark.key))
+                .count();
+        *done = last;
+        let (start, end) = (buffer.start_of(first), buffer.marks[last - 1].end);
+        self.sink.write(&buffer.bytes[start..end])
     }
 
     fn worker_failures(&self) -> Result<(), StageError> {
@@ -199,6 +230,16 @@ impl Merger {
             None => Ok(()),
         }
     }
+}
+
+/// What a lane has next for the ordered merger.
+enum Next {
+    /// A mark, placed at this key.
+    Mark(u64),
+    /// Nothing in hand: it has got this far (see [`LaneBuffer::through`]).
+    Through(u64),
+    /// Nothing more: it has finished and everything it wrote is written.
+    Finished,
 }
 
 /// The real output.
@@ -225,5 +266,134 @@ impl Sink {
 
     fn flush(&mut self) -> Result<(), StageError> {
         self.out.flush().map_err(|e| StageError::io(&self.path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dnsluice_core::merge::Mark;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// An output the test reads back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A lane buffer of `(key, line)` objects that wrote a line, lane having got to `through`.
+    fn buffer(objects: &[(u64, &str)], through: u64) -> LaneBuffer {
+        let mut buffer = LaneBuffer::default();
+        for (key, line) in objects {
+            buffer.bytes.extend_from_slice(line.as_bytes());
+            buffer.bytes.push(b'\n');
+            let end = buffer.bytes.len();
+            buffer.marks.push(Mark { key: *key, end });
+        }
+        buffer.through = through;
+        buffer
+    }
+
+    fn lanes(n: usize) -> Vec<Arc<Lane>> {
+        let bell = Arc::new(Doorbell::default());
+        (0..n)
+            .map(|index| Arc::new(Lane::new(index, 8, bell.clone())))
+            .collect()
+    }
+
+    fn merge(lanes: &[Arc<Lane>]) -> (Result<(), StageError>, String) {
+        let out = Shared::default();
+        let sink = (
+            PathBuf::from("out.jsonl"),
+            Box::new(out.clone()) as Box<dyn Write + Send>,
+        );
+        let merger = Merger::new(lanes.to_vec(), sink, Arc::new(AtomicBool::new(false)));
+        let result = merger.run(true);
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        (result, text)
+    }
+
+    /// Lines come out by their objects' places, whatever lane wrote them and
+    /// however the lanes cut their buffers (one with no marks but how far
+    /// its lane got); what the chains wrote as they finished comes last,
+    /// lane 0's before lane 1's, though lane 1 had finished first.
+    #[test]
+    fn lines_come_out_by_place_then_each_lanes_finish_in_lane_order() {
+        let lanes = lanes(2);
+        let push = |lane: usize, buffer: LaneBuffer| lanes[lane].written.push(buffer).unwrap();
+        push(1, buffer(&[(0, "a"), (1, "b")], 3));
+        push(1, buffer(&[], 6));
+        push(
+            1,
+            buffer(&[(6, "g"), (9, "j"), (AT_FINISH, "end1")], AT_FINISH),
+        );
+        lanes[1].finish();
+        push(0, buffer(&[(3, "d"), (4, "e")], 5));
+        push(0, buffer(&[(5, "f"), (7, "h"), (8, "i")], 10));
+        push(0, buffer(&[(10, "k"), (AT_FINISH, "end0")], AT_FINISH));
+        lanes[0].finish();
+        let (result, text) = merge(&lanes);
+        result.unwrap();
+        assert_eq!(text, "a\nb\nd\ne\nf\ng\nh\ni\nj\nk\nend0\nend1\n");
+    }
+
+    /// A lane whose bytes come later holds the others back only as far as
+    /// it is known to have got: lane 0's objects before place 2 go out at
+    /// once, the rest wait (the merger asleep) until lane 1, woken for,
+    /// hands over its object at place 2.
+    #[test]
+    fn a_late_lane_holds_back_only_what_comes_after_it() {
+        let lanes = lanes(2);
+        let early = [(0, "a"), (1, "b"), (3, "d"), (4, "e"), (AT_FINISH, "end0")];
+        lanes[0].written.push(buffer(&early, AT_FINISH)).unwrap();
+        lanes[0].finish();
+        lanes[1].written.push(buffer(&[], 2)).unwrap();
+        let late = lanes[1].clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            late.written.push(buffer(&[(2, "c")], 5)).unwrap();
+            late.merger.ring_for(1);
+            std::thread::sleep(Duration::from_millis(30));
+            late.written.push(buffer(&[], AT_FINISH)).unwrap();
+            late.finish();
+        });
+        let (result, text) = merge(&lanes);
+        writer.join().unwrap();
+        result.unwrap();
+        assert_eq!(text, "a\nb\nc\nd\ne\nend0\n");
+    }
+
+    /// A worker that stopped before handing over its finish is an error
+    /// (with its own reason when it gave one), not a shorter stream.
+    #[test]
+    fn a_lane_that_ended_early_is_an_error() {
+        let lanes = lanes(2);
+        lanes[0]
+            .written
+            .push(buffer(&[(0, "a"), (AT_FINISH, "end0")], AT_FINISH))
+            .unwrap();
+        lanes[0].finish();
+        lanes[1].written.push(buffer(&[(1, "b")], 5)).unwrap();
+        lanes[1].finish();
+        let (result, _) = merge(&lanes);
+        let error = result.unwrap_err().to_string();
+        assert!(error.contains("worker 1 ended early"), "{error}");
+        lanes[1].fail("its chain failed".into());
+        lanes[1].written.push(buffer(&[(1, "b")], 5)).unwrap();
+        lanes[0]
+            .written
+            .push(buffer(&[(AT_FINISH, "x")], AT_FINISH))
+            .unwrap();
+        let (result, _) = merge(&lanes);
+        assert!(result.unwrap_err().to_string().contains("its chain failed"));
     }
 }

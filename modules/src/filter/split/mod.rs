@@ -32,7 +32,8 @@
 //! threads share one stream (see [`dnsluice_core::merge`]): a merger thread
 //! writes what each worker's chain wrote, as batches come (`ordered =
 //! false`), or object by object in the order the split saw them (`ordered =
-//! true`): the lines one thread would have written, in the same order, what
+//! true`, merged by each object's place in the input, which crosses with
+//! it): the lines one thread would have written, in the same order, what
 //! each chain writes as it finishes (TCP streams cut short) last, thread by
 //! thread.
 //!
@@ -47,7 +48,6 @@ mod doorbell;
 mod inline;
 mod lanes;
 mod merger;
-mod routes;
 mod spread;
 
 use crate::clients::hash_onto;
@@ -62,7 +62,6 @@ use doorbell::Doorbell;
 use inline::InlineLane;
 use lanes::{spin_then_yield, Lane, WorkerSide};
 use merger::Merger;
-use routes::{route_channel, RouteLog};
 use spread::{client_address, flow_hash, lane_of};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -70,6 +69,12 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 const MODULE: &str = "filter.split";
+
+/// Merging in order, a lane that got nothing is told how far the split has
+/// got (an empty batch) once this many batches of objects have gone by (at
+/// most half as many as a lane's queues hold: the merger must never wait on
+/// a lane while the split waits on the merger).
+const STALE_BATCHES: u64 = 4;
 
 /// Options of `filter.split`.
 #[derive(Debug, Clone, Options)]
@@ -133,8 +138,14 @@ pub struct Split {
     input: u64,
     /// The input's last capture time, once the driver tells it (`i64::MIN`: not told).
     input_end_ns: i64,
-    /// Ordered merging: where the objects since the last hand-over went.
-    routes: Option<RouteLog>,
+    /// The merger writes the lanes' bytes in input order (every lane is
+    /// then handed its batch, empty or not, whenever one is: the merger
+    /// learns how far each lane has got).
+    ordered: bool,
+    /// Per lane: the split's count when it last handed that lane something.
+    told: Vec<u64>,
+    /// Objects after which an idle lane is told how far the split has got.
+    stale_after: u64,
     merger: Option<JoinHandle<Result<(), StageError>>>,
     merger_failed: Arc<AtomicBool>,
     /// The workers' merged statistics, once they have finished.
@@ -173,7 +184,9 @@ impl Split {
             input_end_ns: i64::MIN,
             regions: RegionFinder::default(),
             wake_at: (batches / 2).max(1),
-            routes: None,
+            ordered: false,
+            told: Vec::new(),
+            stale_after: (batches as u64 / 2).clamp(1, STALE_BATCHES) * batch as u64,
             merger: None,
             merger_failed: merger_failed.clone(),
             merged: Vec::new(),
@@ -185,14 +198,15 @@ impl Split {
         let inline = options.inline && threads > 1;
         let merger_bell = Arc::new(Doorbell::default());
         if inline {
-            let lane = Arc::new(Lane::new(batches, merger_bell.clone()));
+            let lane = Arc::new(Lane::new(0, batches, merger_bell.clone()));
             split.inline = Some(InlineLane::new(lane.clone(), &target, &build)?);
             split.workers.push(Worker { lane, handle: None });
             split.pending.push(None);
+            split.told.push(0);
         }
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         for index in usize::from(inline)..threads {
-            let lane = Arc::new(Lane::new(batches, merger_bell.clone()));
+            let lane = Arc::new(Lane::new(index, batches, merger_bell.clone()));
             let side = WorkerSide {
                 lane: lane.clone(),
                 target: target.clone(),
@@ -227,6 +241,7 @@ impl Split {
                 handle: Some(handle),
             });
             split.pending.push(None);
+            split.told.push(0);
         }
         drop(ready_tx);
         let mut first_error = None;
@@ -253,14 +268,10 @@ impl Split {
     ) -> Result<(), StageError> {
         let lanes = self.workers.iter().map(|w| w.lane.clone()).collect();
         let merger = Merger::new(lanes, output, self.merger_failed.clone());
-        let routes = ordered.then(|| {
-            let (log, inbox) = route_channel();
-            self.routes = Some(log);
-            inbox
-        });
+        self.ordered = ordered;
         let handle = std::thread::Builder::new()
             .name("split-merge".into())
-            .spawn(move || merger.run(routes))
+            .spawn(move || merger.run(ordered))
             .map_err(|e| StageError::other(MODULE, format!("cannot start a thread: {e}")))?;
         self.merger = Some(handle);
         Ok(())
@@ -312,21 +323,36 @@ impl Split {
     }
 
     /// Hands worker `index` its pending batch (the inline lane: what its
-    /// chain wrote, to the merger).
+    /// chain wrote, to the merger). Merging in order, an empty batch goes
+    /// too: it tells the merger that the lane has nothing before here.
     fn hand_over(&mut self, index: usize) -> Result<(), StageError> {
+        let through = self.input;
+        // Merging in order, a lane that got nothing is handed an empty batch
+        // once the merger may be waiting on it: once it has not been told
+        // for a few batches (not at every hand-over: with many threads, most
+        // lanes would be woken for nothing most of the time).
+        let tell_idle = self.ordered && through - self.told[index] >= self.stale_after;
         if let Some(inline) = self.inline.as_mut().filter(|_| index == 0) {
-            if !inline.hand_over(&self.merger_failed) {
+            if inline.pending() > 0 || tell_idle {
+                self.told[0] = through;
+            }
+            if !inline.hand_over(&self.merger_failed, through, tell_idle) {
                 return Err(self.merger_error());
             }
             return Ok(());
         }
-        let Some(batch) = self.pending[index].take() else {
-            return Ok(());
+        let batch = match self.pending[index].take() {
+            Some(batch) => batch,
+            None if tell_idle => self.empty_batch(index)?,
+            None => return Ok(()),
         };
-        if batch.is_empty() {
+        if batch.is_empty() && !tell_idle {
             self.pending[index] = Some(batch);
             return Ok(());
         }
+        self.told[index] = through;
+        let mut batch = batch;
+        batch.upto = through;
         let worker = &self.workers[index];
         // Never full: as many batches as room in the queue.
         let _ = worker.lane.full.push(batch);
@@ -336,12 +362,11 @@ impl Split {
         Ok(())
     }
 
-    /// A batch filled up: hands it over (ordered merging: every pending
-    /// batch, then the log of where their objects went).
+    /// A batch filled up: hands it over (ordered merging: every lane's).
     fn batch_full(&mut self, index: usize) -> Result<(), StageError> {
-        match &mut self.routes {
-            None => self.hand_over(index)?,
-            Some(_) => self.hand_over_all()?,
+        match self.ordered {
+            false => self.hand_over(index)?,
+            true => self.hand_over_all()?,
         }
         // The batch standalone objects go to is full: the next worker's turn.
         if self.by != By::Client && index == self.next {
@@ -370,18 +395,10 @@ impl Split {
             .unwrap_or(0)
     }
 
-    /// Hands every pending batch over, then the routes of their objects.
+    /// Hands every pending batch over.
     fn hand_over_all(&mut self) -> Result<(), StageError> {
         for index in 0..self.workers.len() {
             self.hand_over(index)?;
-        }
-        if let Some(log) = &mut self.routes {
-            // The merger is behind: it must not sleep on bytes waiting for
-            // their doorbell while this thread waits for it.
-            let merger = &self.workers[0].lane.merger;
-            if !log.send(|| merger.ring()) {
-                return Err(self.merger_error());
-            }
         }
         Ok(())
     }
@@ -389,20 +406,13 @@ impl Split {
     /// Hands `obj` to the inline lane's chain; whether its share is due to
     /// be handed over.
     fn receive_inline(&mut self, obj: &mut Object<'_>) -> Result<bool, StageError> {
+        let key = self.input;
         let inline = self
             .inline
             .as_mut()
             .expect("only called with an inline lane");
-        inline.receive(obj)?;
+        inline.receive(obj, key)?;
         Ok(inline.pending() >= self.batch)
-    }
-
-    /// Ordered merging: notes that the next object went to lane `index`
-    /// (nothing otherwise).
-    fn log_route(&mut self, index: usize) {
-        if let Some(log) = &mut self.routes {
-            log.note(index);
-        }
     }
 
     /// Hands everything over, tells every worker that nothing more comes,
@@ -413,8 +423,6 @@ impl Split {
             return None;
         }
         let mut error = self.hand_over_all().err();
-        // Closing the log tells an ordered merger that no more objects come.
-        self.routes = None;
         let mut merged: Vec<StageStats> = Vec::new();
         if let Some(inline) = &mut self.inline {
             if let Err(e) = inline.finish(self.input_end_ns, &self.merger_failed) {
@@ -477,10 +485,9 @@ impl Receiver for Split {
             let Some(batch) = &mut self.pending[index] else {
                 unreachable!("filled above")
             };
-            batch.push(obj, &mut self.regions);
+            batch.push(obj, self.input, &mut self.regions);
             batch.len() >= self.batch
         };
-        self.log_route(index);
         self.input += 1;
         if full {
             self.batch_full(index)?;
