@@ -29,8 +29,11 @@ pub(super) struct Lane {
     /// The bytes the worker's chain wrote for each batch, to the merger
     /// (when the output is one stream shared by the threads).
     pub written: ArrayQueue<LaneBuffer>,
-    /// Written buffers the merger emptied, back to the worker.
-    pub spare: ArrayQueue<LaneBuffer>,
+    /// Written buffers the merger emptied, back to the worker: the last one
+    /// back is the next one used (its memory is the likeliest to be in the
+    /// worker's cache still; taken in turn, the worker would write into
+    /// every buffer there is, a megabyte or more, colder each time).
+    pub spare: Mutex<Vec<LaneBuffer>>,
     /// The merger's doorbell (every lane's the same): rung once half the
     /// `written` queue waits, when this lane's worker is about to wait
     /// itself, and when it has finished.
@@ -65,7 +68,7 @@ impl Lane {
             full: ArrayQueue::new(batches),
             free: ArrayQueue::new(batches),
             written: ArrayQueue::new(batches + 1),
-            spare: ArrayQueue::new(batches + 1),
+            spare: Mutex::new(Vec::new()),
             merger,
             parked: AtomicBool::new(false),
             worker: OnceLock::new(),
@@ -251,7 +254,7 @@ pub(super) fn hand_over(
     lane_handle: &merge::LaneHandle,
     through: u64,
 ) -> bool {
-    let empty = lane.spare.pop().unwrap_or_default();
+    let empty = lock(&lane.spare).pop().unwrap_or_default();
     let mut written = lane_handle.take(empty, through);
     let mut spins = 0u32;
     loop {

@@ -16,6 +16,7 @@
 use super::doorbell::Doorbell;
 use super::lanes::{time_to_sleep, Lane};
 use dnsluice_core::merge::{LaneBuffer, AT_FINISH};
+use dnsluice_core::sync::lock;
 use dnsluice_core::StageError;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -80,7 +81,7 @@ impl Merger {
     /// Gives an emptied buffer back to its worker.
     fn recycle(&self, lane: usize, mut buffer: LaneBuffer) {
         buffer.clear();
-        let _ = self.lanes[lane].spare.push(buffer);
+        lock(&self.lanes[lane].spare).push(buffer);
     }
 
     /// Each batch's bytes as they come; then each lane's last bytes.
