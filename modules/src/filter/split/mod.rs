@@ -138,9 +138,9 @@ pub struct Split {
     input: u64,
     /// The input's last capture time, once the driver tells it (`i64::MIN`: not told).
     input_end_ns: i64,
-    /// The merger writes the lanes' bytes in input order (every lane is
-    /// then handed its batch, empty or not, whenever one is: the merger
-    /// learns how far each lane has got).
+    /// The merger writes the lanes' bytes in input order (each lane's
+    /// batches then say how far the split had got, and a lane that got
+    /// nothing for a while is handed an empty batch: see [`STALE_BATCHES`]).
     ordered: bool,
     /// Per lane: the split's count when it last handed that lane something.
     told: Vec<u64>,
@@ -323,8 +323,9 @@ impl Split {
     }
 
     /// Hands worker `index` its pending batch (the inline lane: what its
-    /// chain wrote, to the merger). Merging in order, an empty batch goes
-    /// too: it tells the merger that the lane has nothing before here.
+    /// chain wrote, to the merger). Merging in order, a lane not handed
+    /// anything for `stale_after` objects gets an empty batch: it tells the
+    /// merger that the lane has nothing before here.
     fn hand_over(&mut self, index: usize) -> Result<(), StageError> {
         let through = self.input;
         // Merging in order, a lane that got nothing is handed an empty batch
