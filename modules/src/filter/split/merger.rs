@@ -125,14 +125,22 @@ impl Merger {
     fn ordered(&mut self) -> Result<(), StageError> {
         let mut spins = 0u32;
         loop {
-            // The first next mark (key, lane), and the lane with nothing in
-            // hand that has got the least far (through, lane).
+            // The first and second next marks (key, lane), each lane having
+            // one at most, and the lane with nothing in hand that has got
+            // the least far (through, lane).
             let mut first: Option<(u64, usize)> = None;
+            let mut second: Option<(u64, usize)> = None;
             let mut behind: Option<(u64, usize)> = None;
             for index in 0..self.lanes.len() {
                 match self.next_of(index)? {
-                    Next::Mark(key) if first.is_none_or(|best| (key, index) < best) => {
-                        first = Some((key, index))
+                    Next::Mark(key) => {
+                        let mark = Some((key, index));
+                        if first.is_none_or(|best| (key, index) < best) {
+                            second = first;
+                            first = mark;
+                        } else if second.is_none_or(|next| (key, index) < next) {
+                            second = mark;
+                        }
                     }
                     Next::Through(through) if behind.is_none_or(|(least, _)| through < least) => {
                         behind = Some((through, index))
@@ -140,22 +148,25 @@ impl Merger {
                     _ => {}
                 }
             }
-            match (first, behind) {
-                (None, None) => return self.worker_failures(),
-                (Some((key, lane)), _) if behind.is_none_or(|(through, _)| key < through) => {
-                    self.write_run(lane)?;
-                    spins = 0;
-                }
-                (_, Some((_, lane))) => {
-                    if time_to_sleep(&mut spins) {
-                        // Merged in order, the split may be waiting for the
-                        // merger: a worker that sleeps on fewer batches than
-                        // wake it must not hold everything up.
-                        self.lanes[lane].wake_worker();
-                        self.bell.wait_for(lane, || self.lanes[lane].has_news());
-                    }
-                }
-                (Some(_), None) => unreachable!("a mark with no lane behind is written"),
+            let writable =
+                first.filter(|&(key, _)| behind.is_none_or(|(through, _)| key < through));
+            if let Some((_, lane)) = writable {
+                // Up to the next lane's mark, and short of where the lane
+                // that is behind has got to.
+                self.write_run(lane, second, behind.map(|(through, _)| through))?;
+                spins = 0;
+                continue;
+            }
+            let Some((_, lane)) = behind else {
+                // No mark and no lane behind: every lane has finished.
+                return self.worker_failures();
+            };
+            if time_to_sleep(&mut spins) {
+                // Merged in order, the split may be waiting for the merger:
+                // a worker that sleeps on fewer batches than wake it must
+                // not hold everything up.
+                self.lanes[lane].wake_worker();
+                self.bell.wait_for(lane, || self.lanes[lane].has_news());
             }
         }
     }
@@ -188,32 +199,19 @@ impl Merger {
     }
 
     /// Writes lane `lane`'s marks from its next one while each comes before
-    /// every other lane's next mark and before where every other lane with
-    /// nothing in hand has got to.
-    fn write_run(&mut self, lane: usize) -> Result<(), StageError> {
-        // The first other lane's next mark (key, lane), and the least place
-        // another lane with nothing in hand has got to.
-        let mut before_mark: Option<(u64, usize)> = None;
-        let mut before_key: Option<u64> = None;
-        for other in (0..self.lanes.len()).filter(|&other| other != lane) {
-            match &self.current[other] {
-                Some((buffer, done)) if *done < buffer.marks.len() => {
-                    let mark = (buffer.marks[*done].key, other);
-                    before_mark = Some(before_mark.map_or(mark, |before| before.min(mark)));
-                }
-                _ if self.lanes[other].finished.load(Ordering::SeqCst)
-                    && self.through[other] == AT_FINISH => {}
-                _ => {
-                    let through = self.through[other];
-                    before_key = Some(before_key.map_or(through, |before| before.min(through)));
-                }
-            }
-        }
+    /// `next_mark` (another lane's next mark, as (key, lane)) and before
+    /// `behind` (the least place a lane with nothing in hand has got to).
+    /// The caller has seen that the first one does.
+    fn write_run(
+        &mut self,
+        lane: usize,
+        next_mark: Option<(u64, usize)>,
+        behind: Option<u64>,
+    ) -> Result<(), StageError> {
         let (buffer, done) = self.current[lane].as_mut().expect("a mark in hand");
         let first = *done;
         let comes_first = |key: u64| {
-            before_mark.is_none_or(|before| (key, lane) < before)
-                && before_key.is_none_or(|before| key < before)
+            next_mark.is_none_or(|next| (key, lane) < next) && behind.is_none_or(|b| key < b)
         };
         let last = first
             + buffer.marks[first..]
