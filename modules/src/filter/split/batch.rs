@@ -2,10 +2,11 @@
 //!
 //! The usual object at a split right after a mapped capture (where
 //! `threads = N` puts it) is a packet whose layers are not parsed yet and
-//! whose bytes lie in the map: it crosses as where its bytes are and its
-//! capture facts, packed into 32 bytes (an [`Entry`]: two to a cache line,
-//! and every line the split writes is one the worker's core must fetch; a
-//! whole copied object is 280 bytes and a buffer of its own). Any other
+//! whose bytes lie in the map: it crosses as where its bytes are, its
+//! capture facts and its place in the input, packed into 40 bytes (an
+//! [`Entry`], written with one push: every line the split writes is one the
+//! worker's core must fetch; a whole copied object is 280 bytes and a
+//! buffer of its own). Any other
 //! object is copied whole into one of the batch's reused [`OwnedObject`]s
 //! (its bytes still by their place, when they lie in the region).
 
@@ -17,11 +18,15 @@ const COPIED: u64 = u64::MAX;
 /// [`Entry::ts_ns`] of a packet whose record has no capture time.
 const NO_TIME: i64 = i64::MIN;
 
-/// One object of a batch: a packet of the batch's region, by where its
-/// bytes are and its capture facts (the link type is the batch's), or
-/// ([`COPIED`] as its frame) the batch's copy at index `at`.
+/// One object of a batch and its place in the input: a packet of the
+/// batch's region, by where its bytes are and its capture facts (the link
+/// type is the batch's), or ([`COPIED`] as its frame) the batch's copy at
+/// index `at`.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
+    /// The object's place in the input (the split's count before it): what
+    /// an ordered merger merges the lanes' bytes by.
+    key: u64,
     /// Offset of the packet's bytes in the region; a copy's index.
     at: u64,
     /// The packet's frame number, or [`COPIED`].
@@ -35,11 +40,16 @@ struct Entry {
 }
 
 impl Entry {
-    /// The entry of an unparsed packet of `region` on link `link`, when its
-    /// facts fit one (they do but for frame numbers and times no capture
-    /// has: those are copied).
-    #[inline]
-    fn of(packet: &Packet<'_>, region: &SharedRegion, link: Option<LinkType>) -> Option<Entry> {
+    /// The entry of an unparsed packet of `region` on link `link`, placed
+    /// at `key`, when its facts fit one (they do but for frame numbers and
+    /// times no capture has: those are copied).
+    #[inline(always)]
+    fn of(
+        packet: &Packet<'_>,
+        region: &SharedRegion,
+        link: Option<LinkType>,
+        key: u64,
+    ) -> Option<Entry> {
         let meta = &packet.meta;
         let span = region.span_of(packet.data)?;
         let fits = packet.layers.is_unparsed()
@@ -47,6 +57,7 @@ impl Entry {
             && meta.frame != COPIED
             && meta.ts_ns != Some(NO_TIME);
         Some(Entry {
+            key,
             at: span.at as u64,
             frame: meta.frame,
             ts_ns: meta.ts_ns.unwrap_or(NO_TIME),
@@ -56,9 +67,10 @@ impl Entry {
         .filter(|_| fits)
     }
 
-    /// The entry of the batch's copy at index `at`.
-    fn copied(at: usize) -> Entry {
+    /// The entry of the batch's copy at index `at`, placed at `key`.
+    fn copied(at: usize, key: u64) -> Entry {
         Entry {
+            key,
             at: at as u64,
             frame: COPIED,
             ts_ns: NO_TIME,
@@ -87,11 +99,8 @@ impl Entry {
 /// Objects for one worker, handed over together.
 #[derive(Default)]
 pub(super) struct Batch {
-    /// The objects, in the order the split saw them.
+    /// The objects and their places, in the order the split saw them.
     entries: Vec<Entry>,
-    /// Each object's place in the input (the split's count before it): what
-    /// an ordered merger merges the lanes' bytes by.
-    keys: Vec<u64>,
     /// How far the split had got when it handed the batch over: the lane's
     /// next objects are placed at or after this.
     pub upto: u64,
@@ -122,22 +131,22 @@ impl Batch {
     /// batch sets its region (the one `regions` finds its bytes in, if any)
     /// and its link type; packets of that region and link are held by their
     /// place, others copied.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, obj: &Object<'_>, key: u64, regions: &mut RegionFinder) {
-        self.keys.push(key);
         if self.entries.is_empty() {
             self.start(obj, regions);
         }
         if let (Object::Packet(packet), Some(region)) = (obj, &self.region) {
-            if let Some(entry) = Entry::of(packet, region, self.link) {
+            if let Some(entry) = Entry::of(packet, region, self.link, key) {
                 self.entries.push(entry);
                 return;
             }
         }
-        self.push_copy(obj);
+        self.push_copy(obj, key);
     }
 
     /// Takes the region and link type of a batch's first object.
+    #[inline(never)]
     fn start(&mut self, obj: &Object<'_>, regions: &mut RegionFinder) {
         let packet = obj.packet();
         self.region = packet.and_then(|p| regions.region_of(p.data)).cloned();
@@ -148,12 +157,12 @@ impl Batch {
     /// in the batch's region).
     #[cold]
     #[inline(never)]
-    fn push_copy(&mut self, obj: &Object<'_>) {
+    fn push_copy(&mut self, obj: &Object<'_>, key: u64) {
         if self.copied == self.copies.len() {
             self.copies.push(OwnedObject::default());
         }
         self.copies[self.copied].copy_from_in(obj, self.region.as_ref());
-        self.entries.push(Entry::copied(self.copied));
+        self.entries.push(Entry::copied(self.copied, key));
         self.copied += 1;
     }
 
@@ -170,18 +179,17 @@ impl Batch {
             .unwrap_or_default();
         let link = self.link.unwrap_or(LinkType(0));
         let mut result = Ok(());
-        for (entry, &key) in self.entries.iter().zip(&self.keys) {
+        for entry in &self.entries {
             let mut obj = match entry.frame {
                 COPIED => self.copies[entry.at as usize].view_in(bytes),
                 _ => Object::Packet(entry.packet(bytes, link)),
             };
-            result = each(key, &mut obj);
+            result = each(entry.key, &mut obj);
             if result.is_err() {
                 break;
             }
         }
         self.entries.clear();
-        self.keys.clear();
         self.copied = 0;
         result
     }
@@ -285,9 +293,9 @@ mod tests {
         }
     }
 
-    /// An entry is two to a cache line.
+    /// An entry is 40 bytes (the worker fetches every line of them).
     #[test]
-    fn an_entry_is_32_bytes() {
-        assert_eq!(std::mem::size_of::<Entry>(), 32);
+    fn an_entry_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 40);
     }
 }
