@@ -157,6 +157,19 @@ pub(super) fn time_to_sleep(spins: &mut u32) -> bool {
     true
 }
 
+/// Runs its closure if the thread unwinds from a panic while it is alive:
+/// a thread that panics says so to the threads waiting on it (in a build
+/// that unwinds; release builds abort), instead of leaving them waiting.
+pub(super) struct OnPanic<F: FnMut()>(pub F);
+
+impl<F: FnMut()> Drop for OnPanic<F> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            (self.0)();
+        }
+    }
+}
+
 /// Everything a worker needs besides its chain.
 pub(super) struct WorkerSide {
     /// Its lane.
@@ -176,6 +189,7 @@ pub(super) fn work(
     mut downstream: Box<dyn Receiver>,
 ) -> Vec<StageStats> {
     let lane = &*side.lane;
+    let _said = OnPanic(|| lane.fail("it panicked".into()));
     let mut spins = 0u32;
     let mut last_snapshot = Instant::now();
     loop {
@@ -276,5 +290,45 @@ pub(super) fn hand_over(
             lane.merger.ring();
             std::thread::sleep(Duration::from_micros(20));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dnsluice_core::shared::RegionFinder;
+    use dnsluice_core::{Object, StageError, Text, TextKind};
+
+    /// A chain with a bug: it panics on the first object.
+    struct Panics;
+
+    impl Receiver for Panics {
+        fn receive(&mut self, _: &mut Object<'_>) -> Result<(), StageError> {
+            panic!("a bug in the chain");
+        }
+        fn stats(&self, _: &mut Vec<StageStats>) {}
+    }
+
+    /// A worker whose chain panics (a build that unwinds) records that it
+    /// failed: the split, which waits for its batches back, stops on it.
+    #[test]
+    fn a_worker_that_panics_says_it_failed() {
+        let lane = Arc::new(Lane::new(1, 2, Arc::new(Doorbell::default())));
+        let side = WorkerSide {
+            lane: lane.clone(),
+            target: MergeTarget::new(),
+            merger_failed: Arc::new(AtomicBool::new(false)),
+        };
+        let mut batch = lane.free.pop().expect("a free batch");
+        let line = Object::Text(Text {
+            kind: TextKind::Line,
+            number: 1,
+            text: "one",
+        });
+        batch.push(&line, 0, &mut RegionFinder::default());
+        assert!(lane.full.push(batch).is_ok());
+        let ran = std::thread::spawn(move || work(&side, None, Box::new(Panics))).join();
+        assert!(ran.is_err(), "it panicked");
+        assert_eq!(lane.failure().as_deref(), Some("it panicked"));
     }
 }

@@ -9,12 +9,14 @@
 //! finished, lane by lane. Merging by place, it works per object that wrote
 //! something and per run of them from one lane, not per object of the
 //! input (a TCP capture's handshake packets write nothing), and the split
-//! keeps no log of where each object went. When the bytes it needs are not
+//! keeps no log of where each object went. The runs are written where they
+//! lie, many with one system call ([`Gather`]), not copied. When the bytes it needs are not
 //! there yet, it spins briefly, then sleeps on its [`Doorbell`] until the
 //! lane it waits for rings it.
 
 use super::doorbell::Doorbell;
-use super::lanes::{time_to_sleep, Lane};
+use super::gather::Gather;
+use super::lanes::{time_to_sleep, Lane, OnPanic};
 use dnsluice_core::merge::{LaneBuffer, AT_FINISH};
 use dnsluice_core::sync::lock;
 use dnsluice_core::StageError;
@@ -29,6 +31,8 @@ pub(super) struct Merger {
     sink: Sink,
     /// Per lane: the buffer being written and how many of its marks are.
     current: Vec<Option<(LaneBuffer, usize)>>,
+    /// Ordered: the runs to write next, where they lie.
+    gather: Gather,
     /// Per lane: how far it had got at its last buffer written (see
     /// [`LaneBuffer::through`]).
     through: Vec<u64>,
@@ -59,6 +63,7 @@ impl Merger {
                 path,
             },
             current,
+            gather: Gather::default(),
             through,
             failed,
         }
@@ -67,8 +72,15 @@ impl Merger {
     /// Runs to the end, in input order when `ordered`. An error stops the
     /// workers (through `failed`) and is returned.
     pub fn run(mut self, ordered: bool) -> Result<(), StageError> {
+        let failed = self.failed.clone();
+        let _said = OnPanic(move || failed.store(true, Ordering::SeqCst));
         let result = match ordered {
-            true => self.ordered(),
+            true => {
+                let merged = self.ordered();
+                // What was gathered goes out, even before an error.
+                let written = self.write_gathered();
+                merged.and(written)
+            }
             false => self.unordered(),
         }
         .and_then(|()| self.sink.flush());
@@ -79,9 +91,27 @@ impl Merger {
     }
 
     /// Gives an emptied buffer back to its worker.
-    fn recycle(&self, lane: usize, mut buffer: LaneBuffer) {
-        buffer.clear();
-        lock(&self.lanes[lane].spare).push(buffer);
+    fn recycle(&self, lane: usize, buffer: LaneBuffer) {
+        recycle(&self.lanes, lane, buffer);
+    }
+
+    /// Writes the runs gathered, and gives back the buffers they held.
+    fn write_gathered(&mut self) -> Result<(), StageError> {
+        let Merger {
+            gather,
+            current,
+            sink: Sink { out, path },
+            lanes,
+            ..
+        } = self;
+        // What was buffered first, then the runs straight to the output.
+        out.flush()
+            .and_then(|()| {
+                gather.write(current, out.get_mut(), |lane, buffer| {
+                    recycle(lanes, lane, buffer)
+                })
+            })
+            .map_err(|e| StageError::io(&*path, e))
     }
 
     /// Each batch's bytes as they come; then each lane's last bytes.
@@ -162,6 +192,8 @@ impl Merger {
                 return self.worker_failures();
             };
             if time_to_sleep(&mut spins) {
+                // Nothing gathered waits while the merger sleeps.
+                self.write_gathered()?;
                 // Merged in order, the split may be waiting for the merger:
                 // a worker that sleeps on fewer batches than wake it must
                 // not hold everything up.
@@ -181,7 +213,9 @@ impl Merger {
                 }
                 self.through[lane] = buffer.through;
                 let (buffer, _) = self.current[lane].take().expect("looked at above");
-                self.recycle(lane, buffer);
+                if let Some(buffer) = self.gather.retire(lane, buffer) {
+                    self.recycle(lane, buffer);
+                }
             }
             // Read before popping: a lane seen finished has pushed all.
             let finished = self.lanes[lane].finished.load(Ordering::SeqCst);
@@ -220,7 +254,11 @@ impl Merger {
                 .count();
         *done = last;
         let (start, end) = (buffer.start_of(first), buffer.marks[last - 1].end);
-        self.sink.write(&buffer.bytes[start..end])
+        self.gather.add(lane, start, end);
+        match self.gather.is_full() {
+            true => self.write_gathered(),
+            false => Ok(()),
+        }
     }
 
     fn worker_failures(&self) -> Result<(), StageError> {
@@ -266,6 +304,12 @@ impl Sink {
     fn flush(&mut self) -> Result<(), StageError> {
         self.out.flush().map_err(|e| StageError::io(&self.path, e))
     }
+}
+
+/// Gives an emptied buffer back to lane `lane`'s worker.
+fn recycle(lanes: &[Arc<Lane>], lane: usize, mut buffer: LaneBuffer) {
+    buffer.clear();
+    lock(&lanes[lane].spare).push(buffer);
 }
 
 #[cfg(test)]
@@ -369,6 +413,36 @@ mod tests {
         writer.join().unwrap();
         result.unwrap();
         assert_eq!(text, "a\nb\nc\nd\ne\nend0\n");
+    }
+
+    /// A merger that panics (a bug; a build that unwinds) says it failed:
+    /// the split and the workers stop instead of waiting for it.
+    #[test]
+    fn a_merger_that_panics_says_it_failed() {
+        struct Panics;
+        impl Write for Panics {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                panic!("a bug in the output");
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lanes = lanes(1);
+        lanes[0].finish();
+        for ordered in [true, false] {
+            let last = buffer(&[(AT_FINISH, "x")], AT_FINISH);
+            lanes[0].written.push(last).unwrap();
+            let failed = Arc::new(AtomicBool::new(false));
+            let sink = (
+                PathBuf::from("out.jsonl"),
+                Box::new(Panics) as Box<dyn Write + Send>,
+            );
+            let merger = Merger::new(lanes.clone(), sink, failed.clone());
+            let ran = std::thread::spawn(move || merger.run(ordered)).join();
+            assert!(ran.is_err(), "it panicked");
+            assert!(failed.load(Ordering::SeqCst), "ordered {ordered}: said so");
+        }
     }
 
     /// A worker that stopped before handing over its finish is an error

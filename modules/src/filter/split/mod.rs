@@ -45,6 +45,7 @@
 
 mod batch;
 mod doorbell;
+mod gather;
 mod inline;
 mod lanes;
 mod merger;
