@@ -97,6 +97,9 @@ impl Merger {
 
     /// Writes the runs gathered, and gives back the buffers they held.
     fn write_gathered(&mut self) -> Result<(), StageError> {
+        if self.gather.is_empty() {
+            return Ok(());
+        }
         let Merger {
             gather,
             current,
