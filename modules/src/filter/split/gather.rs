@@ -93,19 +93,19 @@ impl Gather {
         out: &mut dyn Write,
         mut recycle: impl FnMut(usize, LaneBuffer),
     ) -> io::Result<()> {
-        let bytes_of = |run: &Run| -> &[u8] {
+        let bytes_of = |run: &Run| -> Option<IoSlice<'_>> {
             let buffer = match run.held {
-                Held::Current(lane) => current[lane].as_ref().map(|(buffer, _)| buffer),
+                Held::Current(lane) => current.get(lane)?.as_ref().map(|(buffer, _)| buffer),
                 Held::Retired(index) => self.retired.get(index).map(|(_, buffer)| buffer),
             };
-            buffer.map_or(&[], |buffer| &buffer.bytes[run.start..run.end])
+            Some(IoSlice::new(buffer?.bytes.get(run.start..run.end)?))
         };
-        let mut slices: Vec<IoSlice<'_>> = self
-            .runs
-            .iter()
-            .map(|run| IoSlice::new(bytes_of(run)))
-            .collect();
-        let result = write_all_vectored(out, &mut slices);
+        // A run whose bytes are gone would be a bug here: said, not skipped.
+        let slices: Option<Vec<IoSlice<'_>>> = self.runs.iter().map(bytes_of).collect();
+        let result = match slices {
+            Some(mut slices) => write_all_vectored(out, &mut slices),
+            None => Err(io::Error::other("a gathered run's buffer is gone")),
+        };
         self.runs.clear();
         self.bytes = 0;
         for (lane, buffer) in self.retired.drain(..) {
@@ -204,6 +204,19 @@ mod tests {
         let mut out = Vec::new();
         gather.write(&current, &mut out, |_, _| {}).unwrap();
         assert_eq!(out, b"a\nc\n");
+    }
+
+    /// A run whose bytes are not there (a bug in the merger) is an error,
+    /// not a panic nor lines silently skipped.
+    #[test]
+    fn a_run_without_its_bytes_is_an_error() {
+        let current = vec![Some((buffer("a\n"), 0)), None];
+        for (lane, end) in [(0, 10), (1, 2)] {
+            let mut gather = Gather::default();
+            gather.add(lane, 0, end);
+            let error = gather.write(&current, &mut Vec::new(), |_, _| {});
+            assert!(error.unwrap_err().to_string().contains("gone"));
+        }
     }
 
     /// A writer that takes nothing is an error, not a loop.
