@@ -4,19 +4,21 @@
 use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
+use std::time::Duration;
 
-use crate::{assert_ok, dnsluice, temp_path};
+use crate::{assert_ok, dnsluice, output_within, temp_path};
 
-/// Writes `text` as a pipeline file and runs `dnsluice run` on it with `args`.
+/// How long a pipeline of a test may run: far longer than any takes, so
+/// that one still running has hung (threads waiting on each other).
+const PIPELINE_LIMIT: Duration = Duration::from_secs(300);
+
+/// Writes `text` as a pipeline file and runs `dnsluice run` on it with
+/// `args`; a run still going after [`PIPELINE_LIMIT`] is killed and fails
+/// the test.
 pub fn run_pipeline(text: &str, args: &[&str]) -> Output {
     let file = temp_path("pipeline.toml");
     std::fs::write(&file, text).unwrap();
-    let out = dnsluice()
-        .arg("run")
-        .arg(&file)
-        .args(args)
-        .output()
-        .expect("run dnsluice");
+    let out = output_within(dnsluice().arg("run").arg(&file).args(args), PIPELINE_LIMIT);
     let _ = std::fs::remove_file(&file);
     out
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{dnsluice, run_ok};
+use crate::{dnsluice, run_ok, wait_within};
 
 /// A stream name no other test (or earlier run) uses.
 pub fn stream(name: &str) -> String {
@@ -119,18 +119,7 @@ pub fn slow_worker(dir: &Path, work: &str, results: &str, extra: &[&str]) -> Chi
 /// Waits for a worker to exit 0; one still running after two minutes
 /// (a worker that never goes idle) is killed and the test fails.
 pub fn wait_ok(child: &mut Child, dir: &Path, name: &str) {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_within(child, Duration::from_secs(120));
     let err = std::fs::read_to_string(dir.join(format!("{name}.err"))).unwrap_or_default();
     match status {
         Some(status) => assert!(status.success(), "{name} ended with {status}:\n{err}"),
@@ -353,17 +342,8 @@ pub fn free_port() -> u16 {
 
 /// Waits (at most `limit`) for a worker to fail; its stderr.
 pub fn wait_failed(child: &mut Child, dir: &Path, name: &str, limit: Duration) -> String {
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{name} was still running after {limit:?} (killed)");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = wait_within(child, limit) else {
+        panic!("{name} was still running after {limit:?} (killed)");
     };
     let err = std::fs::read_to_string(dir.join(format!("{name}.err"))).unwrap_or_default();
     assert!(!status.success(), "{name} succeeded:\n{err}");

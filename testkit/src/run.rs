@@ -2,10 +2,12 @@
 //! that must succeed.
 
 use std::fmt::Display;
+use std::fs::File;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::temp::profile_dir;
+use crate::temp::{profile_dir, temp_path};
 
 /// The dnsluice binary cargo built for the tests running now
 /// (`target/debug/dnsluice`, beside the tests' `deps/`).
@@ -43,4 +45,55 @@ pub fn assert_ok(out: &Output, what: impl Display) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Waits for `child` to end, at most `limit`: `None` when it was still
+/// running then (it is killed and reaped).
+pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for a child") {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `command` to its end as `Command::output` does (no standard
+/// input; its output captured), but a run still going after `limit` is
+/// killed and fails the test, with what it wrote to stderr: threads that
+/// wait on each other fail a test instead of hanging the test run.
+#[track_caller]
+pub fn output_within(command: &mut Command, limit: Duration) -> Output {
+    let (out_path, err_path) = (temp_path("stdout"), temp_path("stderr"));
+    let file = |path: &PathBuf| File::create(path).expect("a file for the run's output");
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(file(&out_path))
+        .stderr(file(&err_path))
+        .spawn()
+        .unwrap_or_else(|e| panic!("{command:?} could not start: {e}"));
+    let status = wait_within(&mut child, limit);
+    let read = |path: &PathBuf| {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        let _ = std::fs::remove_file(path);
+        bytes
+    };
+    let (stdout, stderr) = (read(&out_path), read(&err_path));
+    let Some(status) = status else {
+        panic!(
+            "{command:?} was still running after {limit:?} (killed): {}",
+            String::from_utf8_lossy(&stderr)
+        );
+    };
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
 }

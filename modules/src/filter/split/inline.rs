@@ -5,8 +5,8 @@
 //! not N: on a machine with as many cores as copies, one thread fewer
 //! competes for them.
 
-use super::lanes::{hand_over, Lane};
-use dnsluice_core::merge::{self, LaneHandle, MergeTarget, AT_FINISH};
+use super::lanes::{hand_over, hand_over_finish, Lane};
+use dnsluice_core::merge::{self, LaneHandle, MergeTarget};
 use dnsluice_core::registry::DownstreamBuilder;
 use dnsluice_core::{Object, Receiver, StageError, StageStats};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,9 +87,7 @@ impl InlineLane {
         }
         let result = self.chain.finish();
         if let Some(handle) = &self.merging {
-            // What the chain wrote as it finished, placed after every object.
-            handle.end_object(AT_FINISH);
-            hand_over(&self.lane, merger_failed, handle, AT_FINISH);
+            hand_over_finish(&self.lane, merger_failed, handle);
         }
         self.lane.finish();
         result

@@ -231,9 +231,7 @@ pub(super) fn work(
                 lane.fail(e.to_string());
             }
             if let Some(lane_handle) = merging {
-                // What the chain wrote as it finished, placed after every object.
-                lane_handle.end_object(AT_FINISH);
-                hand_over(lane, &side.merger_failed, lane_handle, AT_FINISH);
+                hand_over_finish(lane, &side.merger_failed, lane_handle);
             }
             break;
         }
@@ -291,6 +289,17 @@ pub(super) fn hand_over(
             std::thread::sleep(Duration::from_micros(20));
         }
     }
+}
+
+/// Hands what the lane's chain wrote as it finished to the merger, placed
+/// after every object ([`AT_FINISH`]).
+pub(super) fn hand_over_finish(
+    lane: &Lane,
+    merger_failed: &AtomicBool,
+    lane_handle: &merge::LaneHandle,
+) {
+    lane_handle.end_object(AT_FINISH);
+    hand_over(lane, merger_failed, lane_handle, AT_FINISH);
 }
 
 #[cfg(test)]

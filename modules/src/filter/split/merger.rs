@@ -90,11 +90,6 @@ impl Merger {
         result
     }
 
-    /// Gives an emptied buffer back to its worker.
-    fn recycle(&self, lane: usize, buffer: LaneBuffer) {
-        recycle(&self.lanes, lane, buffer);
-    }
-
     /// Writes the runs gathered, and gives back the buffers they held.
     fn write_gathered(&mut self) -> Result<(), StageError> {
         if self.gather.is_empty() {
@@ -128,7 +123,7 @@ impl Merger {
                 let finished = self.lanes[index].finished.load(Ordering::SeqCst);
                 while let Some(buffer) = self.lanes[index].written.pop() {
                     self.sink.write(&buffer.bytes)?;
-                    self.recycle(index, buffer);
+                    recycle(&self.lanes, index, buffer);
                     wrote = true;
                 }
                 all_finished &= finished;
@@ -217,7 +212,7 @@ impl Merger {
                 self.through[lane] = buffer.through;
                 let (buffer, _) = self.current[lane].take().expect("looked at above");
                 if let Some(buffer) = self.gather.retire(lane, buffer) {
-                    self.recycle(lane, buffer);
+                    recycle(&self.lanes, lane, buffer);
                 }
             }
             // Read before popping: a lane seen finished has pushed all.
