@@ -196,6 +196,53 @@ fn idle_threads_hold_no_ordered_stream_back() {
     let _ = std::fs::remove_file(&capture);
 }
 
+/// With the splitting thread running a copy of the chain itself (`inline`,
+/// what `--threads N` sets), it takes a smaller share of the flows, as it
+/// also reads and hands over every packet: of 4,000 generated TCP
+/// connections (9 packets each, every one from its own client), 7/16 on 2
+/// threads and 3/12 on 3, each within five standard deviations of a fair
+/// draw of the flows (an equal share, 1/2 and 1/3, is far outside).
+#[test]
+fn the_splitting_thread_takes_fewer_flows() {
+    const CONNECTIONS: u32 = 4000;
+    let capture = temp_path("split-tcp-flows.pcap");
+    run_ok(
+        std::process::Command::new("python3")
+            .args([
+                concat!(env!("CARGO_MANIFEST_DIR"), "/benches/gen-tcp-pcap.py"),
+                "--connections",
+                &CONNECTIONS.to_string(),
+                "--out",
+            ])
+            .arg(&capture),
+    );
+    for (threads, share) in [(2u32, 7.0 / 16.0), (3, 3.0 / 12.0)] {
+        let chain = format!(
+            "{}inline = true\n{LAYER}{DNS}{NULL}",
+            split(threads, "flow")
+        );
+        let stats = stats_of(&capture, &chain);
+        let counters = &stage(&stats, "filter.split")["counters"];
+        let per_thread: Vec<u64> = (0..threads)
+            .map(|i| counters[format!("thread.{i}")].as_u64().unwrap())
+            .collect();
+        assert_eq!(per_thread.iter().sum::<u64>(), u64::from(CONNECTIONS) * 9);
+        assert!(
+            per_thread.iter().all(|&n| n % 9 == 0),
+            "whole connections: {per_thread:?}"
+        );
+        let flows = f64::from(CONNECTIONS);
+        let expected = flows * share;
+        let sd = (flows * share * (1.0 - share)).sqrt();
+        let got = per_thread[0] as f64 / 9.0;
+        assert!(
+            (got - expected).abs() < 5.0 * sd,
+            "{threads} threads: the splitting thread took {got} flows, expected {expected}: {per_thread:?}"
+        );
+    }
+    let _ = std::fs::remove_file(&capture);
+}
+
 #[test]
 fn split_refuses_pull_pipelines_and_bad_options() {
     let capture = corpus().remove(0).0;

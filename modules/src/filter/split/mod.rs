@@ -24,7 +24,10 @@
 //! is full: for a live input that trickles, use fewer threads or a smaller
 //! `batch`. With `inline = true` (what `threads = N` sets) the splitting
 //! thread runs the first copy itself, on batches it keeps when the workers'
-//! queues are half full and on its share of the flows (`inline.rs`).
+//! queues are half full and on a smaller share of the flows than a worker's,
+//! as it also reads and hands over every packet (`inline.rs`,
+//! `spread.rs`'s `FlowLanes`: 7/8 of an equal share on 2 threads, none
+//! from 9 threads).
 //!
 //! The stages after the split are built in each worker thread by the
 //! pipeline (see `dnsluice_core::pipeline`). When the output is
@@ -63,7 +66,7 @@ use doorbell::Doorbell;
 use inline::InlineLane;
 use lanes::{spin_then_yield, Lane, WorkerSide};
 use merger::Merger;
-use spread::{client_address, flow_hash, lane_of};
+use spread::{client_address, flow_hash, FlowLanes};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -102,9 +105,10 @@ pub struct SplitOptions {
     /// summary names the threads instead).
     #[option(default = true)]
     pub report: bool,
-    /// The splitting thread runs the first copy of the chain itself, on its
-    /// share of the objects (no copy for them, one thread fewer; `threads =
-    /// N` does this). Off, every copy has a thread of its own and the
+    /// The splitting thread runs the first copy of the chain itself (no copy
+    /// for its objects, one thread fewer; `threads = N` does this): batches
+    /// the workers have no room for, and a smaller share of the flows than
+    /// theirs (7/8 of an equal share on 2 threads, none from 9). Off, every copy has a thread of its own and the
     /// splitting thread only reads and hands over.
     #[option(default = false)]
     pub inline: bool,
@@ -157,6 +161,8 @@ pub struct Split {
     report: bool,
     /// Lane 0 on the splitting thread (`inline`).
     inline: Option<InlineLane>,
+    /// Which lane a flow goes to (with an inline lane, it takes fewer).
+    flow_lanes: FlowLanes,
     /// Stopped already (finished, or failed to start).
     stopped: bool,
     /// Finds the shared region (a mapped capture) a batch's bytes lie in.
@@ -195,12 +201,14 @@ impl Split {
             merged: Vec::new(),
             report: options.report,
             inline: None,
+            flow_lanes: FlowLanes::even(options.threads),
             stopped: false,
         };
         let threads = options.threads as usize;
         let inline = options.inline && threads > 1;
         let merger_bell = Arc::new(Doorbell::default());
         if inline {
+            split.flow_lanes = FlowLanes::with_splitting_lane(options.threads);
             let lane = Arc::new(Lane::new(0, batches, merger_bell.clone()));
             split.inline = Some(InlineLane::new(lane.clone(), &target, &build)?);
             split.workers.push(Worker { lane, handle: None });
@@ -296,7 +304,7 @@ impl Split {
         let n = self.workers.len() as u32;
         match self.by {
             By::Client => client_address(obj).map_or(0, |a| hash_onto(a, n) as usize),
-            _ => flow_hash(obj).map_or(self.next, |h| lane_of(h, n)),
+            _ => flow_hash(obj).map_or(self.next, |h| self.flow_lanes.lane(h)),
         }
     }
 
