@@ -157,16 +157,23 @@ fn sixteen(address: IpAddr) -> [u8; 16] {
     }
 }
 
-/// The hasher of flows: foldhash, as the TCP tables use, with a fixed seed
-/// so that a flow goes to the same thread in every run.
+/// The hasher of IPv6 flows: foldhash, as the TCP tables use, with a fixed
+/// seed so that a flow goes to the same thread in every run.
 const FLOWS: FixedState = FixedState::with_seed(0);
 
 /// A hash of two IPv4 addresses, the same both ways: the lower and the
-/// higher as words, hashed together. (Byte by byte, as FNV went, it cost a
-/// third of the split's time per packet.)
+/// higher as one 64-bit word, times 2^64 divided by the golden ratio, whose
+/// upper half is the hash (Fibonacci hashing: one multiplication; every bit
+/// of the pair moves the upper half, and addresses numbered in a row spread
+/// evenly). Only where a flow's thread is chosen: a capture crafted to put
+/// every flow on one thread gets one thread's speed, nothing worse (the TCP
+/// tables key with a random seed). Against foldhash, which it replaced: 1 M
+/// TCP connections on 2 threads 0.739 → 0.721 s (9 rounds). (Byte by byte,
+/// as FNV went, it cost a third of the split's time per packet.)
 pub(super) fn symmetric_hash_v4(a: [u8; 4], b: [u8; 4]) -> u32 {
     let (a, b) = (u32::from_be_bytes(a), u32::from_be_bytes(b));
-    fold(FLOWS.hash_one((a.min(b), a.max(b))))
+    let pair = u64::from(a.min(b)) << 32 | u64::from(a.max(b));
+    (pair.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32
 }
 
 /// [`symmetric_hash_v4`] for IPv6 addresses.
@@ -284,7 +291,9 @@ mod tests {
         let in_a_row = (0..CLIENTS).map(|i| (0x0a00_0000 + i).to_be_bytes());
         let mut gen = addresses(11);
         let random = (0..CLIENTS).map(|_| array(&gen.next().unwrap()[..4]));
-        let sets: [Vec<[u8; 4]>; 2] = [in_a_row.collect(), random.collect()];
+        // Numbered in their first two bytes (below and above the server).
+        let high = (0..CLIENTS).map(|i| ((i % 65_536) << 16 | 7).to_be_bytes());
+        let sets: [Vec<[u8; 4]>; 3] = [in_a_row.collect(), random.collect(), high.collect()];
         for clients in &sets {
             for n in [2u32, 3, 16] {
                 let mut counts = vec![0u32; n as usize];
