@@ -108,8 +108,9 @@ pub struct SplitOptions {
     /// The splitting thread runs the first copy of the chain itself (no copy
     /// for its objects, one thread fewer; `threads = N` does this): batches
     /// the workers have no room for, and a smaller share of the flows than
-    /// theirs (7/8 of an equal share on 2 threads, none from 9). Off, every copy has a thread of its own and the
-    /// splitting thread only reads and hands over.
+    /// theirs (7/8 of an equal share on 2 threads, none from 9). Off, every
+    /// copy has a thread of its own and the splitting thread only reads and
+    /// hands over.
     #[option(default = false)]
     pub inline: bool,
 }

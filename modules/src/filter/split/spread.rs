@@ -90,9 +90,9 @@ pub(super) fn flow_hash(obj: &Object<'_>) -> Option<u32> {
 const SPLITTING_COST: (u64, u64) = (1, 8);
 
 /// Which of `n` lanes a flow hash goes to. Hashes below `cut` go to lane 0;
-/// the rest are scaled onto lanes `first..n` by `scale`, lanes per hash in
-/// 32.32 fixed point (a subtraction, a multiplication and a shift, not a
-/// division: this runs for every packet of a flow).
+/// the rest, less `cut`, are scaled onto lanes `first..n` by `scale` (lanes
+/// per hash value, times 2^64): a subtraction, a multiplication and a
+/// shift, not a division, as this runs for every packet of a flow.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct FlowLanes {
     cut: u64,
