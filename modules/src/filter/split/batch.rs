@@ -145,6 +145,27 @@ impl Batch {
         self.push_copy(obj, key);
     }
 
+    /// Adds `obj`, placed at `key`, when that needs no call: the batch has
+    /// begun, `obj` is a packet of its region and link held by its place,
+    /// and the entries have room. False (nothing added) otherwise: then
+    /// [`Batch::push`].
+    #[inline(always)]
+    pub fn try_push(&mut self, obj: &Object<'_>, key: u64) -> bool {
+        let (Object::Packet(packet), Some(region)) = (obj, &self.region) else {
+            return false;
+        };
+        if self.entries.is_empty() || self.entries.len() == self.entries.capacity() {
+            return false;
+        }
+        match Entry::of(packet, region, self.link, key) {
+            Some(entry) => {
+                self.entries.push(entry);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Takes the region and link type of a batch's first object.
     #[inline(never)]
     fn start(&mut self, obj: &Object<'_>, regions: &mut RegionFinder) {
@@ -212,6 +233,38 @@ mod tests {
         }
     }
 
+    /// A mapped region of the bytes 0 to 255, published for batches to find.
+    fn region() -> SharedBytes {
+        let shared: SharedBytes = Arc::new((0u8..=255).collect::<Vec<u8>>());
+        publish(&shared);
+        shared
+    }
+
+    /// A packet of `bytes` whose layers a stage before has parsed.
+    fn parsed(bytes: &[u8]) -> Packet<'_> {
+        let mut parsed = Packet::new(bytes, meta(3));
+        parsed.layers.network = Network::Ipv4;
+        parsed.layers.sport = 53;
+        parsed
+    }
+
+    /// Capture facts of frame 4 on another link than the others'.
+    fn cooked() -> CaptureMeta {
+        CaptureMeta {
+            link: LinkType::LINUX_SLL,
+            ..meta(4)
+        }
+    }
+
+    /// A line of text (not a packet).
+    fn line() -> Object<'static> {
+        Object::Text(Text {
+            kind: TextKind::Line,
+            number: 7,
+            text: "seven",
+        })
+    }
+
     /// Packets of a region (one without a capture time, one with its layers
     /// parsed, one on another link, one at a time no entry can hold), a
     /// packet from elsewhere and a line come out in order, each as it went
@@ -220,35 +273,23 @@ mod tests {
     /// and comes out the same.
     #[test]
     fn a_batch_gives_back_every_object_in_order() {
-        let shared: SharedBytes = Arc::new((0u8..=255).collect::<Vec<u8>>());
-        publish(&shared);
+        let shared = region();
         let bytes = (*shared).as_ref();
         let elsewhere = vec![9u8; 20];
-        let mut parsed = Packet::new(&bytes[100..150], meta(3));
-        parsed.layers.network = Network::Ipv4;
-        parsed.layers.sport = 53;
         let untimed = CaptureMeta {
             ts_ns: None,
             ..meta(2)
-        };
-        let cooked = CaptureMeta {
-            link: LinkType::LINUX_SLL,
-            ..meta(4)
         };
         let ancient = CaptureMeta {
             ts_ns: Some(NO_TIME),
             ..meta(5)
         };
-        let line = Object::Text(Text {
-            kind: TextKind::Line,
-            number: 7,
-            text: "seven",
-        });
+        let line = line();
         let packets = [
             Object::Packet(Packet::new(&bytes[10..40], meta(1))),
             Object::Packet(Packet::new(&bytes[40..100], untimed)),
-            Object::Packet(parsed),
-            Object::Packet(Packet::new(&bytes[150..160], cooked)),
+            Object::Packet(parsed(&bytes[100..150])),
+            Object::Packet(Packet::new(&bytes[150..160], cooked())),
             Object::Packet(Packet::new(&bytes[160..170], ancient)),
             Object::Packet(Packet::new(&elsewhere, meta(6))),
         ];
@@ -291,6 +332,49 @@ mod tests {
             assert_eq!(keys, placed, "round {round}: each object's place");
             assert!(batch.is_empty());
         }
+    }
+
+    /// The quick push takes a packet only when an entry holds it, the batch
+    /// has begun (its region known) and its entries have room without
+    /// growing; anything else it leaves, adding nothing, for `push`.
+    #[test]
+    fn a_quick_push_takes_only_what_an_entry_holds() {
+        let shared = region();
+        let bytes = (*shared).as_ref();
+        let elsewhere = vec![9u8; 20];
+        let good = |frame: u64| Object::Packet(Packet::new(&bytes[10..40], meta(frame)));
+        let mut batch = Batch::default();
+        let mut regions = RegionFinder::default();
+        assert!(!batch.try_push(&good(1), 0), "not begun");
+        assert!(batch.is_empty());
+        batch.push(&good(1), 0, &mut regions);
+        for refused in [
+            Object::Packet(parsed(&bytes[100..150])),
+            Object::Packet(Packet::new(&bytes[150..160], cooked())),
+            Object::Packet(Packet::new(&elsewhere, meta(6))),
+            line(),
+        ] {
+            assert!(!batch.try_push(&refused, 1), "{refused:?}");
+        }
+        assert_eq!(batch.len(), 1);
+        let room = batch.entries.capacity();
+        for frame in 2..=room as u64 {
+            assert!(batch.try_push(&good(frame), frame), "frame {frame}");
+        }
+        assert!(!batch.try_push(&good(99), 99), "full: no growing");
+        assert_eq!(batch.len(), room);
+        let mut frames = Vec::new();
+        batch
+            .drain(|key, obj| {
+                frames.push((key, obj.packet().map(|p| p.meta.frame)));
+                Ok::<_, ()>(())
+            })
+            .unwrap();
+        let expected: Vec<(u64, Option<u64>)> = (1..=room as u64)
+            .map(|f| (if f == 1 { 0 } else { f }, Some(f)))
+            .collect();
+        assert_eq!(frames, expected);
+        assert!(!batch.try_push(&good(1), 0), "drained: it begins again");
     }
 
     /// An entry is 40 bytes (the worker fetches every line of them).
