@@ -493,7 +493,8 @@ impl Receiver for Split {
     /// copies, the inline lane's, the first of a batch) take
     /// [`Split::receive_general`], and a full batch [`Split::batch_full`],
     /// out of line, so that this path saves and restores few registers
-    /// (2026-12-05: UDP on 2 threads 3.198 → 3.104 s, 5 rounds).
+    /// (2026-12-05: crossing 11.25 → 10.5 ns an object, 9 rounds; the real
+    /// chains on 2 threads within their spread).
     #[inline]
     fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         let in_turn = match self.by {
