@@ -67,7 +67,7 @@ use inline::InlineLane;
 use lanes::{spin_then_yield, Lane, WorkerSide};
 use merger::Merger;
 pub use options::{By, SplitOptions};
-use spread::{client_address, flow_hash, stands_alone_v4, FlowLanes};
+use spread::{client_address, flow_hash, glance_v4, FlowLanes, Glance};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -387,6 +387,13 @@ impl Split {
     #[inline(never)]
     fn receive_general(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         let index = self.lane_for(obj);
+        self.receive_at(index, obj)
+    }
+
+    /// Takes `obj` for lane `index`: into that lane's batch (whole copies
+    /// too), or [`Split::receive_other`] when none is being filled.
+    #[inline(never)]
+    fn receive_at(&mut self, index: usize, obj: &mut Object<'_>) -> Result<(), StageError> {
         let key = self.input;
         self.input += 1;
         let Some(Some(batch)) = self.pending.get_mut(index) else {
@@ -486,35 +493,38 @@ fn merge_stats(into: &mut Vec<StageStats>, from: Vec<StageStats>) {
 }
 
 impl Receiver for Split {
-    /// Kept small and without calls: most objects are packets that go in
-    /// turn (round-robin, or a DNS datagram that stands alone at a glance:
-    /// [`stands_alone_v4`]) into the batch being filled, as an entry that
-    /// fits ([`Batch::try_push`]); the rest (flows by their hash, whole
-    /// copies, the inline lane's, the first of a batch) take
-    /// [`Split::receive_general`], and a full batch [`Split::batch_full`],
+    /// Kept small and without calls: most objects are packets whose lane a
+    /// glance tells ([`glance_v4`]: round-robin, a DNS datagram standing
+    /// alone, TCP to or from port 53 by its flow's hash) and that go into
+    /// that lane's batch as an entry that fits ([`Batch::try_push`]); the
+    /// rest (other packets and objects, whole copies, the inline lane's,
+    /// the first of a batch) take [`Split::receive_general`] or
+    /// [`Split::receive_at`], and a full batch [`Split::batch_full`],
     /// out of line, so that this path saves and restores few registers
     /// (2026-12-05: crossing 11.25 → 10.5 ns an object, 9 rounds; the real
     /// chains on 2 threads within their spread).
     #[inline]
     fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
-        let in_turn = match self.by {
-            By::RoundRobin => true,
-            By::Flow => stands_alone_v4(obj),
-            By::Client => false,
+        let lane = match self.by {
+            By::RoundRobin => self.next,
+            By::Flow => match glance_v4(obj) {
+                Glance::Alone => self.next,
+                Glance::Flow(hash) => self.flow_lanes.lane(hash),
+                Glance::Closer => return self.receive_general(obj),
+            },
+            By::Client => return self.receive_general(obj),
         };
-        if in_turn {
-            let key = self.input;
-            if let Some(Some(batch)) = self.pending.get_mut(self.next) {
-                if batch.try_push(obj, key) {
-                    self.input = key + 1;
-                    if batch.len() < self.batch {
-                        return Ok(());
-                    }
-                    return self.batch_full(self.next);
+        let key = self.input;
+        if let Some(Some(batch)) = self.pending.get_mut(lane) {
+            if batch.try_push(obj, key) {
+                self.input = key + 1;
+                if batch.len() < self.batch {
+                    return Ok(());
                 }
+                return self.batch_full(lane);
             }
         }
-        self.receive_general(obj)
+        self.receive_at(lane, obj)
     }
 
     fn finish(&mut self) -> Result<(), StageError> {

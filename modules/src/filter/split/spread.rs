@@ -22,26 +22,48 @@ pub(super) fn client_address(obj: &Object<'_>) -> Option<IpAddr> {
     Some(src)
 }
 
-/// Whether `obj` is, at a glance, a DNS datagram that stands alone: an
-/// untagged Ethernet frame of IPv4 without options, UDP to or from port 53,
-/// not a fragment (most of a capture). True only where [`flow_hash`] says
-/// `None`; false for anything it would have to look at more closely. Kept
-/// small, for the split's path without calls.
+/// What a glance at a packet tells of where it goes ([`glance_v4`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Glance {
+    /// A DNS datagram that stands alone: any thread may take it.
+    Alone,
+    /// A flow (TCP to or from port 53, or a fragment) with this hash.
+    Flow(u32),
+    /// Not told at a glance: [`flow_hash`] looks closer.
+    Closer,
+}
+
+/// A glance at `obj`, for the common packets only: an untagged Ethernet
+/// frame of IPv4 without options carrying UDP or TCP to or from port 53, or
+/// a fragment. What it tells is what [`flow_hash`] would (`Alone` where that
+/// says `None`, `Flow(h)` where it says `Some(h)`); anything else is
+/// `Closer`. Kept small, for the split's path without calls.
 #[inline(always)]
-pub(super) fn stands_alone_v4(obj: &Object<'_>) -> bool {
+pub(super) fn glance_v4(obj: &Object<'_>) -> Glance {
     let Object::Packet(packet) = obj else {
-        return false;
+        return Glance::Closer;
     };
     let Some(head) = packet.data.first_chunk::<38>() else {
-        return false;
+        return Glance::Closer;
     };
     let port = |at: usize| u16::from_be_bytes([head[at], head[at + 1]]);
-    packet.meta.link == LinkType::EN10MB
-        && port(12) == 0x0800
-        && head[14] == 0x45
-        && head[23] == 17
-        && port(20) & 0x3fff == 0
-        && (port(34) == 53 || port(36) == 53)
+    if packet.meta.link != LinkType::EN10MB || port(12) != 0x0800 || head[14] != 0x45 {
+        return Glance::Closer;
+    }
+    let fragment = port(20) & 0x3fff != 0;
+    let dns = port(34) == 53 || port(36) == 53;
+    match head[23] {
+        17 if dns && !fragment => Glance::Alone,
+        6 | 17 if dns => Glance::Flow(symmetric_hash_v4(
+            array(&head[26..30]),
+            array(&head[30..34]),
+        )),
+        _ if fragment => Glance::Flow(symmetric_hash_v4(
+            array(&head[26..30]),
+            array(&head[30..34]),
+        )),
+        _ => Glance::Closer,
+    }
 }
 
 /// Where a packet goes when flows must stay together: `None` for a DNS
@@ -315,63 +337,45 @@ mod tests {
         f
     }
 
-    /// The quick look says "stands alone" exactly for untagged IPv4 without
-    /// options, UDP to or from port 53, not a fragment, and whenever it
-    /// does, the full look ([`flow_hash`]) agrees; the cases it leaves to
-    /// the full look are left to it, not taken.
+    /// A glance tells only what the full look ([`flow_hash`]) would: a DNS
+    /// datagram standing alone (untagged IPv4 without options, UDP to or
+    /// from port 53, not a fragment), a flow with the same hash (TCP to or
+    /// from port 53, a fragment), and leaves the rest to the full look.
     #[test]
-    fn the_quick_look_takes_only_datagrams_that_stand_alone() {
-        let (en, ipv4) = (LinkType::EN10MB, 0x0800);
+    fn a_glance_tells_only_what_the_full_look_would() {
+        let (en, v4, udp) = (LinkType::EN10MB, 0x0800, 17);
         // What, link, ethertype, header words, protocol, flags and fragment
-        // offset, ports, whether it stands alone at a glance.
+        // offset, ports, what a glance tells: (A)lone, (F)low, (C)loser.
         let cases = [
-            ("query", en, ipv4, 5, 17, 0, (40000, 53), true),
-            ("answer", en, ipv4, 5, 17, 0x4000, (53, 40000), true),
-            ("options", en, ipv4, 6, 17, 0, (40000, 5353), false),
-            (
-                "first fragment",
-                en,
-                ipv4,
-                5,
-                17,
-                0x2000,
-                (40000, 53),
-                false,
-            ),
-            (
-                "later fragment",
-                en,
-                ipv4,
-                5,
-                17,
-                0x0010,
-                (40000, 53),
-                false,
-            ),
-            ("tcp", en, ipv4, 5, 6, 0, (40000, 53), false),
-            ("other port", en, ipv4, 5, 17, 0, (40000, 5353), false),
-            ("vlan", en, 0x8100, 5, 17, 0, (40000, 53), false),
-            ("raw ip", LinkType::RAW, ipv4, 5, 17, 0, (40000, 53), false),
+            ("query", en, v4, 5, udp, 0, (40000, 53), 'A'),
+            ("answer", en, v4, 5, udp, 0x4000, (53, 40000), 'A'),
+            ("options", en, v4, 6, udp, 0, (40000, 5353), 'C'),
+            ("first fragment", en, v4, 5, udp, 0x2000, (40000, 53), 'F'),
+            ("later fragment", en, v4, 5, udp, 0x0010, (40000, 53), 'F'),
+            ("fragment of ICMP", en, v4, 5, 1, 0x0010, (1, 2), 'F'),
+            ("tcp", en, v4, 5, 6, 0, (40000, 53), 'F'),
+            ("tcp, other port", en, v4, 5, 6, 0, (40000, 80), 'C'),
+            ("udp, other port", en, v4, 5, udp, 0, (40000, 5353), 'C'),
+            ("vlan", en, 0x8100, 5, udp, 0, (40000, 53), 'C'),
+            ("raw ip", LinkType::RAW, v4, 5, udp, 0, (40000, 53), 'C'),
         ];
-        for (what, link, ethertype, ihl, protocol, fragment, ports, alone) in cases {
+        for (what, link, ethertype, ihl, protocol, fragment, ports, told) in cases {
             let data = frame(ethertype, ihl, protocol, fragment, ports);
             let obj = packet(link, &data);
-            assert_eq!(stands_alone_v4(&obj), alone, "{what}");
+            let glance = glance_v4(&obj);
             let full = flow_hash(&obj);
-            if alone {
-                assert_eq!(full, None, "{what}: the full look disagrees");
-            }
-            // Left to the full look, which reads the ports after the options
-            // (not DNS here): flows, as fragments and TCP are.
-            if matches!(
-                what,
-                "options" | "first fragment" | "later fragment" | "tcp"
-            ) {
-                assert!(full.is_some(), "{what}");
+            match (told, glance) {
+                ('A', Glance::Alone) => assert_eq!(full, None, "{what}"),
+                ('F', Glance::Flow(hash)) => assert_eq!(full, Some(hash), "{what}"),
+                // Left to the full look, which reads the ports after the
+                // options (not DNS here): a flow.
+                ('C', Glance::Closer) if what == "options" => assert!(full.is_some(), "{what}"),
+                ('C', Glance::Closer) => {}
+                _ => panic!("{what}: told {glance:?}"),
             }
         }
-        let short = frame(ipv4, 5, 17, 0, (40000, 53));
-        assert!(!stands_alone_v4(&packet(en, &short[..37])), "short");
+        let short = frame(v4, 5, udp, 0, (40000, 53));
+        assert_eq!(glance_v4(&packet(en, &short[..37])), Glance::Closer);
     }
 
     /// A packet of `data` on `link`.
