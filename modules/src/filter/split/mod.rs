@@ -501,8 +501,9 @@ impl Receiver for Split {
     /// the first of a batch) take [`Split::receive_general`] or
     /// [`Split::receive_at`], and a full batch [`Split::batch_full`],
     /// out of line, so that this path saves and restores few registers
-    /// (2026-12-05: crossing 11.25 → 10.5 ns an object, 9 rounds; the real
-    /// chains on 2 threads within their spread).
+    /// (2026-12-05, 9 rounds each: crossing 11.25 → 10.5 ns an object; with
+    /// TCP flows told at a glance too, 1 M TCP connections on 2 threads
+    /// 0.661 → 0.637 s).
     #[inline]
     fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
         let lane = match self.by {
