@@ -93,19 +93,25 @@ fn counts_are_the_same_with_and_without_split() {
     }
 }
 
-/// Writes 20,000 generated queries from `clients` client addresses to `capture`.
-fn generate(capture: &std::path::Path, clients: u32) {
+/// Runs the capture generator `benches/{script}` with `args`, writing `capture`.
+fn generator(script: &str, args: &[&str], capture: &std::path::Path) {
+    let script = format!("{}/benches/{script}", env!("CARGO_MANIFEST_DIR"));
     run_ok(
         std::process::Command::new("python3")
-            .args([
-                concat!(env!("CARGO_MANIFEST_DIR"), "/benches/gen-pcap.py"),
-                "--count",
-                "20000",
-                "--clients",
-                &clients.to_string(),
-                "--out",
-            ])
+            .arg(script)
+            .args(args)
+            .arg("--out")
             .arg(capture),
+    );
+}
+
+/// Writes 20,000 generated queries from `clients` client addresses to `capture`.
+fn generate(capture: &std::path::Path, clients: u32) {
+    let clients = clients.to_string();
+    generator(
+        "gen-pcap.py",
+        &["--count", "20000", "--clients", &clients],
+        capture,
     );
 }
 
@@ -206,15 +212,11 @@ fn idle_threads_hold_no_ordered_stream_back() {
 fn the_splitting_thread_takes_fewer_flows() {
     const CONNECTIONS: u32 = 4000;
     let capture = temp_path("split-tcp-flows.pcap");
-    run_ok(
-        std::process::Command::new("python3")
-            .args([
-                concat!(env!("CARGO_MANIFEST_DIR"), "/benches/gen-tcp-pcap.py"),
-                "--connections",
-                &CONNECTIONS.to_string(),
-                "--out",
-            ])
-            .arg(&capture),
+    let connections = CONNECTIONS.to_string();
+    generator(
+        "gen-tcp-pcap.py",
+        &["--connections", &connections],
+        &capture,
     );
     for (threads, share) in [(2u32, 7.0 / 16.0), (3, 3.0 / 12.0)] {
         let chain = format!(

@@ -136,13 +136,20 @@ impl Batch {
         if self.entries.is_empty() {
             self.start(obj, regions);
         }
-        if let (Object::Packet(packet), Some(region)) = (obj, &self.region) {
-            if let Some(entry) = Entry::of(packet, region, self.link, key) {
-                self.entries.push(entry);
-                return;
-            }
+        match self.entry_of(obj, key) {
+            Some(entry) => self.entries.push(entry),
+            None => self.push_copy(obj, key),
         }
-        self.push_copy(obj, key);
+    }
+
+    /// The entry that holds `obj`, placed at `key`, by its place in the
+    /// batch's region, if one can.
+    #[inline(always)]
+    fn entry_of(&self, obj: &Object<'_>, key: u64) -> Option<Entry> {
+        match (obj, &self.region) {
+            (Object::Packet(packet), Some(region)) => Entry::of(packet, region, self.link, key),
+            _ => None,
+        }
     }
 
     /// Adds `obj`, placed at `key`, when that needs no call: the batch has
@@ -151,13 +158,10 @@ impl Batch {
     /// [`Batch::push`].
     #[inline(always)]
     pub fn try_push(&mut self, obj: &Object<'_>, key: u64) -> bool {
-        let (Object::Packet(packet), Some(region)) = (obj, &self.region) else {
-            return false;
-        };
         if self.entries.is_empty() || self.entries.len() == self.entries.capacity() {
             return false;
         }
-        match Entry::of(packet, region, self.link, key) {
+        match self.entry_of(obj, key) {
             Some(entry) => {
                 self.entries.push(entry);
                 true
