@@ -104,6 +104,21 @@ fn sorted_lines(bytes: &[u8]) -> Vec<&[u8]> {
     lines
 }
 
+/// `one` (one thread) and `many` (several) ended the same way and wrote the
+/// same lines in the same order, with the same statistics.
+fn same_lines_and_counts(one: &Ran, many: &Ran, what: &str) {
+    assert_eq!(
+        one.output.status.code(),
+        many.output.status.code(),
+        "{what}"
+    );
+    assert!(
+        one.lines == many.lines,
+        "{what}: other lines, or in another order"
+    );
+    same_statistics(&one.stats, &many.stats, what);
+}
+
 /// The stages' counts, errors and counters, by module: what must not
 /// change with the threads. Counters listing a breakdown's most frequent
 /// keys (`qtype A`) may list more keys once merged, each with its exact
@@ -155,16 +170,7 @@ fn every_capture_gives_one_threads_lines_on_two_and_three() {
         let one = dump(&dir, "input.mmpcap", &capture, &["--threads", "1"]);
         for threads in ["2", "3"] {
             let many = dump(&dir, "input.mmpcap", &capture, &["--threads", threads]);
-            assert_eq!(
-                one.output.status.code(),
-                many.output.status.code(),
-                "{what}"
-            );
-            assert!(
-                one.lines == many.lines,
-                "{what}: {threads} threads wrote other lines, or in another order"
-            );
-            same_statistics(&one.stats, &many.stats, &what);
+            same_lines_and_counts(&one, &many, &format!("{what}, {threads} threads"));
         }
         compared += usize::from(!one.lines.is_empty());
     }
@@ -217,6 +223,8 @@ fn a_long_capture_splits_the_same_ordered_or_not_from_every_input() {
             summary.contains(&format!("on {threads} threads by flow")),
             "{summary}"
         );
+        // pcapng declares its interfaces along the file: read by one thread.
+        assert!(!summary.contains(IN_PARTS), "{summary}");
         let loose = dump(
             &dir,
             "input.mmpcap",
@@ -378,4 +386,169 @@ fn a_reader_that_goes_away_ends_the_run_quietly() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The corpus's classic pcaps on Ethernet that one thread reads to the end,
+/// merged into one classic pcap in time order (`mergecap`): TCP streams cut
+/// into segments and IP fragments, readable in parts.
+fn ethernet_pcap(dir: &Path) -> PathBuf {
+    let merged = dir.join("ethernet.pcap");
+    let mut merge = Command::new("mergecap");
+    merge.args(["-F", "pcap", "-w"]).arg(&merged);
+    for capture in captures() {
+        let head = std::fs::read(&capture).unwrap();
+        let classic = head.starts_with(&[0xd4, 0xc3, 0xb2, 0xa1]);
+        if !classic || head.len() < 24 || head[20..24] != [1, 0, 0, 0] {
+            continue;
+        }
+        let ran = dump(dir, "input.mmpcap", &capture, &["--threads", "1"]);
+        let warned = ran.stats["stages"][0]["warnings"] != serde_json::json!([]);
+        if ran.output.status.success() && !warned {
+            merge.arg(capture);
+        }
+    }
+    run_ok(&mut merge);
+    merged
+}
+
+/// The records of a capture, as `capinfos` counts them.
+fn records_of(capture: &Path) -> u64 {
+    let out = run_ok(
+        Command::new("capinfos")
+            .args(["-M", "-c", "-T", "-r"])
+            .arg(capture),
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.split('\t').nth(1).unwrap().trim().parse().unwrap()
+}
+
+/// The summary line that says the threads read the capture in parts.
+const IN_PARTS: &str = "each reading its own parts of the capture";
+
+/// `one` (one thread) and `many` (threads reading in parts) wrote the same
+/// lines in the same order, counted the same, and `many` said it read in parts.
+fn same_run(one: &Ran, many: &Ran, what: &str) {
+    same_lines_and_counts(one, many, what);
+    let summary = String::from_utf8_lossy(&many.output.stderr).to_string();
+    assert!(summary.contains(IN_PARTS), "{what}: {summary}");
+}
+
+#[test]
+fn a_pcap_read_in_parts_by_every_thread_gives_one_threads_lines() {
+    let dir = temp_dir("threads-parts");
+    let ethernet = ethernet_pcap(&dir);
+    let one = dump(&dir, "input.mmpcap", &ethernet, &["--threads", "1"]);
+    assert_ok(&one.output, "one thread");
+    assert_eq!(one.stats["stages"][0]["in"], records_of(&ethernet));
+    let counters = &one.stats["stages"][2]["counters"];
+    for kind in ["tcp_reassembled", "ip_reassembled"] {
+        assert!(counters[kind].as_u64().unwrap() > 10, "{kind}: {counters}");
+    }
+    // Parts of 1 KiB: a few packets each, a flow's packets in many parts
+    // read by different threads; of 64 KiB; and the default.
+    for part in ["1", "64", "512"] {
+        for threads in ["2", "3"] {
+            let what = format!("{threads} threads, parts of {part} KiB");
+            let args = ["--threads", threads, "--set", &format!("0.part_kib={part}")];
+            let ordered = dump(&dir, "input.mmpcap", &ethernet, &args);
+            same_run(&one, &ordered, &what);
+            let loose = dump(
+                &dir,
+                "input.mmpcap",
+                &ethernet,
+                &[&args[..], &["--unordered"]].concat(),
+            );
+            assert_ok(&loose.output, &what);
+            assert_eq!(
+                sorted_lines(&one.lines),
+                sorted_lines(&loose.lines),
+                "{what}, unordered"
+            );
+            same_statistics(&one.stats, &loose.stats, &what);
+        }
+    }
+    // Many TCP connections open at once, each across parts.
+    let tcp = dir.join("tcp.pcap");
+    let generator = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gen-tcp-pcap.py");
+    run_ok(
+        Command::new("python3")
+            .arg(generator)
+            .args(["--connections", "3000", "--open", "200", "--out"])
+            .arg(&tcp),
+    );
+    let one = dump(&dir, "input.mmpcap", &tcp, &["--threads", "1"]);
+    assert_eq!(one.stats["stages"][2]["counters"]["tcp_reassembled"], 6000);
+    for threads in ["2", "3"] {
+        let many = dump(
+            &dir,
+            "input.mmpcap",
+            &tcp,
+            &["--threads", threads, "--set", "0.part_kib=4"],
+        );
+        same_run(&one, &many, &format!("TCP, {threads} threads"));
+    }
+}
+
+/// Where the record at `index` (counted from 0) starts in a little-endian
+/// classic pcap.
+fn record_offset(capture: &[u8], index: usize) -> usize {
+    let mut at = 24;
+    for _ in 0..index {
+        let caplen = u32::from_le_bytes(capture[at + 8..at + 12].try_into().unwrap());
+        at += 16 + caplen as usize;
+    }
+    at
+}
+
+#[test]
+fn a_pcap_cut_off_or_corrupt_reads_in_parts_as_on_one_thread() {
+    let dir = temp_dir("threads-parts-broken");
+    let whole = std::fs::read(ethernet_pcap(&dir)).unwrap();
+    let records = records_of(&dir.join("ethernet.pcap")) as usize;
+    let middle = record_offset(&whole, records / 2);
+    // Cut off inside a record half way; a record half way that claims more
+    // bytes than any record may hold.
+    let cut = dir.join("cut.pcap");
+    std::fs::write(&cut, &whole[..middle + 20]).unwrap();
+    let corrupt = dir.join("corrupt.pcap");
+    let mut bytes = whole.clone();
+    bytes[middle + 8..middle + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&corrupt, &bytes).unwrap();
+    for (capture, what) in [(&cut, "cut off"), (&corrupt, "corrupt")] {
+        let one = dump(&dir, "input.mmpcap", capture, &["--threads", "1"]);
+        assert_eq!(one.stats["stages"][0]["in"], records / 2, "{what}");
+        let told = |ran: &Ran| {
+            let stderr = String::from_utf8_lossy(&ran.output.stderr).to_string();
+            let warnings = ran.stats["stages"][0]["warnings"].clone();
+            (
+                stderr
+                    .lines()
+                    .filter(|l| l.contains("error"))
+                    .map(str::to_string)
+                    .collect::<Vec<_>>(),
+                warnings,
+            )
+        };
+        for part in ["1", "512"] {
+            let args = ["--threads", "2", "--set", &format!("0.part_kib={part}")];
+            let many = dump(&dir, "input.mmpcap", capture, &args);
+            same_run(&one, &many, what);
+            assert_eq!(told(&one), told(&many), "{what}");
+        }
+        let (errors, warnings) = told(&one);
+        match what {
+            "cut off" => {
+                assert!(one.output.status.success(), "{what}");
+                let expected =
+                    format!("the 20 bytes from byte offset {middle} are an incomplete record");
+                assert!(warnings.to_string().contains(&expected), "{warnings}");
+            }
+            _ => {
+                assert!(!one.output.status.success(), "{what}");
+                let expected =
+                    format!("at byte offset {middle}: record claims 4294967295 captured bytes");
+                assert!(errors.iter().any(|e| e.contains(&expected)), "{errors:?}");
+            }
+        }
+    }
 }

@@ -43,6 +43,8 @@ pub use object::{
 };
 pub use owned::OwnedObject;
 pub use registry::{ModuleEntry, Registry, Role};
-pub use stage::{drive, FlatMap, FlatMapStage, Map, MapStage, Producer, Pulled, Receiver, Watch};
+pub use stage::{
+    drive, FlatMap, FlatMapStage, InputParts, Map, MapStage, Producer, Pulled, Receiver, Watch,
+};
 pub use stats::{Histogram, Reading, StageStats, TopEntry, TopList};
 pub use wire::LinkType;

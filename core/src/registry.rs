@@ -7,7 +7,7 @@
 //! typed, and its documentation ([`ModuleEntry::options`]) comes from the
 //! same declaration.
 
-use crate::{FlatMap, FlatMapStage, Map, MapStage, Producer, Receiver, StageError};
+use crate::{FlatMap, FlatMapStage, InputParts, Map, MapStage, Producer, Receiver, StageError};
 use dnsluice_options::{OptionDoc, OptionError, Options};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -107,9 +107,16 @@ pub type DownstreamBuilder =
     Arc<dyn Fn(usize) -> Result<Box<dyn Receiver>, StageError> + Send + Sync>;
 /// Builds a stage that hands objects to worker threads, each running its own
 /// copy of the rest of the chain made with the [`DownstreamBuilder`] (see
-/// `filter.split` and [`crate::pipeline`]).
+/// `filter.split` and [`crate::pipeline`]); given the input handed over to
+/// be read in parts ([`crate::Producer::parts`]), its threads read it.
 pub type SplitFactory = Arc<
-    dyn Fn(&StageOptions, DownstreamBuilder) -> Result<Box<dyn Receiver>, StageError> + Send + Sync,
+    dyn Fn(
+            &StageOptions,
+            DownstreamBuilder,
+            Option<InputParts>,
+        ) -> Result<Box<dyn Receiver>, StageError>
+        + Send
+        + Sync,
 >;
 
 /// How to construct a module, by role.
@@ -270,17 +277,18 @@ impl ModuleEntry {
         )
     }
 
-    /// A filter that runs the rest of the chain in worker threads.
+    /// A filter that runs the rest of the chain in worker threads (which
+    /// read the input themselves when it was handed over in parts).
     pub fn split<O: Options>(
         name: &'static str,
         summary: &'static str,
-        make: impl Fn(O, DownstreamBuilder) -> Result<Box<dyn Receiver>, StageError>
+        make: impl Fn(O, DownstreamBuilder, Option<InputParts>) -> Result<Box<dyn Receiver>, StageError>
             + Send
             + Sync
             + 'static,
     ) -> Self {
-        let factory = Factory::Split(Arc::new(move |opts: &StageOptions, downstream| {
-            make(opts.parse()?, downstream)
+        let factory = Factory::Split(Arc::new(move |opts: &StageOptions, downstream, parts| {
+            make(opts.parse()?, downstream, parts)
         }));
         Self::with::<O>(name, summary, factory)
     }

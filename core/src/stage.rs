@@ -63,7 +63,23 @@ pub trait Producer {
             None => Pulled::End,
         })
     }
+
+    /// Hands the rest of the input over to be read in parts, each part by
+    /// whichever of a split's threads takes it (`filter.split` put after
+    /// the input by `threads = N`), or `None` (the default) when this input
+    /// cannot be read so (a stream, a compressed or pcapng file, records
+    /// already read): it then goes on as before. What is handed over is the
+    /// input's own (the split knows its type). Once handed over,
+    /// [`Producer::produce`] gives no objects: it waits until the last part
+    /// is taken, then ends, or fails with the error the parts' reading met
+    /// (a corrupt record); [`Producer::stats`] says how far the parts' reading has got.
+    fn parts(&mut self) -> Option<InputParts> {
+        None
+    }
 }
+
+/// An input handed over to be read in parts (see [`Producer::parts`]).
+pub type InputParts = Box<dyn std::any::Any + Send>;
 
 /// What [`Producer::produce_or_wait`] gave.
 pub enum Pulled<'a> {
@@ -104,6 +120,9 @@ impl<P: Producer + ?Sized> Producer for Box<P> {
     }
     fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
         (**self).produce_or_wait(due)
+    }
+    fn parts(&mut self) -> Option<InputParts> {
+        (**self).parts()
     }
 }
 

@@ -451,14 +451,18 @@ impl Pipeline {
                 ));
             }
         }
-        let plan = self.plan_threads(entries)?;
-        // Pushing, the output and filters are built before the input opens its
-        // file, so a mistyped option is reported before any I/O error. Pulling,
-        // a filter needs its input first.
+        let mut plan = self.plan_threads(entries)?;
+        // Pushing on one thread, the output and filters are built before the
+        // input opens its file, so a mistyped option is reported before any
+        // I/O error. Pulling, a filter needs its input first.
         let (producer, receiver) = match self.drive {
             Drive::Push if plan.count > 1 => {
-                let receiver = self.implicit_split(&plan, entries, registry.clone())?;
-                (build_input()?, receiver)
+                // The input first: the threads may read it in parts (`Producer::parts`).
+                let mut producer = build_input()?;
+                let parts = producer.parts();
+                plan.in_parts = parts.is_some();
+                let receiver = self.implicit_split(&plan, entries, registry.clone(), parts)?;
+                (producer, receiver)
             }
             Drive::Push => {
                 // Everything after a split is built in each of its threads.
@@ -470,7 +474,8 @@ impl Pipeline {
                         };
                         let builder =
                             self.downstream_builder(entries, offset + 2, registry.clone());
-                        let receiver = make(&options(spec), builder).map_err(|e| wrap(spec, e))?;
+                        let receiver =
+                            make(&options(spec), builder, None).map_err(|e| wrap(spec, e))?;
                         (receiver, &filters[..offset])
                     }
                     None => (build_output(out_spec)?, filters),

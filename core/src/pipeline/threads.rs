@@ -18,7 +18,7 @@
 
 use super::{ConfigError, Drive, Pipeline, StageSpec};
 use crate::registry::{DownstreamBuilder, Factory, ModuleEntry, Parallel, StageOptions};
-use crate::{Receiver, Registry, StageError};
+use crate::{InputParts, Receiver, Registry, StageError};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -70,6 +70,10 @@ pub struct ThreadPlan {
     pub by: &'static str,
     /// Why this many, in a few words.
     pub why: String,
+    /// The threads read the input in parts themselves (a mapped classic
+    /// pcap: see `Producer::parts`), instead of the input's thread reading
+    /// every record and handing them theirs.
+    pub in_parts: bool,
 }
 
 impl ThreadPlan {
@@ -78,6 +82,7 @@ impl ThreadPlan {
             count: 1,
             by: "round-robin",
             why: why.into(),
+            in_parts: false,
         }
     }
 }
@@ -87,7 +92,11 @@ impl fmt::Display for ThreadPlan {
         if self.count == 1 {
             write!(f, "1 thread ({})", self.why)
         } else {
-            write!(f, "{} threads by {} ({})", self.count, self.by, self.why)
+            write!(f, "{} threads by {} ({})", self.count, self.by, self.why)?;
+            match self.in_parts {
+                true => write!(f, ", each reading its own parts of the capture"),
+                false => Ok(()),
+            }
         }
     }
 }
@@ -170,6 +179,7 @@ impl Pipeline {
                 count,
                 by,
                 why: format!("threads = {count}"),
+                in_parts: false,
             });
         }
         if !entries[1..].iter().any(|e| e.costly) {
@@ -191,18 +201,21 @@ impl Pipeline {
             count: cores.min(1024),
             by,
             why: "the machine's cores".into(),
+            in_parts: false,
         })
     }
 }
 
 impl Pipeline {
     /// The `filter.split` that `threads` puts after the input: every stage
-    /// after the input is built in each of its threads.
+    /// after the input is built in each of its threads, which read the
+    /// input themselves when it was handed over in `parts`.
     pub(super) fn implicit_split(
         &self,
         plan: &ThreadPlan,
         entries: &[&ModuleEntry],
         registry: Arc<Registry>,
+        parts: Option<InputParts>,
     ) -> Result<Box<dyn Receiver>, ConfigError> {
         let refuse = |message: String| ConfigError {
             file: self.file.clone(),
@@ -223,7 +236,7 @@ impl Pipeline {
         table.insert("inline".into(), true.into());
         let options = StageOptions::new(SPLIT, table).with_registry(registry.clone());
         let builder = self.downstream_builder(entries, 1, registry.clone());
-        make(&options, builder).map_err(|e| refuse(e.to_string()))
+        make(&options, builder, parts).map_err(|e| refuse(e.to_string()))
     }
 }
 

@@ -8,16 +8,19 @@ use super::CaptureReader;
 use crate::format::compression::Compression;
 use crate::format::stream::{BufferedStream, RecordSource};
 use dnsluice_core::registry::{ModuleEntry, Parallel};
-use dnsluice_core::{Producer, StageError};
+use dnsluice_core::{InputParts, Object, Producer, Pulled, StageError, StageStats};
 use dnsluice_options::Options;
 use memmap2::{Advice, Mmap};
 use std::fs::File;
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 mod helper;
+pub mod parts;
 use helper::Helper;
+use parts::MappedParts;
 
 /// Options of `input.mmpcap`.
 #[derive(Debug, Options)]
@@ -30,6 +33,11 @@ pub struct MmpcapOptions {
     /// releases what the walk is done with (false: one thread).
     #[option(default = true)]
     pub helper: bool,
+    /// When a split's threads read the capture in parts (`threads = N`, a
+    /// classic pcap), about this many KiB of records a part: each thread
+    /// walks a part's record headers, then runs its packets.
+    #[option(default = 512, range = 1..=(1 << 20))]
+    pub part_kib: u32,
 }
 
 /// The registry entry.
@@ -47,7 +55,7 @@ pub fn entry() -> ModuleEntry {
                 );
                 return Ok(Box::new(reader));
             }
-            open_any(o.path, o.helper)
+            open_any(o.path, o.helper, o.part_kib as usize * 1024)
         },
     )
     // A file: the stages after it may run in threads (`threads = auto`).
@@ -153,11 +161,20 @@ pub fn prefetch(bytes: &[u8]) {
 
 /// Opens `path` through a memory map: a plain capture as [`open_with`]
 /// does, a compressed one decompressed from the map on a thread of its own.
-pub fn open_any(path: PathBuf, helper: bool) -> Result<Box<dyn Producer>, StageError> {
+pub fn open_any(
+    path: PathBuf,
+    helper: bool,
+    part_bytes: usize,
+) -> Result<Box<dyn Producer>, StageError> {
     let map = map_file(&path)?;
     let compression = Compression::detect(&map);
     if compression == Compression::None {
-        return Ok(Box::new(walk_map(path, map, helper)?));
+        let reader = walk_map(path, map, helper)?;
+        return Ok(Box::new(MappedReader {
+            reader,
+            part_bytes,
+            parts: None,
+        }));
     }
     let bytes = MapBytes { map, at: 0 };
     let decoder =
@@ -166,6 +183,59 @@ pub fn open_any(path: PathBuf, helper: bool) -> Result<Box<dyn Producer>, StageE
     let stream =
         BufferedStream::new(Box::new(decoder), 1 << 20).decompressed_from(compression, cut_off);
     Ok(Box::new(CaptureReader::new("input.mmpcap", path, stream)?))
+}
+
+/// A plain mapped capture: its records one after another on the input's
+/// thread, or, handed over to a split's threads ([`Producer::parts`]: a
+/// classic pcap), read by them in parts ([`MappedParts`]), this side then
+/// only waiting for the end and saying how far the parts' reading has got.
+struct MappedReader {
+    reader: CaptureReader<MappedFile>,
+    /// About how many bytes of records a part holds.
+    part_bytes: usize,
+    parts: Option<Arc<MappedParts>>,
+}
+
+impl Producer for MappedReader {
+    #[inline]
+    fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
+        match &self.parts {
+            None => self.reader.produce(),
+            Some(parts) => parts.wait_for_end(None).map(|_| None),
+        }
+    }
+
+    fn waits(&self) -> bool {
+        self.parts.is_some()
+    }
+
+    fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
+        match &self.parts {
+            None => self.reader.produce_or_wait(due),
+            Some(parts) => parts.wait_for_end(Some(due)),
+        }
+    }
+
+    fn stats(&self, out: &mut Vec<StageStats>) {
+        match &self.parts {
+            None => self.reader.stats(out),
+            Some(parts) => out.push(parts.stats()),
+        }
+    }
+
+    fn parts(&mut self) -> Option<InputParts> {
+        let (pcap, path, source) = self.reader.classic_at_start()?;
+        let parts = Arc::new(MappedParts::new(
+            path.to_path_buf(),
+            source.map.clone(),
+            pcap,
+            source.position,
+            self.part_bytes,
+            source.helper.take(),
+        ));
+        self.parts = Some(parts.clone());
+        Some(Box::new(parts))
+    }
 }
 
 /// A map read as a stream, for a decoder: [`BufRead::fill_buf`] hands out

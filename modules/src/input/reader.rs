@@ -1,10 +1,11 @@
 //! The record walker shared by the native inputs: a [`CaptureFormat`] over a
 //! [`RecordSource`] (an mmap or a read buffer), producing zero-copy packets.
 
+use crate::format::pcap::Pcap;
 use crate::format::stream::RecordSource;
 use crate::format::{CaptureFormat, FormatError, RecordInfo, Step};
 use dnsluice_core::{CaptureMeta, Object, Packet, Producer, Reading, StageError, StageStats};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A capture reader: walks records of a pcap or pcapng file and produces packets.
 pub struct CaptureReader<S> {
@@ -91,14 +92,30 @@ impl<S: RecordSource> CaptureReader<S> {
                 }
             ));
         } else if left > 0 {
-            self.warnings.push(format!(
-                "{}: file cut off: the {left} bytes from byte offset {} are an incomplete record or block and were ignored; the {} complete packet records before them were read",
-                self.path.display(),
-                self.source.offset(),
-                self.frames
-            ));
+            let warning = cut_off(&self.path, left, self.source.offset(), self.frames);
+            self.warnings.push(warning);
         }
     }
+
+    /// The classic pcap format of a reader that has read no record yet, and
+    /// its source: what reading in parts starts from (`input.mmpcap`).
+    pub(crate) fn classic_at_start(&mut self) -> Option<(Pcap, &Path, &mut S)> {
+        match &self.format {
+            CaptureFormat::Pcap(pcap) if self.frames == 0 && self.pending == 0 => {
+                Some((pcap.clone(), &self.path, &mut self.source))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The warning for a file that ends inside a record: `left` bytes from
+/// byte `offset` ignored after `frames` complete records.
+pub(crate) fn cut_off(path: &Path, left: usize, offset: u64, frames: u64) -> String {
+    format!(
+        "{}: file cut off: the {left} bytes from byte offset {offset} are an incomplete record or block and were ignored; the {frames} complete packet records before them were read",
+        path.display(),
+    )
 }
 
 impl<S: RecordSource> CaptureReader<S> {
@@ -186,21 +203,50 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {
+        let read = ReadSoFar {
+            module: self.module,
+            frames: self.frames,
+            bytes: self.bytes,
+            skipped_blocks: self.skipped_blocks,
+            reading: Reading {
+                offset: self.source.offset() + self.pending as u64,
+                total: self.source.total(),
+                first_ts_ns: self.first_ts_ns,
+                last_ts_ns: self.last_ts_ns,
+            },
+        };
+        out.push(read.stats(&self.notes, &self.warnings));
+    }
+}
+
+/// What a capture reader has read, as its statistics say it (the reader's
+/// own, or the parts' reading of `input.mmpcap`).
+pub(crate) struct ReadSoFar {
+    pub module: &'static str,
+    /// Packet records read.
+    pub frames: u64,
+    /// Their captured bytes.
+    pub bytes: u64,
+    /// Blocks that were not packets (pcapng).
+    pub skipped_blocks: u64,
+    /// Where the reading is, and the capture times seen.
+    pub reading: Reading,
+}
+
+impl ReadSoFar {
+    /// The statistics, with remarks on the reading (`notes`) and problems
+    /// (`warnings`: a file cut off).
+    pub fn stats(&self, notes: &[String], warnings: &[String]) -> StageStats {
         let mut stats = StageStats::new(self.module);
         stats.input = self.frames;
         stats.output = self.frames;
         stats.add_counter("bytes", self.bytes);
         stats.add_counter("skipped_blocks", self.skipped_blocks);
-        stats.reading = Some(Reading {
-            offset: self.source.offset() + self.pending as u64,
-            total: self.source.total(),
-            first_ts_ns: self.first_ts_ns,
-            last_ts_ns: self.last_ts_ns,
-        });
-        if !self.warnings.is_empty() {
+        stats.reading = Some(self.reading);
+        if !warnings.is_empty() {
             stats.add_error("truncated_file", 1);
         }
-        stats.warnings = self.notes.iter().chain(&self.warnings).cloned().collect();
-        out.push(stats);
+        stats.warnings = notes.iter().chain(warnings).cloned().collect();
+        stats
     }
 }

@@ -8,7 +8,7 @@
 use super::batch::Batch;
 use super::doorbell::Doorbell;
 use crossbeam_queue::ArrayQueue;
-use dnsluice_core::merge::{self, LaneBuffer, MergeTarget, AT_FINISH};
+use dnsluice_core::merge::{self, LaneBuffer, AT_FINISH};
 use dnsluice_core::sync::lock;
 use dnsluice_core::{Receiver, StageStats};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -174,8 +174,6 @@ impl<F: FnMut()> Drop for OnPanic<F> {
 pub(super) struct WorkerSide {
     /// Its lane.
     pub lane: Arc<Lane>,
-    /// The stream the threads share, when the output claims it.
-    pub target: Arc<MergeTarget>,
     /// Set when the merger stopped on an error: stop too.
     pub merger_failed: Arc<AtomicBool>,
 }
@@ -214,12 +212,7 @@ pub(super) fn work(
             if merging.is_some_and(|handle| !hand_over(lane, &side.merger_failed, handle, upto)) {
                 break;
             }
-            if last_snapshot.elapsed() >= SNAPSHOT_EVERY {
-                let mut stats = Vec::new();
-                downstream.stats(&mut stats);
-                *lock(&lane.snapshot) = stats;
-                last_snapshot = Instant::now();
-            }
+            publish_snapshot(lane, &*downstream, &mut last_snapshot);
             continue;
         }
         if lane.done.load(Ordering::SeqCst) && lane.full.is_empty() {
@@ -254,6 +247,17 @@ pub(super) fn work(
     let mut stats = Vec::new();
     downstream.stats(&mut stats);
     stats
+}
+
+/// Publishes the chain's statistics in `lane`'s snapshot when the last was
+/// [`SNAPSHOT_EVERY`] ago or more (for interval statistics and progress).
+pub(super) fn publish_snapshot(lane: &Lane, chain: &dyn Receiver, last: &mut Instant) {
+    if last.elapsed() >= SNAPSHOT_EVERY {
+        let mut stats = Vec::new();
+        chain.stats(&mut stats);
+        *lock(&lane.snapshot) = stats;
+        *last = Instant::now();
+    }
 }
 
 /// Hands the bytes written since the last batch to the merger, with how far
@@ -325,7 +329,6 @@ mod tests {
         let lane = Arc::new(Lane::new(1, 2, Arc::new(Doorbell::default())));
         let side = WorkerSide {
             lane: lane.clone(),
-            target: MergeTarget::new(),
             merger_failed: Arc::new(AtomicBool::new(false)),
         };
         let mut batch = lane.free.pop().expect("a free batch");

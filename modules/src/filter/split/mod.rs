@@ -53,27 +53,31 @@ mod inline;
 mod lanes;
 mod merger;
 mod options;
+mod parts;
 mod spread;
+mod start;
 
 use crate::clients::hash_onto;
 use batch::Batch;
-use dnsluice_core::merge::{self, MergeTarget};
+use dnsluice_core::merge::MergeTarget;
 use dnsluice_core::registry::{DownstreamBuilder, ModuleEntry, Parallel};
 use dnsluice_core::shared::RegionFinder;
 use dnsluice_core::sync::lock;
-use dnsluice_core::{Object, Receiver, StageError, StageStats};
+use dnsluice_core::{InputParts, Object, Receiver, StageError, StageStats};
 use doorbell::Doorbell;
 use inline::InlineLane;
-use lanes::{spin_then_yield, Lane, WorkerSide};
+use lanes::{spin_then_yield, Lane};
 use merger::Merger;
 pub use options::{By, SplitOptions};
+use parts::PartsReading;
 use spread::{client_address, flow_hash, glance_v4, FlowLanes, Glance};
+use start::Started;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-const MODULE: &str = "filter.split";
+pub(super) const MODULE: &str = "filter.split";
 
 /// Merging in order, a lane that got nothing is told how far the split has
 /// got (an empty batch) once this many batches of objects have gone by (at
@@ -84,7 +88,7 @@ const STALE_BATCHES: u64 = 4;
 /// A lane and its worker thread's handle (none for the inline lane 0).
 struct Worker {
     lane: Arc<Lane>,
-    handle: Option<JoinHandle<Vec<StageStats>>>,
+    handle: Option<start::Handle>,
 }
 
 /// The split stage; see the module docs.
@@ -119,6 +123,8 @@ pub struct Split {
     flow_lanes: FlowLanes,
     /// Stopped already (finished, or failed to start).
     stopped: bool,
+    /// The threads read the input in parts themselves (see `parts.rs`).
+    reading: Option<Arc<PartsReading>>,
     /// Finds the shared region (a mapped capture) a batch's bytes lie in.
     regions: RegionFinder,
     /// How many batches waiting wake a sleeping worker: half its queue, so
@@ -130,9 +136,14 @@ pub struct Split {
 }
 
 impl Split {
-    /// Starts `options.threads` workers, each building its chain with `build`;
-    /// fails with the first worker's construction error.
-    pub fn new(options: &SplitOptions, build: DownstreamBuilder) -> Result<Split, StageError> {
+    /// Starts `options.threads` workers, each building its chain with `build`
+    /// (reading the input's `parts` themselves, when it was handed over:
+    /// a mapped classic pcap); fails with the first worker's construction error.
+    pub fn new(
+        options: &SplitOptions,
+        build: DownstreamBuilder,
+        parts: Option<InputParts>,
+    ) -> Result<Split, StageError> {
         let batch = options.batch as usize;
         let batches = (options.queue as usize).div_ceil(batch).max(2);
         let target = MergeTarget::new();
@@ -157,9 +168,11 @@ impl Split {
             inline: None,
             flow_lanes: FlowLanes::even(options.threads),
             stopped: false,
+            reading: None,
         };
         let threads = options.threads as usize;
-        let inline = options.inline && threads > 1;
+        split.reading = parts.and_then(|parts| PartsReading::of(parts, options));
+        let inline = options.inline && threads > 1 && split.reading.is_none();
         let merger_bell = Arc::new(Doorbell::default());
         if inline {
             split.flow_lanes = FlowLanes::with_splitting_lane(options.threads);
@@ -170,36 +183,25 @@ impl Split {
             split.told.push(0);
         }
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        // The lanes the merger merges: one a thread; reading in parts, two.
+        let mut merged_lanes = split
+            .workers
+            .iter()
+            .map(|w| w.lane.clone())
+            .collect::<Vec<_>>();
         for index in usize::from(inline)..threads {
-            let lane = Arc::new(Lane::new(index, batches, merger_bell.clone()));
-            let side = WorkerSide {
-                lane: lane.clone(),
-                target: target.clone(),
-                merger_failed: merger_failed.clone(),
+            let started = Started {
+                index,
+                target: &target,
+                build: &build,
+                ready: &ready_tx,
+                bell: &merger_bell,
+                merger_failed: &merger_failed,
             };
-            let build = build.clone();
-            let ready = ready_tx.clone();
-            let handle = std::thread::Builder::new()
-                .name(format!("split-{index}"))
-                .spawn(move || {
-                    let lane_handle = merge::enter(side.target.clone());
-                    match build(index) {
-                        Ok(downstream) => {
-                            // Asked before saying ready: the split then takes
-                            // the shared stream for its merger.
-                            let merging = side.target.is_claimed();
-                            let _ = ready.send(Ok(()));
-                            let lane_handle = merging.then_some(&lane_handle);
-                            lanes::work(&side, lane_handle, downstream)
-                        }
-                        Err(e) => {
-                            let _ = ready.send(Err(e.to_string()));
-                            side.lane.finish();
-                            Vec::new()
-                        }
-                    }
-                })
-                .map_err(|e| StageError::other(MODULE, format!("cannot start a thread: {e}")))?;
+            let (lane, handle) = match &split.reading {
+                None => started.worker(batches, &mut merged_lanes)?,
+                Some(reading) => started.reader(reading, threads, &mut merged_lanes)?,
+            };
             let _ = lane.worker.set(handle.thread().clone());
             split.workers.push(Worker {
                 lane,
@@ -220,7 +222,7 @@ impl Split {
             return Err(StageError::other(MODULE, e));
         }
         if let Some(output) = target.take() {
-            split.start_merger(output, options.ordered)?;
+            split.start_merger(merged_lanes, output, options.ordered)?;
         }
         Ok(split)
     }
@@ -228,10 +230,10 @@ impl Split {
     /// Starts the thread that writes the workers' shared stream.
     fn start_merger(
         &mut self,
+        lanes: Vec<Arc<Lane>>,
         output: (std::path::PathBuf, Box<dyn std::io::Write + Send>),
         ordered: bool,
     ) -> Result<(), StageError> {
-        let lanes = self.workers.iter().map(|w| w.lane.clone()).collect();
         let merger = Merger::new(lanes, output, self.merger_failed.clone());
         self.ordered = ordered;
         let handle = std::thread::Builder::new()
@@ -441,6 +443,10 @@ impl Split {
         if std::mem::replace(&mut self.stopped, true) {
             return None;
         }
+        if let Some(reading) = &self.reading {
+            // No part is taken after this (a run stopped early).
+            reading.parts.stop();
+        }
         let mut error = self.hand_over_all().err();
         let mut merged: Vec<StageStats> = Vec::new();
         if let Some(inline) = &mut self.inline {
@@ -581,7 +587,7 @@ pub fn entry() -> ModuleEntry {
     ModuleEntry::split(
         MODULE,
         "run the rest of the chain in N threads, objects spread in batches round-robin, by client or by flow",
-        |o: SplitOptions, build: DownstreamBuilder| Ok(Box::new(Split::new(&o, build)?)),
+        |o: SplitOptions, build: DownstreamBuilder, parts| Ok(Box::new(Split::new(&o, build, parts)?)),
     )
     .parallel(Parallel::No)
 }

@@ -1,0 +1,351 @@
+//! The split's threads reading a mapped capture in parts, when
+//! `input.mmpcap` handed its classic pcap over (`Producer::parts`): no
+//! thread reads every record and hands the others theirs; each thread
+//! takes the next part of the file ([`MappedParts::claim`]), reads its
+//! packets, and runs its chain on those that stand alone (every packet,
+//! round-robin; by flow, a DNS datagram outside TCP and fragments).
+//!
+//! A packet that belongs to a flow (TCP, a fragment) or to a client (`by =
+//! "client"`) must meet the others of its flow on one thread, in input
+//! order, whichever thread's part it lies in. The reader of a part puts
+//! those packets into one batch per thread that owns flows (by the flow's
+//! hash, as the split spreads them), and posts every batch, empty or not,
+//! to that thread's mailbox under the part's number; each thread takes its
+//! mailbox's batches in part order (between its own parts, and while it
+//! waits), so a flow's packets reach its chain in the order one thread
+//! would see them. Its own flows' packets take the same way, through its
+//! own mailbox.
+//!
+//! Merging the output into one stream, each thread writes two lanes for
+//! the merger: what its own parts' datagrams wrote (in part order) and
+//! what its flows wrote (in mailbox order), each in input order by itself,
+//! each saying how far it has got; the merger merges the lanes by place as
+//! it merges a split's (`merger.rs`).
+//!
+//! Nothing waits while it holds something another thread needs: a thread
+//! only waits before taking a part (when it is [`AHEAD_PARTS`] ahead of the
+//! slowest thread's mailbox, or the merger has not yet written what it
+//! handed over), and it takes its mailbox's batches and tells the merger
+//! how far its datagrams' lane has got meanwhile; a part being read is read
+//! to its end without waiting, and its batches are posted when it ends.
+
+use super::batch::Batch;
+use super::lanes::{hand_over, hand_over_finish, publish_snapshot, Lane, OnPanic};
+use super::options::{By, SplitOptions};
+use super::spread::{client_address, flow_hash, glance_v4, FlowLanes, Glance};
+use crate::clients::hash_onto;
+use crate::input::mmpcap::parts::{MappedParts, Part};
+use dnsluice_core::merge::{LaneHandle, AT_FINISH};
+use dnsluice_core::shared::RegionFinder;
+use dnsluice_core::sync::lock;
+use dnsluice_core::{InputParts, Object, Receiver, StageError, StageStats};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How many parts a thread may take beyond the part the slowest thread's
+/// mailbox is at (what the mailboxes may hold; a thread that falls behind
+/// holds the others back this far at most).
+pub(super) const AHEAD_PARTS: u64 = 8;
+/// A thread takes no part while this many of its buffers wait for the
+/// merger in either of its lanes.
+const MERGER_BEHIND: usize = 8;
+/// Room in each merger lane: more than a thread can hand over between two
+/// looks at [`MERGER_BEHIND`] (a part's two buffers, and one per mailbox
+/// batch), so handing over never waits.
+pub(super) fn lane_room(threads: usize) -> usize {
+    MERGER_BEHIND + 2 * (AHEAD_PARTS as usize + threads) + 4
+}
+
+/// Which thread a packet of the parts goes to: `None`, the thread that
+/// read it (it stands alone); else the owner of its flow or client.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Route {
+    pub by: By,
+    pub lanes: FlowLanes,
+    pub threads: u32,
+}
+
+impl Route {
+    #[inline(always)]
+    fn owner(&self, obj: &Object<'_>) -> Option<usize> {
+        match self.by {
+            By::RoundRobin => None,
+            By::Flow => match glance_v4(obj) {
+                Glance::Alone => None,
+                Glance::Flow(hash) => Some(self.lanes.lane(hash)),
+                Glance::Closer => flow_hash(obj).map(|hash| self.lanes.lane(hash)),
+            },
+            By::Client => client_address(obj).map(|a| hash_onto(a, self.threads) as usize),
+        }
+    }
+}
+
+/// What the threads reading in parts share.
+pub(super) struct PartsReading {
+    pub parts: Arc<MappedParts>,
+    route: Route,
+    /// Per thread: the flow packets found for it, by part number.
+    mailboxes: Vec<Mutex<BTreeMap<u64, Batch>>>,
+    /// Per thread: the part whose batch its mailbox gives next.
+    next_part: Vec<AtomicU64>,
+    /// Emptied batches, for the next parts.
+    spare: Mutex<Vec<Batch>>,
+    /// A thread stopped on an error: the others stop waiting for it.
+    pub failed: AtomicBool,
+}
+
+impl PartsReading {
+    /// The reading by `options.threads` threads of `parts`, when that is a
+    /// mapped capture handed over (and there are several threads).
+    pub fn of(parts: InputParts, options: &SplitOptions) -> Option<Arc<PartsReading>> {
+        let parts = parts.downcast::<Arc<MappedParts>>().ok()?;
+        let route = Route {
+            by: options.by,
+            lanes: FlowLanes::even(options.threads),
+            threads: options.threads,
+        };
+        (options.threads > 1).then(|| Arc::new(PartsReading::new(*parts, route)))
+    }
+
+    /// The reading of `parts` by `route.threads` threads.
+    pub fn new(parts: Arc<MappedParts>, route: Route) -> PartsReading {
+        let threads = route.threads as usize;
+        PartsReading {
+            parts,
+            route,
+            mailboxes: (0..threads).map(|_| Mutex::default()).collect(),
+            next_part: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+            spare: Mutex::default(),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    /// The part the slowest thread's mailbox is at.
+    fn slowest(&self) -> u64 {
+        let next = self.next_part.iter().map(|n| n.load(Ordering::Acquire));
+        next.min().unwrap_or(0)
+    }
+}
+
+/// One thread of the reading: its index, its two merger lanes (`local`:
+/// its parts' datagrams, whose `handled`, `snapshot` and `failed` are the
+/// thread's; `flows`: its mailbox's packets).
+pub(super) struct PartsThread {
+    pub index: usize,
+    pub reading: Arc<PartsReading>,
+    pub local: Arc<Lane>,
+    pub flows: Arc<Lane>,
+    pub merger_failed: Arc<AtomicBool>,
+}
+
+/// Runs one thread of the reading to the end: parts and mailbox, then the
+/// chain's end. Returns the chain's statistics.
+pub(super) fn work(
+    thread: &PartsThread,
+    merging: Option<&LaneHandle>,
+    downstream: Box<dyn Receiver>,
+) -> Vec<StageStats> {
+    let _said = OnPanic(|| {
+        thread.local.fail("it panicked".into());
+        thread.reading.failed.store(true, Ordering::SeqCst);
+    });
+    let threads = thread.reading.route.threads as usize;
+    let mut reader = Reader {
+        thread,
+        merging,
+        downstream,
+        out: (0..threads).map(|_| Batch::default()).collect(),
+        regions: RegionFinder::default(),
+        told: 0,
+        last_snapshot: Instant::now(),
+    };
+    if let Err(e) = reader.run() {
+        thread.local.fail(e.to_string());
+        thread.reading.failed.store(true, Ordering::SeqCst);
+    }
+    thread.local.finish();
+    thread.flows.finish();
+    let mut stats = Vec::new();
+    reader.downstream.stats(&mut stats);
+    stats
+}
+
+/// A thread's state while it reads.
+struct Reader<'a> {
+    thread: &'a PartsThread,
+    merging: Option<&'a LaneHandle>,
+    downstream: Box<dyn Receiver>,
+    /// Per owner thread: the current part's flow packets for it.
+    out: Vec<Batch>,
+    regions: RegionFinder,
+    /// How far the datagrams' lane has told the merger it has got.
+    told: u64,
+    last_snapshot: Instant,
+}
+
+impl Reader<'_> {
+    fn run(&mut self) -> Result<(), StageError> {
+        let reading = &*self.thread.reading;
+        loop {
+            self.take_mailbox()?;
+            if reading.failed.load(Ordering::SeqCst) || self.merger_failed() {
+                return Ok(());
+            }
+            if reading.parts.ended() {
+                if self.mailbox_done() {
+                    break;
+                }
+            } else if self.may_take_part() {
+                if let Some(part) = reading.parts.claim() {
+                    self.read(&part)?;
+                    continue;
+                }
+                continue;
+            }
+            // Waiting: the datagrams' lane has nothing before the parts
+            // not taken yet.
+            self.tell_local(reading.parts.next_key());
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        self.finish()
+    }
+
+    /// Whether this thread may take a part: not too far ahead of the
+    /// slowest mailbox, and the merger not behind on its lanes.
+    fn may_take_part(&self) -> bool {
+        let reading = &*self.thread.reading;
+        let ahead = reading.parts.claimed() < reading.slowest() + AHEAD_PARTS;
+        let merger_keeps_up = self.merging.is_none()
+            || (self.thread.local.written.len() < MERGER_BEHIND
+                && self.thread.flows.written.len() < MERGER_BEHIND);
+        ahead && merger_keeps_up
+    }
+
+    /// Whether the mailbox has given every part's batch (the parts ended).
+    fn mailbox_done(&self) -> bool {
+        let reading = &*self.thread.reading;
+        reading.next_part[self.thread.index].load(Ordering::Acquire) >= reading.parts.claimed()
+    }
+
+    fn merger_failed(&self) -> bool {
+        self.thread.merger_failed.load(Ordering::SeqCst)
+    }
+
+    /// Reads `part`: its standalone packets through the chain, the others
+    /// into their owners' batches, posted at the end.
+    fn read(&mut self, part: &Part) -> Result<(), StageError> {
+        let reading = &*self.thread.reading;
+        let route = reading.route;
+        self.tell_local(part.first_key);
+        let mut handled = 0u64;
+        for (key, packet) in reading.parts.packets(part) {
+            let mut obj = Object::Packet(packet);
+            match route.owner(&obj) {
+                None => {
+                    self.downstream.receive(&mut obj)?;
+                    if let Some(lane_handle) = self.merging {
+                        lane_handle.end_object(key);
+                    }
+                    handled += 1;
+                }
+                Some(owner) => self.out[owner].push(&obj, key, &mut self.regions),
+            }
+        }
+        let local = &*self.thread.local;
+        local.handled.fetch_add(handled, Ordering::Relaxed);
+        self.hand_over(local, part.end_key)?;
+        self.told = part.end_key;
+        for (owner, mailbox) in reading.mailboxes.iter().enumerate() {
+            let fresh = lock(&reading.spare).pop().unwrap_or_default();
+            let mut batch = std::mem::replace(&mut self.out[owner], fresh);
+            batch.upto = part.end_key;
+            lock(mailbox).insert(part.index, batch);
+        }
+        self.snapshot();
+        Ok(())
+    }
+
+    /// Runs the batches the mailbox has in part order, as far as they have
+    /// come (and the merger has room).
+    fn take_mailbox(&mut self) -> Result<(), StageError> {
+        let reading = &*self.thread.reading;
+        let index = self.thread.index;
+        let flows = &*self.thread.flows;
+        loop {
+            if self.merging.is_some() && flows.written.len() + 2 >= flows.written.capacity() {
+                return Ok(());
+            }
+            let next = reading.next_part[index].load(Ordering::Acquire);
+            let Some(mut batch) = lock(&reading.mailboxes[index]).remove(&next) else {
+                return Ok(());
+            };
+            let objects = batch.len() as u64;
+            let through = batch.upto;
+            let (downstream, merging) = (&mut self.downstream, self.merging);
+            let result = batch.drain(|key, obj| {
+                let result = downstream.receive(obj);
+                if let Some(lane_handle) = merging {
+                    lane_handle.end_object(key);
+                }
+                result
+            });
+            lock(&reading.spare).push(batch);
+            result?;
+            self.thread
+                .local
+                .handled
+                .fetch_add(objects, Ordering::Relaxed);
+            reading.next_part[index].store(next + 1, Ordering::Release);
+            self.hand_over(flows, through)?;
+        }
+    }
+
+    /// Tells the merger that the datagrams' lane has nothing before
+    /// `through` (once it has got further, and while there is room).
+    fn tell_local(&mut self, through: u64) {
+        let local = &*self.thread.local;
+        if self.merging.is_none() || through <= self.told || local.written.len() >= MERGER_BEHIND {
+            return;
+        }
+        if self.hand_over(local, through).is_ok() {
+            self.told = through;
+        }
+    }
+
+    /// Hands what the chain wrote since the last hand-over to `lane`'s
+    /// merger queue, saying the lane has got to `through`.
+    fn hand_over(&self, lane: &Lane, through: u64) -> Result<(), StageError> {
+        let Some(lane_handle) = self.merging else {
+            return Ok(());
+        };
+        match hand_over(lane, &self.thread.merger_failed, lane_handle, through) {
+            true => Ok(()),
+            false => Err(StageError::other(super::MODULE, "the merged output failed")),
+        }
+    }
+
+    fn snapshot(&mut self) {
+        publish_snapshot(
+            &self.thread.local,
+            &*self.downstream,
+            &mut self.last_snapshot,
+        );
+    }
+
+    /// The end: the chain is told the input's last capture time and
+    /// finishes; what it writes then goes to the flows' lane.
+    fn finish(&mut self) -> Result<(), StageError> {
+        if let Some(ts) = self.thread.reading.parts.last_ts_ns() {
+            self.downstream.clock_at_end(ts);
+        }
+        // The datagrams' lane has nothing more (its last buffer says so).
+        self.hand_over(&self.thread.local, AT_FINISH)?;
+        let finished = self.downstream.finish();
+        if let Some(lane_handle) = self.merging {
+            hand_over_finish(&self.thread.flows, &self.thread.merger_failed, lane_handle);
+        }
+        finished
+    }
+}
