@@ -552,3 +552,30 @@ fn a_pcap_cut_off_or_corrupt_reads_in_parts_as_on_one_thread() {
         }
     }
 }
+
+#[test]
+fn an_output_that_fails_stops_the_threads_reading_in_parts() {
+    let dir = temp_dir("threads-parts-fail");
+    let ethernet = ethernet_pcap(&dir);
+    let file = pipeline(&dir, "input.mmpcap", &ethernet, Path::new("/dev/full"), "");
+    let mut child = dnsluice()
+        .arg("run")
+        .arg(&file)
+        .args(["--threads", "2", "--set", "0.part_kib=1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("the run did not end after its output failed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/dev/full: No space left on device"), "{err}");
+}

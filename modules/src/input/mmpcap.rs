@@ -4,17 +4,17 @@
 //! own, and its packets are views into the decompressed buffer.
 
 use super::decompress::Decompressed;
+use super::reader::ReadElsewhere;
 use super::CaptureReader;
 use crate::format::compression::Compression;
 use crate::format::stream::{BufferedStream, RecordSource};
 use dnsluice_core::registry::{ModuleEntry, Parallel};
-use dnsluice_core::{InputParts, Object, Producer, Pulled, StageError, StageStats};
+use dnsluice_core::{InputParts, Producer, StageError};
 use dnsluice_options::Options;
 use memmap2::{Advice, Mmap};
 use std::fs::File;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 mod helper;
@@ -36,7 +36,7 @@ pub struct MmpcapOptions {
     /// When a split's threads read the capture in parts (`threads = N`, a
     /// classic pcap), about this many KiB of records a part: each thread
     /// walks a part's record headers, then runs its packets.
-    #[option(default = 512, range = 1..=(1 << 20))]
+    #[option(default = DEFAULT_PART_KIB, range = 1..=(1 << 20))]
     pub part_kib: u32,
 }
 
@@ -62,6 +62,11 @@ pub fn entry() -> ModuleEntry {
     .parallel(Parallel::Any)
 }
 
+/// Read in parts, about how many KiB of records a part holds: a few
+/// thousand DNS packets, a millisecond or two of a thread's work, small
+/// enough to stay in the core's cache between the walk and the reading.
+pub const DEFAULT_PART_KIB: u32 = 512;
+
 /// How far ahead of the current record the map is prefetched, in bytes.
 pub const READ_AHEAD: usize = 2048;
 /// Without a helper, the walk sets up page tables itself this many bytes at
@@ -78,6 +83,8 @@ pub struct MappedFile {
     report_at: usize,
     /// Without a helper: page tables are set up below here.
     populated: usize,
+    /// About how many bytes of records a part holds, read in parts.
+    part_bytes: usize,
     helper: Option<Helper>,
 }
 
@@ -169,12 +176,10 @@ pub fn open_any(
     let map = map_file(&path)?;
     let compression = Compression::detect(&map);
     if compression == Compression::None {
-        let reader = walk_map(path, map, helper)?;
-        return Ok(Box::new(MappedReader {
-            reader,
-            part_bytes,
-            parts: None,
-        }));
+        let mut reader = walk_map(path, map, helper)?;
+        reader.source_mut().part_bytes = part_bytes;
+        reader.readable_in_parts(hand_over_parts);
+        return Ok(Box::new(reader));
     }
     let bytes = MapBytes { map, at: 0 };
     let decoder =
@@ -185,57 +190,25 @@ pub fn open_any(
     Ok(Box::new(CaptureReader::new("input.mmpcap", path, stream)?))
 }
 
-/// A plain mapped capture: its records one after another on the input's
-/// thread, or, handed over to a split's threads ([`Producer::parts`]: a
-/// classic pcap), read by them in parts ([`MappedParts`]), this side then
-/// only waiting for the end and saying how far the parts' reading has got.
-struct MappedReader {
-    reader: CaptureReader<MappedFile>,
-    /// About how many bytes of records a part holds.
-    part_bytes: usize,
-    parts: Option<Arc<MappedParts>>,
-}
-
-impl Producer for MappedReader {
-    #[inline]
-    fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
-        match &self.parts {
-            None => self.reader.produce(),
-            Some(parts) => parts.wait_for_end(None).map(|_| None),
-        }
-    }
-
-    fn waits(&self) -> bool {
-        self.parts.is_some()
-    }
-
-    fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
-        match &self.parts {
-            None => self.reader.produce_or_wait(due),
-            Some(parts) => parts.wait_for_end(Some(due)),
-        }
-    }
-
-    fn stats(&self, out: &mut Vec<StageStats>) {
-        match &self.parts {
-            None => self.reader.stats(out),
-            Some(parts) => out.push(parts.stats()),
-        }
-    }
-
-    fn parts(&mut self) -> Option<InputParts> {
-        let (pcap, path, source) = self.reader.classic_at_start()?;
-        let parts = Arc::new(MappedParts::new(
-            path.to_path_buf(),
-            source.map.clone(),
-            pcap,
-            source.position,
-            self.part_bytes,
-            source.helper.take(),
-        ));
-        self.parts = Some(parts.clone());
-        Some(Box::new(parts))
-    }
+/// Hands a mapped classic pcap that has read no record yet over to be
+/// read in parts by a split's threads ([`MappedParts`]; see
+/// `Producer::parts`): the walk is then at the end of the map, and the
+/// reader only waits and says how far the parts' reading has got.
+fn hand_over_parts(
+    reader: &mut CaptureReader<MappedFile>,
+) -> Option<(Arc<dyn ReadElsewhere>, InputParts)> {
+    let (pcap, path, source) = reader.classic_at_start()?;
+    let parts = Arc::new(MappedParts::new(
+        path.to_path_buf(),
+        source.map.clone(),
+        pcap,
+        source.position,
+        source.part_bytes,
+        source.helper.take(),
+    ));
+    source.position = source.map.len();
+    source.report_at = usize::MAX;
+    Some((parts.clone(), Box::new(parts)))
 }
 
 /// A map read as a stream, for a decoder: [`BufRead::fill_buf`] hands out
@@ -325,6 +298,7 @@ fn walk_map(
         position: 0,
         report_at: 0,
         populated: 0,
+        part_bytes: DEFAULT_PART_KIB as usize * 1024,
         helper,
     };
     CaptureReader::new("input.mmpcap", path, source)

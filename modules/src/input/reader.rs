@@ -4,8 +4,12 @@
 use crate::format::pcap::Pcap;
 use crate::format::stream::RecordSource;
 use crate::format::{CaptureFormat, FormatError, RecordInfo, Step};
-use dnsluice_core::{CaptureMeta, Object, Packet, Producer, Reading, StageError, StageStats};
+use dnsluice_core::{
+    CaptureMeta, InputParts, Object, Packet, Producer, Pulled, Reading, StageError, StageStats,
+};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// A capture reader: walks records of a pcap or pcapng file and produces packets.
 pub struct CaptureReader<S> {
@@ -26,6 +30,25 @@ pub struct CaptureReader<S> {
     /// Remarks on how the input was read (not problems), shown with the warnings.
     notes: Vec<String>,
     done: bool,
+    /// Hands the records over to be read in parts (`Producer::parts`),
+    /// for a source that can be.
+    hand_over: Option<HandOver<S>>,
+    /// The records were handed over: how their reading goes.
+    elsewhere: Option<Arc<dyn ReadElsewhere>>,
+}
+
+/// Hands a reader's records over to be read in parts: what reads them, and
+/// what a split's threads are given.
+pub(crate) type HandOver<S> =
+    fn(&mut CaptureReader<S>) -> Option<(Arc<dyn ReadElsewhere>, InputParts)>;
+
+/// The reading of records a reader handed over (in parts, by threads), as
+/// the reader's side sees it.
+pub(crate) trait ReadElsewhere: Send + Sync {
+    /// Waits until every record is taken (see `MappedParts::wait_for_end`).
+    fn wait_for_end(&self, due: Option<&AtomicBool>) -> Result<Pulled<'static>, StageError>;
+    /// The reader's statistics, as far as the reading has got.
+    fn stats(&self) -> StageStats;
 }
 
 impl<S: RecordSource> CaptureReader<S> {
@@ -68,7 +91,20 @@ impl<S: RecordSource> CaptureReader<S> {
             warnings: Vec::new(),
             notes: Vec::new(),
             done: false,
+            hand_over: None,
+            elsewhere: None,
         })
+    }
+
+    /// Lets the reader hand its records over to be read in parts, with
+    /// `hand_over` (see `Producer::parts`).
+    pub(crate) fn readable_in_parts(&mut self, hand_over: HandOver<S>) {
+        self.hand_over = Some(hand_over);
+    }
+
+    /// Its source.
+    pub(crate) fn source_mut(&mut self) -> &mut S {
+        &mut self.source
     }
 
     /// Adds a remark on how the input is read, shown at the end of the run.
@@ -151,6 +187,9 @@ impl<S: RecordSource> CaptureReader<S> {
     #[cold]
     #[inline(never)]
     fn produce_slow(&mut self) -> Result<Option<Object<'_>>, StageError> {
+        if let Some(elsewhere) = &self.elsewhere {
+            return elsewhere.wait_for_end(None).map(|_| None);
+        }
         if self.done {
             return Ok(None);
         }
@@ -202,7 +241,31 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
         self.produce_slow()
     }
 
+    fn waits(&self) -> bool {
+        self.elsewhere.is_some()
+    }
+
+    fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
+        if let Some(elsewhere) = &self.elsewhere {
+            return elsewhere.wait_for_end(Some(due));
+        }
+        Ok(match self.produce()? {
+            Some(obj) => Pulled::Object(obj),
+            None => Pulled::End,
+        })
+    }
+
+    fn parts(&mut self) -> Option<InputParts> {
+        let (elsewhere, parts) = (self.hand_over?)(self)?;
+        self.elsewhere = Some(elsewhere);
+        Some(parts)
+    }
+
     fn stats(&self, out: &mut Vec<StageStats>) {
+        if let Some(elsewhere) = &self.elsewhere {
+            out.push(elsewhere.stats());
+            return;
+        }
         let read = ReadSoFar {
             module: self.module,
             frames: self.frames,

@@ -29,6 +29,10 @@
 //! `spread.rs`'s `FlowLanes`: 7/8 of an equal share on 2 threads, none
 //! from 9 threads).
 //!
+//! Given a mapped classic pcap to read in parts (`threads = N` after
+//! `input.mmpcap`), every thread reads parts of the file itself and posts
+//! flow packets to their owners (`parts.rs`).
+//!
 //! The stages after the split are built in each worker thread by the
 //! pipeline (see `dnsluice_core::pipeline`). When the output is
 //! `output.json` with one path for every thread (no `{thread}` in it), the

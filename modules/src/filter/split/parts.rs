@@ -150,6 +150,7 @@ pub(super) fn work(
     let _said = OnPanic(|| {
         thread.local.fail("it panicked".into());
         thread.reading.failed.store(true, Ordering::SeqCst);
+        thread.reading.parts.stop();
     });
     let threads = thread.reading.route.threads as usize;
     let mut reader = Reader {
@@ -165,6 +166,9 @@ pub(super) fn work(
         thread.local.fail(e.to_string());
         thread.reading.failed.store(true, Ordering::SeqCst);
     }
+    // No part is taken after a thread stopped (at the end, nothing is
+    // left; on an error, the input's side stops waiting for the parts).
+    thread.reading.parts.stop();
     thread.local.finish();
     thread.flows.finish();
     let mut stats = Vec::new();

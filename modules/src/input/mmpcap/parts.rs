@@ -22,7 +22,7 @@
 use super::helper::Helper;
 use crate::format::pcap::Pcap;
 use crate::format::CaptureFormat;
-use crate::input::reader::{cut_off, ReadSoFar};
+use crate::input::reader::{cut_off, ReadElsewhere, ReadSoFar};
 use dnsluice_core::sync::lock;
 use dnsluice_core::{CaptureMeta, Packet, Pulled, Reading, StageError, StageStats};
 use memmap2::Mmap;
@@ -144,24 +144,25 @@ impl MappedParts {
         if at >= data.len() {
             walk.ended = true;
         }
-        self.ended.store(walk.ended, Ordering::Release);
         self.walked.store(walk.key, Ordering::Relaxed);
         if let Some(helper) = &self.helper {
             helper.tell(at);
         }
-        if at == start {
-            return None;
-        }
-        let part = Part {
-            index: walk.index,
-            start,
-            end: at,
-            first_key,
-            end_key: walk.key,
-        };
-        walk.index += 1;
+        let part = (at > start).then(|| {
+            walk.index += 1;
+            Part {
+                index: walk.index - 1,
+                start,
+                end: at,
+                first_key,
+                end_key: walk.key,
+            }
+        });
+        // The count first: a thread that sees the end must see every part
+        // taken before it (it waits for their flows' batches).
         self.claimed.store(walk.index, Ordering::Release);
-        Some(part)
+        self.ended.store(walk.ended, Ordering::Release);
+        part
     }
 
     /// The walk met something other than a complete record at `at`: the
@@ -188,7 +189,8 @@ impl MappedParts {
         self.ended.store(true, Ordering::Release);
     }
 
-    /// Whether every part there will be has been taken.
+    /// Whether every part there will be has been taken (then
+    /// [`MappedParts::claimed`] counts them all).
     pub fn ended(&self) -> bool {
         self.ended.load(Ordering::Acquire)
     }
@@ -217,12 +219,14 @@ impl MappedParts {
             pcap: &self.pcap,
         }
     }
+}
 
+impl ReadElsewhere for MappedParts {
     /// Waits (a few milliseconds at a time) until every part is taken,
     /// returning [`Pulled::Waiting`] instead once `due` is set: the
     /// handed-over input's side of the run (see `Producer::parts`). Ends
     /// with the error a corrupt record gave.
-    pub fn wait_for_end(&self, due: Option<&AtomicBool>) -> Result<Pulled<'static>, StageError> {
+    fn wait_for_end(&self, due: Option<&AtomicBool>) -> Result<Pulled<'static>, StageError> {
         loop {
             if self.ended() {
                 return match lock(&self.walk).error.clone() {
@@ -239,7 +243,7 @@ impl MappedParts {
 
     /// The statistics of `input.mmpcap` read in parts: what one thread's
     /// reader says, as far as the walk has got.
-    pub fn stats(&self) -> StageStats {
+    fn stats(&self) -> StageStats {
         let walk = lock(&self.walk);
         let read = ReadSoFar {
             module: "input.mmpcap",
@@ -293,5 +297,113 @@ impl<'a> Iterator for PartPackets<'a> {
             key,
             Packet::new(&self.data[from..from + record.caplen], meta),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A little-endian, microsecond classic pcap on Ethernet whose record
+    /// `i` captured `sizes[i]` bytes (each byte its record's number) at
+    /// second `i`.
+    fn capture(sizes: &[usize]) -> Vec<u8> {
+        let mut bytes = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+        bytes.extend([0; 8]);
+        bytes.extend(65535u32.to_le_bytes());
+        bytes.extend(1u32.to_le_bytes());
+        for (i, &size) in sizes.iter().enumerate() {
+            for field in [i as u32, 0, size as u32, size as u32] {
+                bytes.extend(field.to_le_bytes());
+            }
+            bytes.extend(std::iter::repeat_n(i as u8, size));
+        }
+        bytes
+    }
+
+    /// `bytes` written to a file, mapped, read in parts of `part_bytes`.
+    fn parts_of(bytes: &[u8], part_bytes: usize, name: &str) -> MappedParts {
+        let path = std::env::temp_dir().join(format!("parts-{}-{name}.pcap", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        #[allow(unsafe_code)]
+        // SAFETY: a file this test wrote and nothing else changes.
+        let map = Arc::new(unsafe { Mmap::map(&file) }.unwrap());
+        let (CaptureFormat::Pcap(pcap), start) = CaptureFormat::detect(bytes).unwrap() else {
+            panic!("a classic pcap");
+        };
+        MappedParts::new(path, map, pcap, start, part_bytes, None)
+    }
+
+    #[test]
+    fn parts_take_every_record_once_in_order_each_past_its_size() {
+        let sizes: Vec<usize> = (0..300).map(|i| 20 + (i * 37) % 180).collect();
+        let parts = parts_of(&capture(&sizes), 1000, "whole");
+        let (mut at, mut key, mut index) = (24, 0u64, 0u64);
+        while let Some(part) = parts.claim() {
+            assert_eq!((part.index, part.start, part.first_key), (index, at, key));
+            let records = &sizes[part.first_key as usize..part.end_key as usize];
+            let length: usize = records.iter().map(|size| 16 + size).sum();
+            assert_eq!(part.end - part.start, length);
+            // It ends with the first record that ends 1,000 bytes or more
+            // after its start (the file's last part may end short of that).
+            let last = 16 + records.last().unwrap();
+            assert!(length - last < 1000, "{part:?}");
+            assert!(length >= 1000 || part.end_key == 300, "{part:?}");
+            for (key, packet) in parts.packets(&part) {
+                assert_eq!(packet.meta.frame, key + 1);
+                assert_eq!(packet.meta.ts_ns, Some(key as i64 * 1_000_000_000));
+                assert_eq!(packet.data, vec![key as u8; sizes[key as usize]]);
+            }
+            assert_eq!(
+                parts.packets(&part).count() as u64,
+                part.end_key - part.first_key
+            );
+            (at, key, index) = (part.end, part.end_key, index + 1);
+        }
+        assert_eq!((key, parts.claimed()), (300, index));
+        assert!(parts.ended() && parts.claim().is_none());
+        let stats = parts.stats();
+        assert_eq!(stats.input, 300);
+        assert_eq!(stats.counters["bytes"], sizes.iter().sum::<usize>() as u64);
+        assert!(stats.warnings.is_empty());
+        assert_eq!(parts.last_ts_ns(), Some(299_000_000_000));
+    }
+
+    #[test]
+    fn a_record_cut_off_or_corrupt_ends_the_parts_as_one_thread_ends() {
+        let sizes = [100; 50];
+        let whole = capture(&sizes);
+        let cut = parts_of(&whole[..whole.len() - 30], 500, "cut");
+        while cut.claim().is_some() {}
+        let stats = cut.stats();
+        assert_eq!(stats.input, 49);
+        assert_eq!(stats.errors["truncated_file"], 1);
+        let expected = format!(
+            "the 86 bytes from byte offset {} are an incomplete record",
+            24 + 49 * 116
+        );
+        assert!(
+            stats.warnings[0].contains(&expected),
+            "{:?}",
+            stats.warnings
+        );
+        assert!(matches!(cut.wait_for_end(None), Ok(Pulled::End)));
+
+        let mut corrupt = whole.clone();
+        let tenth = 24 + 10 * 116;
+        corrupt[tenth + 8..tenth + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+        let parts = parts_of(&corrupt, 500, "corrupt");
+        while parts.claim().is_some() {}
+        assert_eq!(parts.stats().input, 10);
+        let error = parts
+            .wait_for_end(None)
+            .err()
+            .expect("an error")
+            .to_string();
+        assert!(
+            error.contains(&format!("at byte offset {tenth}: record claims 4294967295")),
+            "{error}"
+        );
     }
 }
