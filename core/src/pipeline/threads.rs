@@ -3,7 +3,9 @@
 //!
 //! With N > 1 threads the stages after the input run in N copies, each in a
 //! thread of its own over its part of the input: a `filter.split` is put
-//! right after the input. Stateless stages ([`Parallel::Any`]) take objects
+//! right after the input (and given the input's records to read in parts
+//! itself, when the input hands them over: [`crate::Producer::parts`]).
+//! Stateless stages ([`Parallel::Any`]) take objects
 //! in batches round-robin; when a stage keeps state per flow
 //! ([`Parallel::ByFlow`]: `filter.dns` reassembling TCP and fragments), the
 //! objects are spread by a hash of their two addresses, so a flow stays on

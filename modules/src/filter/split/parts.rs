@@ -23,11 +23,12 @@
 //! it merges a split's (`merger.rs`).
 //!
 //! Nothing waits while it holds something another thread needs: a thread
-//! only waits before taking a part (when it is [`AHEAD_PARTS`] ahead of the
-//! slowest thread's mailbox, or the merger has not yet written what it
-//! handed over), and it takes its mailbox's batches and tells the merger
-//! how far its datagrams' lane has got meanwhile; a part being read is read
-//! to its end without waiting, and its batches are posted when it ends.
+//! only waits before taking a part (when the parts taken are [`AHEAD_PARTS`]
+//! or twice the threads ahead of the slowest thread's mailbox, or the
+//! merger has not yet written what it handed over), and it takes its
+//! mailbox's batches and tells the merger how far its datagrams' lane has
+//! got meanwhile; a part being read is read to its end without waiting, and
+//! its batches are posted when it ends.
 
 use super::batch::Batch;
 use super::lanes::{hand_over, hand_over_finish, publish_snapshot, Lane, OnPanic};
@@ -44,10 +45,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How many parts a thread may take beyond the part the slowest thread's
-/// mailbox is at (what the mailboxes may hold; a thread that falls behind
-/// holds the others back this far at most).
-pub(super) const AHEAD_PARTS: u64 = 8;
+/// How many parts the threads may take beyond the part the slowest
+/// thread's mailbox is at, at least (what the mailboxes may hold; a thread
+/// that falls behind holds the others back this far at most): this or
+/// twice the threads, so that every thread has a part in hand and one more.
+const AHEAD_PARTS: u64 = 8;
+
+/// [`AHEAD_PARTS`], or more for many threads.
+fn parts_ahead(threads: usize) -> u64 {
+    AHEAD_PARTS.max(2 * threads as u64)
+}
 /// A thread takes no part while this many of its buffers wait for the
 /// merger in either of its lanes.
 const MERGER_BEHIND: usize = 8;
@@ -55,7 +62,7 @@ const MERGER_BEHIND: usize = 8;
 /// looks at [`MERGER_BEHIND`] (a part's two buffers, and one per mailbox
 /// batch), so handing over never waits.
 pub(super) fn lane_room(threads: usize) -> usize {
-    MERGER_BEHIND + 2 * (AHEAD_PARTS as usize + threads) + 4
+    MERGER_BEHIND + 2 * (parts_ahead(threads) as usize + threads) + 4
 }
 
 /// Which thread a packet of the parts goes to: `None`, the thread that
@@ -192,8 +199,11 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn run(&mut self) -> Result<(), StageError> {
         let reading = &*self.thread.reading;
+        let mut idle = 0u32;
         loop {
-            self.take_mailbox()?;
+            if self.take_mailbox()? {
+                idle = 0;
+            }
             if reading.failed.load(Ordering::SeqCst) || self.merger_failed() {
                 return Ok(());
             }
@@ -204,14 +214,18 @@ impl Reader<'_> {
             } else if self.may_take_part() {
                 if let Some(part) = reading.parts.claim() {
                     self.read(&part)?;
-                    continue;
+                    idle = 0;
                 }
                 continue;
             }
             // Waiting: the datagrams' lane has nothing before the parts
-            // not taken yet.
+            // not taken yet. Short naps (a part's batches come within a
+            // part's time), longer once nothing has come for a while (a
+            // reader of the output that stopped reading).
             self.tell_local(reading.parts.next_key());
-            std::thread::sleep(Duration::from_micros(20));
+            idle = idle.saturating_add(1);
+            let nap = if idle < 100 { 20 } else { 1000 };
+            std::thread::sleep(Duration::from_micros(nap));
         }
         self.finish()
     }
@@ -220,7 +234,8 @@ impl Reader<'_> {
     /// slowest mailbox, and the merger not behind on its lanes.
     fn may_take_part(&self) -> bool {
         let reading = &*self.thread.reading;
-        let ahead = reading.parts.claimed() < reading.slowest() + AHEAD_PARTS;
+        let threads = reading.route.threads as usize;
+        let ahead = reading.parts.claimed() < reading.slowest() + parts_ahead(threads);
         let merger_keeps_up = self.merging.is_none()
             || (self.thread.local.written.len() < MERGER_BEHIND
                 && self.thread.flows.written.len() < MERGER_BEHIND);
@@ -272,19 +287,21 @@ impl Reader<'_> {
     }
 
     /// Runs the batches the mailbox has in part order, as far as they have
-    /// come (and the merger has room).
-    fn take_mailbox(&mut self) -> Result<(), StageError> {
+    /// come (and the merger has room); whether it ran any.
+    fn take_mailbox(&mut self) -> Result<bool, StageError> {
         let reading = &*self.thread.reading;
         let index = self.thread.index;
         let flows = &*self.thread.flows;
+        let mut ran = false;
         loop {
             if self.merging.is_some() && flows.written.len() + 2 >= flows.written.capacity() {
-                return Ok(());
+                return Ok(ran);
             }
             let next = reading.next_part[index].load(Ordering::Acquire);
             let Some(mut batch) = lock(&reading.mailboxes[index]).remove(&next) else {
-                return Ok(());
+                return Ok(ran);
             };
+            ran = true;
             let objects = batch.len() as u64;
             let through = batch.upto;
             let (downstream, merging) = (&mut self.downstream, self.merging);
