@@ -467,6 +467,11 @@ fn a_pcap_read_in_parts_by_every_thread_gives_one_threads_lines() {
             same_statistics(&one.stats, &loose.stats, &what);
         }
     }
+    // More threads than cores, many parts in hand at once, every flow's
+    // packets posted between threads that take turns on the cores.
+    let args = ["--threads", "8", "--set", "0.part_kib=1"];
+    let many = dump(&dir, "input.mmpcap", &ethernet, &args);
+    same_run(&one, &many, "8 threads, parts of 1 KiB");
     // Many TCP connections open at once, each across parts.
     let tcp = dir.join("tcp.pcap");
     let generator = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gen-tcp-pcap.py");
