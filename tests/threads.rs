@@ -177,26 +177,32 @@ fn every_capture_gives_one_threads_lines_on_two_and_three() {
     assert!(compared > 100, "captures with DNS messages: {compared}");
 }
 
-/// Every capture merged into one in time order (pcapng, one interface per
-/// link type): long enough for a hundred batches and more, and its capture
-/// times only go forward, as a capture's do (what times out depends on them).
-fn everything(dir: &Path) -> PathBuf {
-    let all = dir.join("all.pcapng");
+/// The captures that `keep` takes and that one thread reads to the end (a
+/// broken record would stop mergecap), merged into one in time order by
+/// `mergecap` (`name`, in `format`): its capture times only go forward, as
+/// a capture's do (what times out depends on them).
+fn merged(dir: &Path, name: &str, format: &str, keep: impl Fn(&Path) -> bool) -> PathBuf {
+    let merged = dir.join(name);
     let mut merge = Command::new("mergecap");
-    merge.args(["-F", "pcapng", "-w"]).arg(&all);
-    // Captures that end in a broken record would stop mergecap: only those
-    // that read to the end with one thread; and mergecap cannot write a
-    // second section's interfaces.
-    for capture in captures() {
+    merge.args(["-F", format, "-w"]).arg(&merged);
+    for capture in captures().into_iter().filter(|c| keep(c)) {
         let ran = dump(dir, "input.mmpcap", &capture, &["--threads", "1"]);
-        let two_sections = capture.ends_with("pcapng_two_sections.pcapng");
         let warned = ran.stats["stages"][0]["warnings"] != serde_json::json!([]);
-        if ran.output.status.success() && !two_sections && !warned {
+        if ran.output.status.success() && !warned {
             merge.arg(capture);
         }
     }
     run_ok(&mut merge);
-    all
+    merged
+}
+
+/// Every capture merged into one (pcapng, one interface per link type):
+/// long enough for a hundred batches and more. mergecap cannot write a
+/// second section's interfaces.
+fn everything(dir: &Path) -> PathBuf {
+    merged(dir, "all.pcapng", "pcapng", |capture| {
+        !capture.ends_with("pcapng_two_sections.pcapng")
+    })
 }
 
 #[test]
@@ -388,27 +394,14 @@ fn a_reader_that_goes_away_ends_the_run_quietly() {
     );
 }
 
-/// The corpus's classic pcaps on Ethernet that one thread reads to the end,
-/// merged into one classic pcap in time order (`mergecap`): TCP streams cut
-/// into segments and IP fragments, readable in parts.
+/// The corpus's classic pcaps on Ethernet merged into one classic pcap:
+/// TCP streams cut into segments and IP fragments, readable in parts.
 fn ethernet_pcap(dir: &Path) -> PathBuf {
-    let merged = dir.join("ethernet.pcap");
-    let mut merge = Command::new("mergecap");
-    merge.args(["-F", "pcap", "-w"]).arg(&merged);
-    for capture in captures() {
-        let head = std::fs::read(&capture).unwrap();
+    merged(dir, "ethernet.pcap", "pcap", |capture| {
+        let head = std::fs::read(capture).unwrap();
         let classic = head.starts_with(&[0xd4, 0xc3, 0xb2, 0xa1]);
-        if !classic || head.len() < 24 || head[20..24] != [1, 0, 0, 0] {
-            continue;
-        }
-        let ran = dump(dir, "input.mmpcap", &capture, &["--threads", "1"]);
-        let warned = ran.stats["stages"][0]["warnings"] != serde_json::json!([]);
-        if ran.output.status.success() && !warned {
-            merge.arg(capture);
-        }
-    }
-    run_ok(&mut merge);
-    merged
+        classic && head.len() >= 24 && head[20..24] == [1, 0, 0, 0]
+    })
 }
 
 /// The records of a capture, as `capinfos` counts them.
@@ -508,8 +501,9 @@ fn record_offset(capture: &[u8], index: usize) -> usize {
 #[test]
 fn a_pcap_cut_off_or_corrupt_reads_in_parts_as_on_one_thread() {
     let dir = temp_dir("threads-parts-broken");
-    let whole = std::fs::read(ethernet_pcap(&dir)).unwrap();
-    let records = records_of(&dir.join("ethernet.pcap")) as usize;
+    let ethernet = ethernet_pcap(&dir);
+    let whole = std::fs::read(&ethernet).unwrap();
+    let records = records_of(&ethernet) as usize;
     let middle = record_offset(&whole, records / 2);
     // Cut off inside a record half way; a record half way that claims more
     // bytes than any record may hold.

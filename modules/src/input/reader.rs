@@ -145,6 +145,12 @@ impl<S: RecordSource> CaptureReader<S> {
     }
 }
 
+/// The error for a corrupt record or block at byte `at` (`of`: " of the
+/// decompressed … data", or nothing); `message` says what is wrong.
+pub(crate) fn corrupt_at(at: u64, of: &str, message: &str) -> String {
+    format!("at byte offset {at}{of}: {message}")
+}
+
 /// The warning for a file that ends inside a record: `left` bytes from
 /// byte `offset` ignored after `frames` complete records.
 pub(crate) fn cut_off(path: &Path, left: usize, offset: u64, frames: u64) -> String {
@@ -202,7 +208,7 @@ impl<S: RecordSource> CaptureReader<S> {
                         None => String::new(),
                     };
                     let at = self.source.offset();
-                    let message = format!("at byte offset {at}{of}: {message}");
+                    let message = corrupt_at(at, &of, &message);
                     self.done = true;
                     return Err(StageError::format(&self.path, message));
                 }

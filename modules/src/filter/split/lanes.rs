@@ -10,7 +10,7 @@ use super::doorbell::Doorbell;
 use crossbeam_queue::ArrayQueue;
 use dnsluice_core::merge::{self, LaneBuffer, AT_FINISH};
 use dnsluice_core::sync::lock;
-use dnsluice_core::{Receiver, StageStats};
+use dnsluice_core::{Receiver, StageError, StageStats};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
@@ -195,13 +195,7 @@ pub(super) fn work(
             spins = 0;
             let objects = batch.len();
             let upto = batch.upto;
-            let result = batch.drain(|key, obj| {
-                let result = downstream.receive(obj);
-                if let Some(lane_handle) = merging {
-                    lane_handle.end_object(key);
-                }
-                result
-            });
+            let result = run_batch(&mut *downstream, merging, &mut batch);
             lane.handled.fetch_add(objects as u64, Ordering::Relaxed);
             // Never full: as many batches as room in the queue.
             let _ = lane.free.push(batch);
@@ -247,6 +241,22 @@ pub(super) fn work(
     let mut stats = Vec::new();
     downstream.stats(&mut stats);
     stats
+}
+
+/// Runs `batch`'s objects through `chain` in order, emptying it; when
+/// `merging`, marks where each one's bytes end, by its place in the input.
+pub(super) fn run_batch(
+    chain: &mut dyn Receiver,
+    merging: Option<&merge::LaneHandle>,
+    batch: &mut Batch,
+) -> Result<(), StageError> {
+    batch.drain(|key, obj| {
+        let result = chain.receive(obj);
+        if let Some(lane_handle) = merging {
+            lane_handle.end_object(key);
+        }
+        result
+    })
 }
 
 /// Publishes the chain's statistics in `lane`'s snapshot when the last was

@@ -5,8 +5,7 @@
 //! packets, and runs its chain on those that stand alone (every packet,
 //! round-robin; by flow, a DNS datagram outside TCP and fragments).
 //!
-//! A packet that belongs to a flow (TCP, a fragment) or to a client (`by =
-//! "client"`) must meet the others of its flow on one thread, in input
+//! A packet that belongs to a flow (TCP, a fragment) must meet the others of its flow on one thread, in input
 //! order, whichever thread's part it lies in. The reader of a part puts
 //! those packets into one batch per thread that owns flows (by the flow's
 //! hash, as the split spreads them), and posts every batch, empty or not,
@@ -31,10 +30,9 @@
 //! its batches are posted when it ends.
 
 use super::batch::Batch;
-use super::lanes::{hand_over, hand_over_finish, publish_snapshot, Lane, OnPanic};
+use super::lanes::{hand_over, hand_over_finish, publish_snapshot, run_batch, Lane, OnPanic};
 use super::options::{By, SplitOptions};
-use super::spread::{client_address, flow_hash, glance_v4, FlowLanes, Glance};
-use crate::clients::hash_onto;
+use super::spread::{flow_hash, glance_v4, FlowLanes, Glance};
 use crate::input::mmpcap::parts::{MappedParts, Part};
 use dnsluice_core::merge::{LaneHandle, AT_FINISH};
 use dnsluice_core::shared::RegionFinder;
@@ -66,25 +64,24 @@ pub(super) fn lane_room(threads: usize) -> usize {
 }
 
 /// Which thread a packet of the parts goes to: `None`, the thread that
-/// read it (it stands alone); else the owner of its flow or client.
+/// read it (it stands alone: every packet, unless `by_flow`); else the
+/// owner of its flow.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Route {
-    pub by: By,
+    pub by_flow: bool,
     pub lanes: FlowLanes,
-    pub threads: u32,
 }
 
 impl Route {
     #[inline(always)]
     fn owner(&self, obj: &Object<'_>) -> Option<usize> {
-        match self.by {
-            By::RoundRobin => None,
-            By::Flow => match glance_v4(obj) {
-                Glance::Alone => None,
-                Glance::Flow(hash) => Some(self.lanes.lane(hash)),
-                Glance::Closer => flow_hash(obj).map(|hash| self.lanes.lane(hash)),
-            },
-            By::Client => client_address(obj).map(|a| hash_onto(a, self.threads) as usize),
+        if !self.by_flow {
+            return None;
+        }
+        match glance_v4(obj) {
+            Glance::Alone => None,
+            Glance::Flow(hash) => Some(self.lanes.lane(hash)),
+            Glance::Closer => flow_hash(obj).map(|hash| self.lanes.lane(hash)),
         }
     }
 }
@@ -105,20 +102,23 @@ pub(super) struct PartsReading {
 
 impl PartsReading {
     /// The reading by `options.threads` threads of `parts`, when that is a
-    /// mapped capture handed over (and there are several threads).
+    /// mapped capture handed over, there are several threads, and they
+    /// spread by flow or round-robin (what `threads = N` asks; `by =
+    /// "client"` is only asked of a split placed by hand, which is given no
+    /// parts).
     pub fn of(parts: InputParts, options: &SplitOptions) -> Option<Arc<PartsReading>> {
         let parts = parts.downcast::<Arc<MappedParts>>().ok()?;
+        let threads = options.threads as usize;
         let route = Route {
-            by: options.by,
+            by_flow: options.by == By::Flow,
             lanes: FlowLanes::even(options.threads),
-            threads: options.threads,
         };
-        (options.threads > 1).then(|| Arc::new(PartsReading::new(*parts, route)))
+        let spreads = options.by != By::Client && threads > 1;
+        spreads.then(|| Arc::new(PartsReading::new(*parts, route, threads)))
     }
 
-    /// The reading of `parts` by `route.threads` threads.
-    pub fn new(parts: Arc<MappedParts>, route: Route) -> PartsReading {
-        let threads = route.threads as usize;
+    /// The reading of `parts` by `threads` threads.
+    pub fn new(parts: Arc<MappedParts>, route: Route, threads: usize) -> PartsReading {
         PartsReading {
             parts,
             route,
@@ -159,7 +159,7 @@ pub(super) fn work(
         thread.reading.failed.store(true, Ordering::SeqCst);
         thread.reading.parts.stop();
     });
-    let threads = thread.reading.route.threads as usize;
+    let threads = thread.reading.mailboxes.len();
     let mut reader = Reader {
         thread,
         merging,
@@ -234,7 +234,7 @@ impl Reader<'_> {
     /// slowest mailbox, and the merger not behind on its lanes.
     fn may_take_part(&self) -> bool {
         let reading = &*self.thread.reading;
-        let threads = reading.route.threads as usize;
+        let threads = reading.mailboxes.len();
         let ahead = reading.parts.claimed() < reading.slowest() + parts_ahead(threads);
         let merger_keeps_up = self.merging.is_none()
             || (self.thread.local.written.len() < MERGER_BEHIND
@@ -304,14 +304,7 @@ impl Reader<'_> {
             ran = true;
             let objects = batch.len() as u64;
             let through = batch.upto;
-            let (downstream, merging) = (&mut self.downstream, self.merging);
-            let result = batch.drain(|key, obj| {
-                let result = downstream.receive(obj);
-                if let Some(lane_handle) = merging {
-                    lane_handle.end_object(key);
-                }
-                result
-            });
+            let result = run_batch(&mut *self.downstream, self.merging, &mut batch);
             lock(&reading.spare).push(batch);
             result?;
             self.thread

@@ -22,7 +22,7 @@
 use super::helper::Helper;
 use crate::format::pcap::Pcap;
 use crate::format::CaptureFormat;
-use crate::input::reader::{cut_off, ReadElsewhere, ReadSoFar};
+use crate::input::reader::{corrupt_at, cut_off, ReadElsewhere, ReadSoFar};
 use dnsluice_core::sync::lock;
 use dnsluice_core::{CaptureMeta, Packet, Pulled, Reading, StageError, StageStats};
 use memmap2::Mmap;
@@ -176,7 +176,7 @@ impl MappedParts {
             return;
         }
         match CaptureFormat::Pcap(self.pcap.clone()).next(rest) {
-            Err(message) => walk.error = Some(format!("at byte offset {at}: {message}")),
+            Err(message) => walk.error = Some(corrupt_at(at as u64, "", &message)),
             Ok(_) => {
                 walk.warning = Some(cut_off(&self.path, rest.len(), at as u64, walk.key));
             }
@@ -329,6 +329,8 @@ mod tests {
         #[allow(unsafe_code)]
         // SAFETY: a file this test wrote and nothing else changes.
         let map = Arc::new(unsafe { Mmap::map(&file) }.unwrap());
+        // The map keeps the bytes; the name is not needed any more.
+        std::fs::remove_file(&path).unwrap();
         let (CaptureFormat::Pcap(pcap), start) = CaptureFormat::detect(bytes).unwrap() else {
             panic!("a classic pcap");
         };
