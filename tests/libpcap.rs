@@ -90,6 +90,24 @@ fn live_capture_on_loopback_sees_what_we_send() {
     );
     let file = temp_path("live.toml");
     std::fs::write(&file, text).unwrap();
+    // Other traffic on `lo` while the capture starts: what reaches libpcap's
+    // ring before its filter is set is filtered out by libpcap itself, so a
+    // read can give no packet ("timeout expired"), which must be waited
+    // through, not end the capture (it did, now and then, under CI's load).
+    let noise_on = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let noise = {
+        let on = noise_on.clone();
+        std::thread::spawn(move || {
+            let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            while on.load(std::sync::atomic::Ordering::Relaxed) {
+                for _ in 0..100 {
+                    let _ = socket.send_to(b"other traffic", "127.0.0.1:45354");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let mut child = testkit::dnsluice()
         .args(["run", &file.display().to_string(), "-q"])
         .stderr(std::process::Stdio::piped())
@@ -110,6 +128,8 @@ fn live_capture_on_loopback_sees_what_we_send() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
+    noise_on.store(false, std::sync::atomic::Ordering::Relaxed);
+    noise.join().unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(status.success(), "{err}");
@@ -127,6 +147,87 @@ fn live_capture_on_loopback_sees_what_we_send() {
         );
         assert_eq!(row["payload_len"], 18);
     }
+}
+
+#[test]
+fn a_live_capture_stops_on_sigint_while_the_interface_is_quiet() {
+    // No count: only the signal ends the capture, and it comes after a
+    // second in which nothing matches the filter (the wait for a packet
+    // must not hold the stop up). What was captured is written.
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let json = temp_path("live_stop.jsonl");
+    let file = temp_path("live_stop.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[stage]]\nmodule = \"input.pcap\"\ninterface = \"lo\"\nfilter = \"udp and dst port {port} and host 127.0.0.1\"\n\
+             [[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"output.json\"\npath = \"{}\"\n",
+            json.display()
+        ),
+    )
+    .unwrap();
+    let intervals = temp_path("live_stop_intervals.jsonl");
+    let mut child = testkit::dnsluice()
+        .args(["run", &file.display().to_string(), "-q"])
+        .args(["--stats-interval", "200ms", "--stats-jsonl"])
+        .arg(&intervals)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for _ in 0..15 {
+        socket
+            .send_to(b"before the stop", ("127.0.0.1", port))
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "ended before the signal"
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let signalled = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if signalled.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("a quiet live capture did not stop on SIGINT within 10 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{err}");
+    let rows: Vec<Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!((1..=15).contains(&rows.len()), "{} rows", rows.len());
+    for row in rows {
+        assert_eq!(row["dport"].as_u64(), Some(u64::from(port)), "{row}");
+        assert_eq!(row["payload_len"], 15);
+    }
+    // The interval lines went on through the quiet second (the watcher is
+    // looked at while the capture waits): 200 ms lines with no packet in
+    // them, after the last that had one.
+    let lines: Vec<Value> = std::fs::read_to_string(&intervals)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["type"] == "interval")
+        .collect();
+    let last_busy = lines
+        .iter()
+        .rposition(|l| l["stages"][0]["in"] != 0)
+        .expect("an interval with packets");
+    let quiet_after = lines.len() - 1 - last_busy;
+    assert!(quiet_after >= 3, "{quiet_after} quiet intervals: {lines:?}");
 }
 
 /// A DNS query (RD set, class IN) for `name` with `id` and `qtype`.

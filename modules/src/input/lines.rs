@@ -223,7 +223,7 @@ impl Producer for LineReader {
 const LOOK_MS: i32 = 10;
 
 /// Whether `fd` has data (or its end, or an error) within `ms` milliseconds.
-fn readable(fd: RawFd, ms: i32) -> bool {
+pub(crate) fn readable(fd: RawFd, ms: i32) -> bool {
     let mut poll = libc::pollfd {
         fd,
         events: libc::POLLIN,

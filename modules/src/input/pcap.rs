@@ -6,6 +6,11 @@
 //! The native inputs (`input.mmpcap`, `input.fpcap`) are faster and read pcapng
 //! files libpcap rejects (several link types, several sections); this one is
 //! for live capture and for BPF filters.
+//!
+//! A live capture runs until `count` packets or a stop (SIGINT, SIGTERM):
+//! it reads the interface without blocking and waits on its descriptor in
+//! 100 ms turns, so a quiet interface holds up neither the stop nor the
+//! interval statistics and progress.
 
 use dnsluice_core::registry::ModuleEntry;
 use dnsluice_options::Options;

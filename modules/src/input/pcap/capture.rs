@@ -1,18 +1,55 @@
 //! The libpcap capture handle behind `input.pcap` (cargo feature `libpcap`).
 
 use super::{PcapOptions, MODULE};
-use dnsluice_core::{CaptureMeta, LinkType, Object, Packet, Producer, StageError, StageStats};
-use pcap::{Activated, Capture, Precision};
+use crate::input::lines::readable;
+use dnsluice_core::stop;
+use dnsluice_core::{
+    CaptureMeta, LinkType, Object, Packet, Producer, Pulled, StageError, StageStats,
+};
+use pcap::{Activated, Capture, PacketHeader, Precision};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How long a wait for a packet on a live interface lasts before a stop
+/// (SIGINT, SIGTERM) and the watcher (a progress bar, interval statistics)
+/// are looked at, ms.
+const LIVE_WAIT_MS: i32 = 100;
 
 /// A libpcap capture handle as a producer.
 pub struct LibpcapInput {
-    source: String,
     capture: Capture<dyn Activated>,
+    read: Read,
+    /// A live interface's descriptor, read without blocking: libpcap gives
+    /// no packet when none is ready (or when what was ready was not for its
+    /// filter), and the input waits on the descriptor itself, so that a stop
+    /// or the watcher is not held up by a quiet interface.
+    live: Option<RawFd>,
+    /// The last live packet, copied out of libpcap's buffer into a reused
+    /// one: a packet borrowed from libpcap could not leave the loop that
+    /// waits (the loop calls libpcap again), a copy can.
+    held: Vec<u8>,
+    held_header: Option<PacketHeader>,
+}
+
+/// What has been read, apart from the handle (so that a packet borrowed
+/// from the handle can be counted here).
+struct Read {
+    source: String,
     link: LinkType,
     frames: u64,
     limit: u64,
     warnings: Vec<String>,
     done: bool,
+}
+
+/// What one look at a live interface found.
+enum Live {
+    /// A packet, in `held`.
+    Packet,
+    /// None yet, and the watcher is due.
+    Waiting,
+    /// The end (libpcap has no more) or an error, already recorded.
+    Over,
 }
 
 fn pcap_error(source: &str, e: pcap::Error) -> StageError {
@@ -22,6 +59,7 @@ fn pcap_error(source: &str, e: pcap::Error) -> StageError {
 impl LibpcapInput {
     /// Opens the file or interface the options name.
     pub fn open(o: PcapOptions) -> Result<Self, StageError> {
+        let mut live = None;
         let (source, mut capture): (String, Capture<dyn Activated>) = match (&o.path, &o.interface)
         {
             (Some(path), None) => {
@@ -39,7 +77,9 @@ impl LibpcapInput {
                             .immediate_mode(true)
                             .open()
                     })
+                    .and_then(|c| c.setnonblock())
                     .map_err(|e| pcap_error(interface, e))?;
+                live = Some(capture.as_raw_fd());
                 (interface.clone(), capture.into())
             }
             _ => {
@@ -57,66 +97,144 @@ impl LibpcapInput {
         }
         let link = LinkType(capture.get_datalink().0 as u32);
         Ok(LibpcapInput {
-            source,
             capture,
-            link,
-            frames: 0,
-            limit: o.count,
-            warnings: Vec::new(),
-            done: false,
+            read: Read {
+                source,
+                link,
+                frames: 0,
+                limit: o.count,
+                warnings: Vec::new(),
+                done: false,
+            },
+            live,
+            held: Vec::new(),
+            held_header: None,
         })
+    }
+}
+
+impl Read {
+    /// The capture's metadata for a packet with this header, counted.
+    fn next_meta(&mut self, header: &PacketHeader) -> CaptureMeta {
+        self.frames += 1;
+        let ts = header.ts;
+        // With nanosecond precision libpcap puts nanoseconds in tv_usec.
+        // (time_t and suseconds_t are i64 here but not on every platform.)
+        #[allow(clippy::useless_conversion)]
+        let ts_ns = i64::from(ts.tv_sec) * 1_000_000_000 + i64::from(ts.tv_usec);
+        CaptureMeta {
+            frame: self.frames,
+            ts_ns: Some(ts_ns),
+            len: header.len.max(header.caplen),
+            link: self.link,
+        }
+    }
+
+    /// Ends the input on libpcap's error `e`: the end of a file, a file cut
+    /// off (a warning: what was read is kept), or an error.
+    fn end_on(&mut self, e: pcap::Error) -> Result<(), StageError> {
+        self.done = true;
+        match e {
+            pcap::Error::NoMorePackets => Ok(()),
+            e if e.to_string().contains("truncated") => {
+                self.warnings.push(format!(
+                    "{}: {e}; the {} complete records were read",
+                    self.source, self.frames
+                ));
+                Ok(())
+            }
+            e => Err(pcap_error(&self.source, e)),
+        }
+    }
+
+    fn at_end(&self) -> bool {
+        self.done || (self.limit > 0 && self.frames >= self.limit)
+    }
+}
+
+impl LibpcapInput {
+    /// Waits for the next packet on the live interface `fd` and copies it
+    /// into `held`; gives way when a stop is asked for (the end) or, with
+    /// `due`, when the watcher is due.
+    fn wait_live(&mut self, fd: RawFd, due: Option<&AtomicBool>) -> Result<Live, StageError> {
+        loop {
+            match self.capture.next_packet() {
+                Ok(packet) => {
+                    self.held.clear();
+                    self.held.extend_from_slice(packet.data);
+                    self.held_header = Some(*packet.header);
+                    return Ok(Live::Packet);
+                }
+                Err(pcap::Error::TimeoutExpired) => {
+                    if stop::requested().is_some() {
+                        self.read.done = true;
+                        return Ok(Live::Over);
+                    }
+                    if due.is_some_and(|due| due.load(Ordering::Relaxed)) {
+                        return Ok(Live::Waiting);
+                    }
+                    readable(fd, LIVE_WAIT_MS);
+                }
+                Err(e) => return self.read.end_on(e).map(|()| Live::Over),
+            }
+        }
+    }
+
+    /// The packet `wait_live` holds, as an object.
+    fn held_packet(&mut self) -> Object<'_> {
+        let header = self.held_header.take().expect("a packet is held");
+        let meta = self.read.next_meta(&header);
+        Object::Packet(Packet::new(&self.held, meta))
     }
 }
 
 impl Producer for LibpcapInput {
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
-        if self.done || (self.limit > 0 && self.frames >= self.limit) {
+        if self.read.at_end() {
             return Ok(None);
+        }
+        if let Some(fd) = self.live {
+            return Ok(match self.wait_live(fd, None)? {
+                Live::Packet => Some(self.held_packet()),
+                Live::Waiting | Live::Over => None,
+            });
         }
         match self.capture.next_packet() {
             Ok(packet) => {
-                self.frames += 1;
-                let ts = packet.header.ts;
-                // With nanosecond precision libpcap puts nanoseconds in tv_usec.
-                // (time_t and suseconds_t are i64 here but not on every platform.)
-                #[allow(clippy::useless_conversion)]
-                let ts_ns = i64::from(ts.tv_sec) * 1_000_000_000 + i64::from(ts.tv_usec);
-                let meta = CaptureMeta {
-                    frame: self.frames,
-                    ts_ns: Some(ts_ns),
-                    len: packet.header.len.max(packet.header.caplen),
-                    link: self.link,
-                };
+                let header = *packet.header;
+                let meta = self.read.next_meta(&header);
                 Ok(Some(Object::Packet(Packet::new(packet.data, meta))))
             }
-            Err(pcap::Error::NoMorePackets) => {
-                self.done = true;
-                Ok(None)
-            }
-            Err(e) if e.to_string().contains("truncated") => {
-                // A file cut off mid-record: keep what was read, say so, end cleanly.
-                self.done = true;
-                self.warnings.push(format!(
-                    "{}: {e}; the {} complete records were read",
-                    self.source, self.frames
-                ));
-                Ok(None)
-            }
-            Err(e) => {
-                self.done = true;
-                Err(pcap_error(&self.source, e))
-            }
+            Err(e) => self.read.end_on(e).map(|()| None),
         }
+    }
+
+    fn waits(&self) -> bool {
+        self.live.is_some()
+    }
+
+    fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
+        let Some(fd) = self.live else {
+            return Ok(self.produce()?.map_or(Pulled::End, Pulled::Object));
+        };
+        if self.read.at_end() {
+            return Ok(Pulled::End);
+        }
+        Ok(match self.wait_live(fd, Some(due))? {
+            Live::Packet => Pulled::Object(self.held_packet()),
+            Live::Waiting => Pulled::Waiting,
+            Live::Over => Pulled::End,
+        })
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {
         let mut stats = StageStats::new(MODULE);
-        stats.input = self.frames;
-        stats.output = self.frames;
-        if !self.warnings.is_empty() {
+        stats.input = self.read.frames;
+        stats.output = self.read.frames;
+        if !self.read.warnings.is_empty() {
             stats.add_error("truncated_file", 1);
         }
-        stats.warnings = self.warnings.clone();
+        stats.warnings = self.read.warnings.clone();
         out.push(stats);
     }
 }
