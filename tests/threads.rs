@@ -229,8 +229,8 @@ fn a_long_capture_splits_the_same_ordered_or_not_from_every_input() {
             summary.contains(&format!("on {threads} threads by flow")),
             "{summary}"
         );
-        // pcapng declares its interfaces along the file: read by one thread.
-        assert!(!summary.contains(IN_PARTS), "{summary}");
+        // A mapped pcapng is read in parts too.
+        assert!(summary.contains(IN_PARTS), "{summary}");
         let loose = dump(
             &dir,
             "input.mmpcap",
@@ -548,6 +548,92 @@ fn a_pcap_cut_off_or_corrupt_reads_in_parts_as_on_one_thread() {
                     format!("at byte offset {middle}: record claims 4294967295 captured bytes");
                 assert!(errors.iter().any(|e| e.contains(&expected)), "{errors:?}");
             }
+        }
+    }
+}
+
+/// Where each block of a little-endian pcapng starts, and its type.
+fn pcapng_blocks(capture: &[u8]) -> Vec<(usize, u32)> {
+    let mut blocks = Vec::new();
+    let mut at = 0;
+    while at + 12 <= capture.len() {
+        let word = |from: usize| u32::from_le_bytes(capture[from..from + 4].try_into().unwrap());
+        blocks.push((at, word(at)));
+        at += word(at + 4) as usize;
+    }
+    blocks
+}
+
+#[test]
+fn a_pcapng_read_in_parts_gives_one_threads_lines() {
+    // Interfaces with their own link types and time units (mergecap's
+    // merge, and the corpus's files one by one: two sections, big-endian,
+    // several interfaces, nanoseconds) in parts of 1 KiB: many parts start
+    // after an interface block or a new section.
+    let dir = temp_dir("threads-pcapng-parts");
+    let all = everything(&dir);
+    let mut pcapngs: Vec<PathBuf> = captures()
+        .into_iter()
+        .filter(|c| c.extension().is_some_and(|e| e == "pcapng"))
+        .collect();
+    assert!(pcapngs.len() >= 5, "{pcapngs:?}");
+    pcapngs.push(all.clone());
+    for capture in &pcapngs {
+        let one = dump(&dir, "input.mmpcap", capture, &["--threads", "1"]);
+        assert_eq!(one.stats["stages"][0]["in"], records_of(capture));
+        for threads in ["2", "3"] {
+            let args = ["--threads", threads, "--set", "0.part_kib=1"];
+            let many = dump(&dir, "input.mmpcap", capture, &args);
+            let what = format!("{}, {threads} threads", capture.display());
+            same_run(&one, &many, &what);
+        }
+    }
+    // Cut off 10 bytes into the middle packet block; that block's trailing
+    // length not its leading one.
+    let whole = std::fs::read(&all).unwrap();
+    let packets: Vec<usize> = pcapng_blocks(&whole)
+        .into_iter()
+        .filter(|&(_, kind)| kind == 6)
+        .map(|(at, _)| at)
+        .collect();
+    let middle = packets[packets.len() / 2];
+    let length = u32::from_le_bytes(whole[middle + 4..middle + 8].try_into().unwrap()) as usize;
+    let cut = dir.join("cut.pcapng");
+    std::fs::write(&cut, &whole[..middle + 10]).unwrap();
+    let corrupt = dir.join("corrupt.pcapng");
+    let mut bytes = whole.clone();
+    let trailer = middle + length - 4;
+    bytes[trailer..trailer + 4].copy_from_slice(&(length as u32 + 4).to_le_bytes());
+    std::fs::write(&corrupt, &bytes).unwrap();
+    for (capture, expected) in [
+        (
+            &cut,
+            format!("the 10 bytes from byte offset {middle} are an incomplete record"),
+        ),
+        (
+            &corrupt,
+            format!(
+                "at byte offset {middle}: block of type 0x00000006: leading length {length} and trailing length {} differ",
+                length + 4
+            ),
+        ),
+    ] {
+        let one = dump(&dir, "input.mmpcap", capture, &["--threads", "1"]);
+        assert_eq!(one.stats["stages"][0]["in"], packets.len() / 2);
+        let many = dump(
+            &dir,
+            "input.mmpcap",
+            capture,
+            &["--threads", "2", "--set", "0.part_kib=1"],
+        );
+        same_run(&one, &many, &expected);
+        for ran in [&one, &many] {
+            let told = format!(
+                "{} {}",
+                String::from_utf8_lossy(&ran.output.stderr),
+                ran.stats["stages"][0]["warnings"]
+            );
+            assert!(told.contains(&expected), "{told}");
         }
     }
 }

@@ -67,8 +67,8 @@ pub trait Producer {
     /// Hands the rest of the input over to be read in parts, each part by
     /// whichever of a split's threads takes it (`filter.split` put after
     /// the input by `threads = N`), or `None` (the default) when this input
-    /// cannot be read so (a stream, a compressed or pcapng file, records
-    /// already read): it then goes on as before. What is handed over is the
+    /// cannot be read so (a stream, a compressed file, records already
+    /// read): it then goes on as before. What is handed over is the
     /// input's own (the split knows its type). Once handed over,
     /// [`Producer::produce`] gives no objects: it waits until the last part
     /// is taken, then ends, or fails with the error the parts' reading met

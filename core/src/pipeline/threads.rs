@@ -72,8 +72,8 @@ pub struct ThreadPlan {
     pub by: &'static str,
     /// Why this many, in a few words.
     pub why: String,
-    /// The threads read the input in parts themselves (a mapped classic
-    /// pcap: see `Producer::parts`), instead of the input's thread reading
+    /// The threads read the input in parts themselves (a mapped pcap or
+    /// pcapng: see `Producer::parts`), instead of the input's thread reading
     /// every record and handing them theirs.
     pub in_parts: bool,
 }

@@ -23,7 +23,7 @@ pub mod stream;
 pub mod write;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use dnsluice_core::LinkType;
 
@@ -65,8 +65,10 @@ pub struct RecordInfo {
     pub link: LinkType,
 }
 
-/// A capture format with the state it needs between records.
-#[derive(Debug)]
+/// A capture format with the state it needs between records (cloned where
+/// a reading in parts starts: a pcapng part needs the interfaces declared
+/// before it).
+#[derive(Debug, Clone)]
 pub enum CaptureFormat {
     /// Classic pcap.
     Pcap(pcap::Pcap),
@@ -100,6 +102,17 @@ impl CaptureFormat {
         Ok((CaptureFormat::Pcap(format), header))
     }
 
+    /// The complete, sane packet record at `buf[0..]` when the format's fast
+    /// path reads it (a classic pcap record, a pcapng Enhanced Packet
+    /// Block), or `None`: then [`CaptureFormat::next`] says what is there.
+    #[inline(always)]
+    pub fn record(&self, buf: &[u8]) -> Option<RecordInfo> {
+        match self {
+            CaptureFormat::Pcap(p) => p.record(buf),
+            CaptureFormat::Pcapng(p) => p.record(buf),
+        }
+    }
+
     /// What the bytes at `buf[0..]` (the current position) hold.
     #[inline]
     pub fn next(&mut self, buf: &[u8]) -> Result<Step, String> {
@@ -127,6 +140,17 @@ pub(crate) enum Endian {
 }
 
 impl Endian {
+    /// Calls `f` with this byte order's reader of a 4-byte field, a
+    /// constant in each branch: `f`, inlined, reads its fields without a
+    /// branch per field (the records' fast paths).
+    #[inline(always)]
+    pub(crate) fn with_words<T>(self, f: impl FnOnce(fn([u8; 4]) -> u32) -> T) -> T {
+        match self {
+            Endian::Little => f(u32::from_le_bytes),
+            Endian::Big => f(u32::from_be_bytes),
+        }
+    }
+
     pub(crate) fn u16(self, buf: &[u8], at: usize) -> Option<u16> {
         let b: [u8; 2] = buf.get(at..at + 2)?.try_into().ok()?;
         Some(match self {

@@ -71,10 +71,7 @@ impl Pcap {
     /// not once per field.
     #[inline]
     pub fn record(&self, buf: &[u8]) -> Option<RecordInfo> {
-        match self.endian {
-            Endian::Little => self.record_in(buf, u32::from_le_bytes),
-            Endian::Big => self.record_in(buf, u32::from_be_bytes),
-        }
+        self.endian.with_words(|read| self.record_in(buf, read))
     }
 
     /// [`Pcap::record`] with the byte order's reader.

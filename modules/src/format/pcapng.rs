@@ -43,9 +43,21 @@ struct Interface {
     tsresol: u8,
     /// `if_tsoffset`, seconds added to every timestamp.
     tsoffset: i64,
+    /// Nanoseconds in one unit and in the offset, when both are whole
+    /// numbers (a decimal resolution down to 10^-9 s) and the offset fits:
+    /// the fast path's times ([`Pcapng::record`]); `None` leaves a packet
+    /// of this interface to [`Interface::to_ns`].
+    whole_ns: Option<(i64, i64)>,
 }
 
 impl Interface {
+    /// [`Interface::whole_ns`] for this resolution and offset.
+    fn whole_ns(&self) -> Option<(i64, i64)> {
+        let exp = (self.tsresol & 0x80 == 0).then_some(u32::from(self.tsresol))?;
+        let unit = 10i64.checked_pow(9u32.checked_sub(exp)?)?;
+        Some((unit, self.tsoffset.checked_mul(1_000_000_000)?))
+    }
+
     /// Converts a timestamp in this interface's units to ns since the epoch.
     fn to_ns(self, units: u64) -> Option<i64> {
         let units = u128::from(units);
@@ -67,7 +79,7 @@ impl Interface {
 }
 
 /// pcapng state: the current section's byte order and interfaces.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Pcapng {
     endian: Endian,
     interfaces: Vec<Interface>,
@@ -75,6 +87,54 @@ pub struct Pcapng {
 }
 
 impl Pcapng {
+    /// The complete, sane Enhanced Packet Block at the start of `buf`, of an
+    /// interface whose times are whole nanoseconds, or `None` (then
+    /// [`Pcapng::next`] says what is there: it gives the same record for
+    /// every block this gives one for). The per-packet fast path: the byte
+    /// order is chosen once per block, not once per field.
+    #[inline]
+    pub fn record(&self, buf: &[u8]) -> Option<RecordInfo> {
+        self.endian.with_words(|read| self.record_in(buf, read))
+    }
+
+    /// [`Pcapng::record`] with the byte order's reader.
+    #[inline(always)]
+    fn record_in(&self, buf: &[u8], read: fn([u8; 4]) -> u32) -> Option<RecordInfo> {
+        const HEAD: usize = 8 + EPB_FIXED;
+        let head: &[u8; HEAD] = buf.get(..HEAD)?.try_into().ok()?;
+        let field = |at: usize| read([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+        let block_len = field(4) as usize;
+        let caplen = field(20) as usize;
+        // Its fixed fields, the packet and the trailing length fit in the
+        // block (options may follow the packet), and the block in `buf`.
+        let sane = field(0) == EPB
+            && block_len <= MAX_RECORD
+            && block_len.is_multiple_of(4)
+            && HEAD + caplen + 4 <= block_len
+            && block_len <= buf.len();
+        if !sane {
+            return None;
+        }
+        let trailer: [u8; 4] = buf[block_len - 4..block_len].try_into().ok()?;
+        let interface = self.interfaces.get(field(8) as usize)?;
+        let (unit_ns, offset_ns) = interface.whole_ns?;
+        if read(trailer) as usize != block_len {
+            return None;
+        }
+        let units = (u64::from(field(12)) << 32) | u64::from(field(16));
+        Some(RecordInfo {
+            consumed: block_len,
+            data_at: HEAD,
+            caplen,
+            len: field(24).max(caplen as u32),
+            ts_ns: i64::try_from(units)
+                .ok()
+                .and_then(|units| units.checked_mul(unit_ns))
+                .and_then(|ns| ns.checked_add(offset_ns)),
+            link: interface.link,
+        })
+    }
+
     pub(super) fn next(&mut self, buf: &[u8]) -> Result<Step, String> {
         if buf.len() < BLOCK_OVERHEAD {
             return Ok(Step::NeedMore {
@@ -148,6 +208,7 @@ impl Pcapng {
             snaplen,
             tsresol: 6,
             tsoffset: 0,
+            whole_ns: None,
         };
         for (code, value) in Options::new(e, body.get(8..).unwrap_or_default()) {
             match code {
@@ -158,6 +219,7 @@ impl Pcapng {
                 _ => {}
             }
         }
+        interface.whole_ns = interface.whole_ns();
         Ok(interface)
     }
 

@@ -47,15 +47,34 @@ fn pcap_record(big: bool, secs: u32, frac: u32, data: &[u8], len: u32) -> Vec<u8
 /// A packet as the tests compare it: timestamp, original length, link, bytes.
 type Walked = (Option<i64>, u32, LinkType, Vec<u8>);
 
-/// Walks a whole buffer: the packets and how it ended.
+/// Walks a whole buffer: the packets and how it ended. At every position
+/// the fast path ([`CaptureFormat::record`]) gives nothing or the record the
+/// general reading gives.
 fn walk(buf: &[u8]) -> (Vec<Walked>, Result<usize, String>) {
+    walk_counting_fast(buf).0
+}
+
+/// [`walk`], and how many packets the fast path read.
+fn walk_counting_fast(buf: &[u8]) -> ((Vec<Walked>, Result<usize, String>), usize) {
+    let mut fast = 0;
+    let walked = walk_checking(buf, &mut fast);
+    (walked, fast)
+}
+
+fn walk_checking(buf: &[u8], fast: &mut usize) -> (Vec<Walked>, Result<usize, String>) {
     let (mut format, mut pos) = match CaptureFormat::detect(buf) {
         Ok(found) => found,
         Err(e) => return (Vec::new(), Err(format!("{e:?}"))),
     };
     let mut packets = Vec::new();
     loop {
-        match format.next(&buf[pos..]) {
+        let quick = format.record(&buf[pos..]);
+        let step = format.next(&buf[pos..]);
+        if let Some(record) = quick {
+            assert_eq!(step, Ok(Step::Packet(record)), "at {pos}");
+            *fast += 1;
+        }
+        match step {
             Ok(Step::Packet(r)) => {
                 let start = pos + r.data_at;
                 packets.push((
@@ -154,6 +173,7 @@ fn not_a_capture_and_short_headers() {
 }
 
 // ---- pcapng ----
+// Block builders, for the inputs' tests too.
 
 fn put32(v: &mut Vec<u8>, big: bool, x: u32) {
     v.extend_from_slice(&if big {
@@ -171,7 +191,7 @@ fn put16(v: &mut Vec<u8>, big: bool, x: u16) {
     });
 }
 
-fn block(big: bool, kind: u32, body: &[u8]) -> Vec<u8> {
+pub(crate) fn block(big: bool, kind: u32, body: &[u8]) -> Vec<u8> {
     let mut padded = body.to_vec();
     padded.resize(body.len().div_ceil(4) * 4, 0);
     let total = 12 + padded.len() as u32;
@@ -183,7 +203,7 @@ fn block(big: bool, kind: u32, body: &[u8]) -> Vec<u8> {
     v
 }
 
-fn shb(big: bool) -> Vec<u8> {
+pub(crate) fn shb(big: bool) -> Vec<u8> {
     let mut body = Vec::new();
     put32(&mut body, big, 0x1a2b_3c4d);
     put16(&mut body, big, 1);
@@ -192,7 +212,7 @@ fn shb(big: bool) -> Vec<u8> {
     block(big, 0x0a0d_0d0a, &body)
 }
 
-fn option(big: bool, code: u16, value: &[u8]) -> Vec<u8> {
+pub(crate) fn option(big: bool, code: u16, value: &[u8]) -> Vec<u8> {
     let mut v = Vec::new();
     put16(&mut v, big, code);
     put16(&mut v, big, value.len() as u16);
@@ -201,7 +221,7 @@ fn option(big: bool, code: u16, value: &[u8]) -> Vec<u8> {
     v
 }
 
-fn idb(big: bool, link: u16, snaplen: u32, options: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn idb(big: bool, link: u16, snaplen: u32, options: &[Vec<u8>]) -> Vec<u8> {
     let mut body = Vec::new();
     put16(&mut body, big, link);
     put16(&mut body, big, 0);
@@ -215,7 +235,7 @@ fn idb(big: bool, link: u16, snaplen: u32, options: &[Vec<u8>]) -> Vec<u8> {
     block(big, 1, &body)
 }
 
-fn epb(big: bool, interface: u32, units: u64, data: &[u8], len: u32) -> Vec<u8> {
+pub(crate) fn epb(big: bool, interface: u32, units: u64, data: &[u8], len: u32) -> Vec<u8> {
     let mut body = Vec::new();
     put32(&mut body, big, interface);
     put32(&mut body, big, (units >> 32) as u32);
@@ -229,7 +249,7 @@ fn epb(big: bool, interface: u32, units: u64, data: &[u8], len: u32) -> Vec<u8> 
     block(big, 6, &body)
 }
 
-fn spb(big: bool, data: &[u8], len: u32) -> Vec<u8> {
+pub(crate) fn spb(big: bool, data: &[u8], len: u32) -> Vec<u8> {
     let mut body = Vec::new();
     put32(&mut body, big, len);
     body.extend_from_slice(data);
@@ -248,8 +268,10 @@ fn opb(big: bool, interface: u16, units: u64, data: &[u8]) -> Vec<u8> {
     block(big, 2, &body)
 }
 
-#[test]
-fn pcapng_interfaces_resolutions_and_block_kinds() {
+/// A little-endian section with four interfaces: Ethernet in microseconds
+/// (the default), Linux SLL in nanoseconds, raw IP in 2^-20 s, and link
+/// type 276 in milliseconds, 100 s later (`if_tsoffset`).
+fn four_interfaces() -> Vec<u8> {
     let big = false;
     let mut file = shb(big);
     file.extend(idb(big, 1, 0, &[]));
@@ -261,6 +283,13 @@ fn pcapng_interfaces_resolutions_and_block_kinds() {
         0,
         &[option(big, 9, &[3]), option(big, 14, &100i64.to_le_bytes())],
     ));
+    file
+}
+
+#[test]
+fn pcapng_interfaces_resolutions_and_block_kinds() {
+    let big = false;
+    let mut file = four_interfaces();
     file.extend(block(big, 4, &[0; 8])); // name resolution block: skipped
     file.extend(epb(big, 0, 1_704_067_200_123_456, b"us", 2));
     file.extend(epb(big, 1, 1_704_067_200_124_457_790, b"ns", 2));
@@ -287,6 +316,44 @@ fn pcapng_interfaces_resolutions_and_block_kinds() {
             (Some(5), 3, 113, &b"old"[..]),
         ]
     );
+}
+
+#[test]
+fn pcapng_fast_path_reads_enhanced_packets_in_whole_nanoseconds() {
+    // Microseconds, nanoseconds, milliseconds with an offset: the fast
+    // path; 2^-20 s and the simple and obsolete blocks: the general path
+    // (both checked equal by `walk`).
+    let big = false;
+    let mut file = four_interfaces();
+    file.extend(epb(big, 0, 1_704_067_200_123_456, b"us", 2));
+    file.extend(epb(big, 1, 1_704_067_200_124_457_790, b"ns", 2));
+    file.extend(epb(big, 2, 1_786_843_968_438_753, b"2^-20", 5));
+    file.extend(epb(big, 3, 1_704_067_200_126, b"ms+offset", 9));
+    file.extend(epb(big, 1, u64::MAX, b"too late", 8));
+    file.extend(spb(big, b"simple", 6));
+    file.extend(opb(big, 1, 5, b"old"));
+    let ((packets, end), fast) = walk_counting_fast(&file);
+    assert_eq!((packets.len(), end, fast), (7, Ok(0), 4));
+    // A time past what 64 bits of nanoseconds hold has none, either way.
+    assert_eq!(packets[4].0, None);
+    // Big-endian, and blocks the fast path must refuse: a trailing length
+    // that differs, a packet longer than its block, an unknown interface.
+    let mut other = shb(true);
+    other.extend(idb(true, 1, 0, &[]));
+    other.extend(epb(true, 0, 7, b"be", 2));
+    let ((packets, _), fast) = walk_counting_fast(&other);
+    assert_eq!((packets.len(), fast), (1, 1));
+    for (at, value) in [(-4isize, 999u32), (20, 1000), (8, 1)] {
+        let mut broken = shb(false);
+        broken.extend(idb(false, 1, 0, &[]));
+        let mut block = epb(false, 0, 1, b"data", 4);
+        let at = at.rem_euclid(block.len() as isize) as usize;
+        block[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        broken.extend(block);
+        let ((packets, end), fast) = walk_counting_fast(&broken);
+        assert_eq!((packets.len(), fast), (0, 0), "{at}");
+        assert!(end.is_err(), "{at}: {end:?}");
+    }
 }
 
 #[test]

@@ -34,7 +34,7 @@ pub struct MmpcapOptions {
     #[option(default = true)]
     pub helper: bool,
     /// When a split's threads read the capture in parts (`threads = N`, a
-    /// classic pcap), about this many KiB of records a part: each thread
+    /// file not compressed), about this many KiB of records a part: each thread
     /// walks a part's record headers, then runs its packets.
     #[option(default = DEFAULT_PART_KIB, range = 1..=(1 << 20))]
     pub part_kib: u32,
@@ -190,18 +190,18 @@ pub fn open_any(
     Ok(Box::new(CaptureReader::new("input.mmpcap", path, stream)?))
 }
 
-/// Hands a mapped classic pcap that has read no record yet over to be
+/// Hands a mapped capture (pcap or pcapng) that has read nothing yet over to be
 /// read in parts by a split's threads ([`MappedParts`]; see
 /// `Producer::parts`): the walk is then at the end of the map, and the
 /// reader only waits and says how far the parts' reading has got.
 fn hand_over_parts(
     reader: &mut CaptureReader<MappedFile>,
 ) -> Option<(Arc<dyn ReadElsewhere>, InputParts)> {
-    let (pcap, path, source) = reader.classic_at_start()?;
+    let (format, path, source) = reader.format_at_start()?;
     let parts = Arc::new(MappedParts::new(
         path.to_path_buf(),
         source.map.clone(),
-        pcap,
+        format,
         source.position,
         source.part_bytes,
         source.helper.take(),

@@ -1,7 +1,6 @@
 //! The record walker shared by the native inputs: a [`CaptureFormat`] over a
 //! [`RecordSource`] (an mmap or a read buffer), producing zero-copy packets.
 
-use crate::format::pcap::Pcap;
 use crate::format::stream::RecordSource;
 use crate::format::{CaptureFormat, FormatError, RecordInfo, Step};
 use dnsluice_core::{
@@ -133,15 +132,12 @@ impl<S: RecordSource> CaptureReader<S> {
         }
     }
 
-    /// The classic pcap format of a reader that has read no record yet, and
-    /// its source: what reading in parts starts from (`input.mmpcap`).
-    pub(crate) fn classic_at_start(&mut self) -> Option<(Pcap, &Path, &mut S)> {
-        match &self.format {
-            CaptureFormat::Pcap(pcap) if self.frames == 0 && self.pending == 0 => {
-                Some((pcap.clone(), &self.path, &mut self.source))
-            }
-            _ => None,
-        }
+    /// The format of a reader that has read nothing yet (no record, no
+    /// block), and its source: what reading in parts starts from
+    /// (`input.mmpcap`).
+    pub(crate) fn format_at_start(&mut self) -> Option<(CaptureFormat, &Path, &mut S)> {
+        let untouched = self.frames == 0 && self.pending == 0 && self.skipped_blocks == 0;
+        untouched.then(|| (self.format.clone(), self.path.as_path(), &mut self.source))
     }
 }
 
@@ -238,11 +234,9 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
     #[inline]
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
         self.source.consume(std::mem::take(&mut self.pending));
-        // Fast path: a complete classic pcap record already in the window.
-        if let CaptureFormat::Pcap(pcap) = &self.format {
-            if let Some(record) = pcap.record(self.source.window()) {
-                return Ok(Some(self.emit(record)));
-            }
+        // Fast path: a complete packet record already in the window.
+        if let Some(record) = self.format.record(self.source.window()) {
+            return Ok(Some(self.emit(record)));
         }
         self.produce_slow()
     }

@@ -29,7 +29,7 @@
 //! `spread.rs`'s `FlowLanes`: 7/8 of an equal share on 2 threads, none
 //! from 9 threads).
 //!
-//! Given a mapped classic pcap to read in parts (`threads = N` after
+//! Given a mapped capture (pcap or pcapng) to read in parts (`threads = N` after
 //! `input.mmpcap`), every thread reads parts of the file itself and posts
 //! flow packets to their owners (`parts.rs`).
 //!
@@ -142,7 +142,7 @@ pub struct Split {
 impl Split {
     /// Starts `options.threads` workers, each building its chain with `build`
     /// (reading the input's `parts` themselves, when it was handed over:
-    /// a mapped classic pcap); fails with the first worker's construction error.
+    /// a mapped pcap or pcapng); fails with the first worker's construction error.
     pub fn new(
         options: &SplitOptions,
         build: DownstreamBuilder,

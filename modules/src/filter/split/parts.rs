@@ -1,5 +1,5 @@
 //! The split's threads reading a mapped capture in parts, when
-//! `input.mmpcap` handed its classic pcap over (`Producer::parts`): no
+//! `input.mmpcap` handed its pcap or pcapng over (`Producer::parts`): no
 //! thread reads every record and hands the others theirs; each thread
 //! takes the next part of the file ([`MappedParts::claim`]), reads its
 //! packets, and runs its chain on those that stand alone (every packet,

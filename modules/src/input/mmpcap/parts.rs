@@ -1,8 +1,8 @@
-//! A mapped classic pcap read in parts by several threads ([`MappedParts`]):
+//! A mapped capture read in parts by several threads ([`MappedParts`]):
 //! what `input.mmpcap` hands over to a split (`threads = N`) instead of
 //! reading every record on its own thread.
 //!
-//! A pcap file has no marks to start reading from in the middle: where a
+//! A capture file has no marks to start reading from in the middle: where a
 //! record starts is known only from the one before. So a part is taken
 //! ([`MappedParts::claim`]) by walking its record headers under a lock, from
 //! where the previous part ended to the first record that ends past
@@ -16,12 +16,16 @@
 //! is done one part at a time; on the 20 M-packet bench a part's walk is a
 //! small fraction of the work its packets then cost.
 //!
-//! pcapng (interfaces declared in blocks along the file), compressed files
-//! and standard input are read by one thread, as before.
+//! pcapng declares its interfaces (link type, time unit) and byte order in
+//! blocks along the file: the walk reads them as the one-thread reader
+//! does, and each part carries the format's state as it was where the part
+//! starts (a copy of the section's interfaces, once per part), so its
+//! thread reads the part's blocks, a new section or interface in it
+//! included, as one thread would. Compressed files and standard input are
+//! read by one thread, as before.
 
 use super::helper::Helper;
-use crate::format::pcap::Pcap;
-use crate::format::CaptureFormat;
+use crate::format::{CaptureFormat, RecordInfo, Step};
 use crate::input::reader::{corrupt_at, cut_off, ReadElsewhere, ReadSoFar};
 use dnsluice_core::sync::lock;
 use dnsluice_core::{CaptureMeta, Packet, Pulled, Reading, StageError, StageStats};
@@ -32,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A run of records taken by one thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Part {
     /// Parts are numbered in file order from 0.
     pub index: u64,
@@ -44,18 +48,24 @@ pub struct Part {
     pub first_key: u64,
     /// The place of the record after its last: the next part's first.
     pub end_key: u64,
+    /// The format's state where the part starts (pcapng: the byte order and
+    /// the interfaces declared before it).
+    format: CaptureFormat,
 }
 
 /// The walk from part to part, under the lock.
-#[derive(Default)]
 struct Walk {
     /// Where the next part starts.
     at: usize,
+    /// The format's state there.
+    format: CaptureFormat,
     /// Records walked: the next part's first place.
     key: u64,
     /// Parts taken.
     index: u64,
     bytes: u64,
+    /// Blocks walked that were not packets (pcapng).
+    skipped_blocks: u64,
     first_ts_ns: Option<i64>,
     last_ts_ns: Option<i64>,
     /// The file ended, was cut off or corrupt, or the run was stopped.
@@ -66,11 +76,44 @@ struct Walk {
     error: Option<String>,
 }
 
-/// A mapped classic pcap, read in parts (see the module docs).
+/// One step of a walk through records: a record, a block that is not one,
+/// or what ends the walk.
+enum Walked {
+    Record(RecordInfo),
+    Skipped(usize),
+    /// Not a complete record or block (the end, a cut, or corruption).
+    Stop,
+}
+
+/// The step at the start of `rest` in `format`: a record by the format's
+/// fast path, anything else through its general reading.
+#[inline(always)]
+fn step(format: &mut CaptureFormat, rest: &[u8]) -> Walked {
+    if let Some(record) = format.record(rest) {
+        return Walked::Record(record);
+    }
+    slow_step(format, rest)
+}
+
+/// [`step`] when the fast path does not read the record: a pcapng block
+/// that is not an Enhanced Packet Block, or what ends the walk.
+#[cold]
+#[inline(never)]
+fn slow_step(format: &mut CaptureFormat, rest: &[u8]) -> Walked {
+    if let CaptureFormat::Pcap(_) = format {
+        return Walked::Stop;
+    }
+    match format.next(rest) {
+        Ok(Step::Packet(record)) => Walked::Record(record),
+        Ok(Step::Skip { consumed }) => Walked::Skipped(consumed),
+        Ok(Step::NeedMore { .. }) | Err(_) => Walked::Stop,
+    }
+}
+
+/// A mapped capture, read in parts (see the module docs).
 pub struct MappedParts {
     path: PathBuf,
     map: Arc<Mmap>,
-    pcap: Pcap,
     /// About how many bytes of records a part holds (it ends with the
     /// first record that ends past this).
     part_bytes: usize,
@@ -87,12 +130,12 @@ pub struct MappedParts {
 
 impl MappedParts {
     /// The records of `map` from byte `start` (the first after the file
-    /// header), of the classic pcap `pcap`, at `path`, in parts of about
-    /// `part_bytes`.
+    /// header, if any), read in `format` (as it is at `start`), at `path`,
+    /// in parts of about `part_bytes`.
     pub(super) fn new(
         path: PathBuf,
         map: Arc<Mmap>,
-        pcap: Pcap,
+        format: CaptureFormat,
         start: usize,
         part_bytes: usize,
         helper: Option<Helper>,
@@ -100,11 +143,19 @@ impl MappedParts {
         MappedParts {
             path,
             map,
-            pcap,
             part_bytes,
             walk: Mutex::new(Walk {
                 at: start,
-                ..Walk::default()
+                format,
+                key: 0,
+                index: 0,
+                bytes: 0,
+                skipped_blocks: 0,
+                first_ts_ns: None,
+                last_ts_ns: None,
+                ended: false,
+                warning: None,
+                error: None,
             }),
             ended: AtomicBool::new(false),
             claimed: AtomicU64::new(0),
@@ -117,27 +168,37 @@ impl MappedParts {
     /// part ended. `None` once every record is taken (or the file was
     /// found cut off or corrupt, or [`MappedParts::stop`] was called).
     pub fn claim(&self) -> Option<Part> {
-        let mut walk = lock(&self.walk);
+        let mut guard = lock(&self.walk);
+        let walk = &mut *guard;
         if walk.ended {
             return None;
         }
         let data: &[u8] = &self.map;
         let (start, first_key) = (walk.at, walk.key);
+        let format = walk.format.clone();
         let limit = start.saturating_add(self.part_bytes);
         let mut at = start;
         while at < limit {
             let rest = &data[at..];
-            let Some(record) = self.pcap.record(rest) else {
-                self.walk_ends(&mut walk, at);
-                break;
-            };
-            walk.key += 1;
-            walk.bytes += record.caplen as u64;
-            if let Some(ts) = record.ts_ns {
-                walk.first_ts_ns.get_or_insert(ts);
-                walk.last_ts_ns = Some(ts);
+            match step(&mut walk.format, rest) {
+                Walked::Record(record) => {
+                    walk.key += 1;
+                    walk.bytes += record.caplen as u64;
+                    if let Some(ts) = record.ts_ns {
+                        walk.first_ts_ns.get_or_insert(ts);
+                        walk.last_ts_ns = Some(ts);
+                    }
+                    at += record.consumed;
+                }
+                Walked::Skipped(consumed) => {
+                    walk.skipped_blocks += 1;
+                    at += consumed;
+                }
+                Walked::Stop => {
+                    self.walk_ends(walk, at);
+                    break;
+                }
             }
-            at += record.consumed;
             super::prefetch(data.get(at + super::READ_AHEAD..).unwrap_or_default());
         }
         walk.at = at;
@@ -156,6 +217,7 @@ impl MappedParts {
                 end: at,
                 first_key,
                 end_key: walk.key,
+                format,
             }
         });
         // The count first: a thread that sees the end must see every part
@@ -165,9 +227,9 @@ impl MappedParts {
         part
     }
 
-    /// The walk met something other than a complete record at `at`: the
-    /// end, a record cut off, or a corrupt one (in the one-thread reader's
-    /// words).
+    /// The walk met something other than a complete record or block at
+    /// `at`: the end, a record cut off, or a corrupt one (in the one-thread
+    /// reader's words).
     #[cold]
     fn walk_ends(&self, walk: &mut Walk, at: usize) {
         walk.ended = true;
@@ -175,7 +237,7 @@ impl MappedParts {
         if rest.is_empty() {
             return;
         }
-        match CaptureFormat::Pcap(self.pcap.clone()).next(rest) {
+        match walk.format.next(rest) {
             Err(message) => walk.error = Some(corrupt_at(at as u64, "", &message)),
             Ok(_) => {
                 walk.warning = Some(cut_off(&self.path, rest.len(), at as u64, walk.key));
@@ -216,7 +278,7 @@ impl MappedParts {
             data: &self.map[..part.end],
             at: part.start,
             key: part.first_key,
-            pcap: &self.pcap,
+            format: part.format.clone(),
         }
     }
 }
@@ -249,7 +311,7 @@ impl ReadElsewhere for MappedParts {
             module: "input.mmpcap",
             frames: walk.key,
             bytes: walk.bytes,
-            skipped_blocks: 0,
+            skipped_blocks: walk.skipped_blocks,
             reading: Reading {
                 offset: walk.at as u64,
                 total: Some(self.map.len() as u64),
@@ -267,7 +329,9 @@ pub struct PartPackets<'a> {
     data: &'a [u8],
     at: usize,
     key: u64,
-    pcap: &'a Pcap,
+    /// The format's state as the walk had it at the part's start (a pcapng
+    /// part's own interfaces and sections are read on the way).
+    format: CaptureFormat,
 }
 
 impl<'a> Iterator for PartPackets<'a> {
@@ -276,8 +340,15 @@ impl<'a> Iterator for PartPackets<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<(u64, Packet<'a>)> {
-        let rest = self.data.get(self.at..)?;
-        let record = self.pcap.record(rest)?;
+        let record = loop {
+            let rest = self.data.get(self.at..)?;
+            match step(&mut self.format, rest) {
+                Walked::Record(record) => break record,
+                Walked::Skipped(consumed) => self.at += consumed,
+                // The part ends where the walk found the last record's end.
+                Walked::Stop => return None,
+            }
+        };
         let from = self.at + record.data_at;
         self.at += record.consumed;
         super::prefetch(
@@ -303,6 +374,7 @@ impl<'a> Iterator for PartPackets<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::tests::{block, epb, idb, option, shb, spb};
 
     /// A little-endian, microsecond classic pcap on Ethernet whose record
     /// `i` captured `sizes[i]` bytes (each byte its record's number) at
@@ -321,7 +393,8 @@ mod tests {
         bytes
     }
 
-    /// `bytes` written to a file, mapped, read in parts of `part_bytes`.
+    /// `bytes` (a capture) written to a file, mapped, read in parts of
+    /// `part_bytes`.
     fn parts_of(bytes: &[u8], part_bytes: usize, name: &str) -> MappedParts {
         let path = std::env::temp_dir().join(format!("parts-{}-{name}.pcap", std::process::id()));
         std::fs::write(&path, bytes).unwrap();
@@ -331,10 +404,8 @@ mod tests {
         let map = Arc::new(unsafe { Mmap::map(&file) }.unwrap());
         // The map keeps the bytes; the name is not needed any more.
         std::fs::remove_file(&path).unwrap();
-        let (CaptureFormat::Pcap(pcap), start) = CaptureFormat::detect(bytes).unwrap() else {
-            panic!("a classic pcap");
-        };
-        MappedParts::new(path, map, pcap, start, part_bytes, None)
+        let (format, start) = CaptureFormat::detect(bytes).unwrap();
+        MappedParts::new(path, map, format, start, part_bytes, None)
     }
 
     #[test]
@@ -370,6 +441,94 @@ mod tests {
         assert_eq!(stats.counters["bytes"], sizes.iter().sum::<usize>() as u64);
         assert!(stats.warnings.is_empty());
         assert_eq!(parts.last_ts_ns(), Some(299_000_000_000));
+    }
+
+    /// What a pcapng test capture holds: the bytes, and for each packet its
+    /// link type, its time (ns) if it has one, and its bytes.
+    type Written = (Vec<u8>, Vec<(u32, Option<i64>, Vec<u8>)>);
+
+    /// A pcapng of two sections: little-endian with an Ethernet interface in
+    /// microseconds, a second interface (raw IP, nanoseconds) declared after
+    /// the first packets and a name resolution block after each interface;
+    /// then big-endian with a Linux SLL interface in milliseconds and a
+    /// simple packet block (no time) among enhanced ones. Packet `i` holds
+    /// 20 to 100 bytes all `i`, captured at second `i`.
+    fn sections() -> Written {
+        let mut bytes = Vec::new();
+        let mut packets = Vec::new();
+        for (big, interfaces) in [
+            (false, &[(1u16, 6u8), (101, 9)][..]),
+            (true, &[(113, 3)][..]),
+        ] {
+            bytes.extend(shb(big));
+            let mut declared = 0;
+            for round in 0..40 {
+                if round % 20 == 0 && declared < interfaces.len() {
+                    let (link, resolution) = interfaces[declared];
+                    bytes.extend(idb(big, link, 0, &[option(big, 9, &[resolution])]));
+                    bytes.extend(block(big, 4, &[0; 4]));
+                    declared += 1;
+                }
+                let i = packets.len();
+                let interface = round % declared;
+                let (link, resolution) = interfaces[interface];
+                let data = vec![i as u8; 20 + (i * 13) % 80];
+                let len = data.len() as u32;
+                if big && round == 25 {
+                    bytes.extend(spb(big, &data, len));
+                    packets.push((u32::from(link), None, data));
+                    continue;
+                }
+                let units = i as u64 * 10u64.pow(u32::from(resolution));
+                bytes.extend(epb(big, interface as u32, units, &data, len));
+                packets.push((u32::from(link), Some(i as i64 * 1_000_000_000), data));
+            }
+        }
+        (bytes, packets)
+    }
+
+    #[test]
+    fn pcapng_parts_read_each_packet_with_the_interface_and_section_before_it() {
+        let (bytes, written) = sections();
+        for part_bytes in [1, 300, 1000, 1 << 20] {
+            let parts = parts_of(&bytes, part_bytes, "sections");
+            let mut read = Vec::new();
+            while let Some(part) = parts.claim() {
+                assert_eq!(part.first_key, read.len() as u64);
+                for (key, packet) in parts.packets(&part) {
+                    assert_eq!(key, read.len() as u64);
+                    assert_eq!(packet.meta.frame, key + 1);
+                    let meta = &packet.meta;
+                    read.push((meta.link.0, meta.ts_ns, packet.data.to_vec()));
+                }
+                assert_eq!(read.len() as u64, part.end_key);
+            }
+            assert_eq!(read, written, "parts of {part_bytes} bytes");
+            let stats = parts.stats();
+            assert_eq!(stats.input, 80);
+            // Two section headers, three interfaces, three name blocks.
+            assert_eq!(stats.counters["skipped_blocks"], 8);
+            assert!(stats.warnings.is_empty());
+            assert!(matches!(parts.wait_for_end(None), Ok(Pulled::End)));
+        }
+        // A block cut off, and one whose trailing length is not its
+        // leading one: the reading ends as one thread's does.
+        let cut = parts_of(&bytes[..bytes.len() - 10], 300, "sections-cut");
+        while cut.claim().is_some() {}
+        assert_eq!(cut.stats().input, 79);
+        assert!(cut.stats().warnings[0].contains("incomplete record"));
+        let mut corrupt = bytes.clone();
+        let last = corrupt.len() - 4;
+        corrupt[last] ^= 4;
+        let parts = parts_of(&corrupt, 300, "sections-corrupt");
+        while parts.claim().is_some() {}
+        assert_eq!(parts.stats().input, 79);
+        let error = parts
+            .wait_for_end(None)
+            .err()
+            .expect("an error")
+            .to_string();
+        assert!(error.contains("trailing length"), "{error}");
     }
 
     #[test]
