@@ -3,11 +3,14 @@
 
 use super::check_layers;
 use crate::format::stream::{BufferedStream, RecordSource};
+use crate::format::{CaptureFormat, Step};
+use crate::input::mmpcap::parts::MappedParts;
 use crate::input::{mmpcap, CaptureReader};
 use dnsluice_core::{LinkType, Producer, StageError, StageStats};
 use std::io::{self, Cursor, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 #[derive(Debug, PartialEq, Eq)]
 struct Record {
@@ -99,6 +102,67 @@ fn run<S: RecordSource>(reader: Result<CaptureReader<S>, StageError>) -> Run {
     }
 }
 
+/// The records of the mapped file at `path` read in parts of `part_bytes`
+/// (as a split's threads read them, one after the other here), when the
+/// input hands its records over (a plain pcap or pcapng): the packets, the
+/// outcome and the counters the input then gives.
+fn run_in_parts(path: &Path, part_bytes: usize) -> Option<Run> {
+    let mut input = mmpcap::open_any(path.to_path_buf(), false, part_bytes).ok()?;
+    let parts = input.parts()?.downcast::<Arc<MappedParts>>().ok()?;
+    let mut records = Vec::new();
+    while let Some(part) = parts.claim() {
+        for (key, packet) in parts.packets(&part) {
+            assert_eq!(key, records.len() as u64, "a part's first place");
+            records.push(Record {
+                frame: packet.meta.frame,
+                ts_ns: packet.meta.ts_ns,
+                len: packet.meta.len,
+                link: packet.meta.link,
+                data: packet.data.to_vec(),
+            });
+        }
+        assert_eq!(part.end_key, records.len() as u64, "a part's last place");
+    }
+    let outcome = match input.produce() {
+        Ok(None) => Outcome::End,
+        Ok(Some(_)) => panic!("an input read in parts gave an object itself"),
+        Err(e) => Outcome::Error(e.to_string()),
+    };
+    let mut stats = Vec::new();
+    input.stats(&mut stats);
+    for s in &mut stats {
+        s.module.clear();
+        if let Some(reading) = &mut s.reading {
+            reading.total = None;
+        }
+    }
+    Some(Run {
+        records,
+        outcome,
+        stats,
+    })
+}
+
+/// At every record or block of `data` the general reading reaches, the
+/// format's fast path gives nothing or the record the general reading gives.
+fn fast_path_agrees(data: &[u8]) {
+    let Ok((mut format, mut at)) = CaptureFormat::detect(data) else {
+        return;
+    };
+    while let Some(rest) = data.get(at..) {
+        let quick = format.record(rest);
+        let step = format.next(rest);
+        if let Some(record) = quick {
+            assert_eq!(step, Ok(Step::Packet(record)), "the fast path at {at}");
+        }
+        match step {
+            Ok(Step::Packet(record)) => at += record.consumed,
+            Ok(Step::Skip { consumed }) => at += consumed,
+            Ok(Step::NeedMore { .. }) | Err(_) => return,
+        }
+    }
+}
+
 /// A reader that returns at most `step` bytes per call and `Interrupted` every third call.
 struct Trickle {
     inner: Cursor<Vec<u8>>,
@@ -137,10 +201,13 @@ pub(super) fn temp_path() -> PathBuf {
 /// The `capture_reader` target: `data` as a capture file through
 /// `input.fpcap`'s buffered stream (4096-byte reads, and a reader that
 /// trickles a few bytes per call and is interrupted now and then) and
-/// through `input.mmpcap`'s memory map. The three must give the same
-/// packets (each checked by [`check_layers`]), the same outcome and the
-/// same counters.
+/// through `input.mmpcap`'s memory map, one thread's way and in parts (as
+/// a split's threads read it, parts of 1 to 256 bytes). All must give the
+/// same packets (each checked by [`check_layers`]), the same outcome and
+/// the same counters; and the formats' fast paths agree with their general
+/// reading.
 pub fn capture_reader(data: &[u8]) {
+    fast_path_agrees(data);
     let path = &temp_path();
 
     // 1. Buffered reads of 4096 bytes from an in-memory reader (input.fpcap).
@@ -159,6 +226,7 @@ pub fn capture_reader(data: &[u8]) {
     // 3. The memory map (input.mmpcap) over the same bytes in a file.
     std::fs::write(path, data).expect("write the temp file");
     let mapped = run(mmpcap::open(path.clone()));
+    let in_parts = run_in_parts(path, 1 + data.len() % 256);
     let _ = std::fs::remove_file(path); // the map is gone with the reader
 
     assert_eq!(
@@ -169,4 +237,10 @@ pub fn capture_reader(data: &[u8]) {
         trickled, mapped,
         "input.fpcap (trickled reads) and input.mmpcap differ"
     );
+    if let Some(in_parts) = in_parts {
+        assert_eq!(
+            in_parts, mapped,
+            "input.mmpcap read in parts and on one thread differ"
+        );
+    }
 }
