@@ -221,8 +221,14 @@ impl Reader<'_> {
             // Waiting: the datagrams' lane has nothing before the parts
             // not taken yet. Short naps (a part's batches come within a
             // part's time), longer once nothing has come for a while (a
-            // reader of the output that stopped reading).
+            // reader of the output that stopped reading). A merger that is
+            // behind is woken now rather than at its next look (a
+            // millisecond): small parts fill `MERGER_BEHIND` buffers in
+            // less, and their threads would wait for it part after part.
             self.tell_local(reading.parts.next_key());
+            if self.merger_behind() {
+                self.thread.local.merger.ring();
+            }
             idle = idle.saturating_add(1);
             let nap = if idle < 100 { 20 } else { 1000 };
             std::thread::sleep(Duration::from_micros(nap));
@@ -236,10 +242,14 @@ impl Reader<'_> {
         let reading = &*self.thread.reading;
         let threads = reading.mailboxes.len();
         let ahead = reading.parts.claimed() < reading.slowest() + parts_ahead(threads);
-        let merger_keeps_up = self.merging.is_none()
-            || (self.thread.local.written.len() < MERGER_BEHIND
-                && self.thread.flows.written.len() < MERGER_BEHIND);
-        ahead && merger_keeps_up
+        ahead && !self.merger_behind()
+    }
+
+    /// Whether [`MERGER_BEHIND`] of this thread's buffers wait for the
+    /// merger in either of its lanes.
+    fn merger_behind(&self) -> bool {
+        let unwritten = |lane: &Lane| lane.written.len() >= MERGER_BEHIND;
+        self.merging.is_some() && (unwritten(&self.thread.local) || unwritten(&self.thread.flows))
     }
 
     /// Whether the mailbox has given every part's batch (the parts ended).
