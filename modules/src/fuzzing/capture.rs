@@ -2,6 +2,7 @@
 //! differentially, over both native inputs.
 
 use super::check_layers;
+use crate::format::compression::Compression;
 use crate::format::stream::{BufferedStream, RecordSource};
 use crate::format::{CaptureFormat, Step};
 use crate::input::mmpcap::parts::MappedParts;
@@ -106,7 +107,12 @@ fn run<S: RecordSource>(reader: Result<CaptureReader<S>, StageError>) -> Run {
 /// (as a split's threads read them, one after the other here), when the
 /// input hands its records over (a plain pcap or pcapng): the packets, the
 /// outcome and the counters the input then gives.
-fn run_in_parts(path: &Path, part_bytes: usize) -> Option<Run> {
+fn run_in_parts(data: &[u8], path: &Path, part_bytes: usize) -> Option<Run> {
+    // A compressed file is never read in parts (and would leave its
+    // decompressing thread running past this input).
+    if Compression::detect(data) != Compression::None {
+        return None;
+    }
     let mut input = mmpcap::open_any(path.to_path_buf(), false, part_bytes).ok()?;
     let parts = input.parts()?.downcast::<Arc<MappedParts>>().ok()?;
     let mut records = Vec::new();
@@ -226,7 +232,7 @@ pub fn capture_reader(data: &[u8]) {
     // 3. The memory map (input.mmpcap) over the same bytes in a file.
     std::fs::write(path, data).expect("write the temp file");
     let mapped = run(mmpcap::open(path.clone()));
-    let in_parts = run_in_parts(path, 1 + data.len() % 256);
+    let in_parts = run_in_parts(data, path, 1 + data.len() % 256);
     let _ = std::fs::remove_file(path); // the map is gone with the reader
 
     assert_eq!(
