@@ -5,12 +5,12 @@
 //! packets, and runs its chain on those that stand alone (every packet,
 //! round-robin; by flow, a DNS datagram outside TCP and fragments).
 //!
-//! A packet that belongs to a flow (TCP, a fragment) must meet the others of its flow on one thread, in input
-//! order, whichever thread's part it lies in. The reader of a part puts
-//! those packets into one batch per thread that owns flows (by the flow's
-//! hash, as the split spreads them), and posts every batch, empty or not,
-//! to that thread's mailbox under the part's number; each thread takes its
-//! mailbox's batches in part order (between its own parts, and while it
+//! A packet that belongs to a flow (TCP, a fragment) must meet the others
+//! of its flow on one thread, in input order, whichever thread's part it
+//! lies in. The reader of a part puts those packets into one batch per
+//! thread that owns flows (by the flow's hash, as the split spreads them),
+//! and posts every batch, empty or not, to that thread's mailbox under the
+//! part's number; each thread takes its mailbox's batches in part order (between its own parts, and while it
 //! waits), so a flow's packets reach its chain in the order one thread
 //! would see them. Its own flows' packets take the same way, through its
 //! own mailbox.

@@ -28,7 +28,6 @@ pub struct LibpcapInput {
     /// one: a packet borrowed from libpcap could not leave the loop that
     /// waits (the loop calls libpcap again), a copy can.
     held: Vec<u8>,
-    held_header: Option<PacketHeader>,
 }
 
 /// What has been read, apart from the handle (so that a packet borrowed
@@ -44,8 +43,8 @@ struct Read {
 
 /// What one look at a live interface found.
 enum Live {
-    /// A packet, in `held`.
-    Packet,
+    /// A packet, its bytes in `held`.
+    Packet(PacketHeader),
     /// None yet, and the watcher is due.
     Waiting,
     /// The end (libpcap has no more) or an error, already recorded.
@@ -108,7 +107,6 @@ impl LibpcapInput {
             },
             live,
             held: Vec::new(),
-            held_header: None,
         })
     }
 }
@@ -162,8 +160,7 @@ impl LibpcapInput {
                 Ok(packet) => {
                     self.held.clear();
                     self.held.extend_from_slice(packet.data);
-                    self.held_header = Some(*packet.header);
-                    return Ok(Live::Packet);
+                    return Ok(Live::Packet(*packet.header));
                 }
                 Err(pcap::Error::TimeoutExpired) => {
                     if stop::requested().is_some() {
@@ -180,9 +177,8 @@ impl LibpcapInput {
         }
     }
 
-    /// The packet `wait_live` holds, as an object.
-    fn held_packet(&mut self) -> Object<'_> {
-        let header = self.held_header.take().expect("a packet is held");
+    /// The packet `wait_live` copied into `held`, with its `header`.
+    fn held_packet(&mut self, header: PacketHeader) -> Object<'_> {
         let meta = self.read.next_meta(&header);
         Object::Packet(Packet::new(&self.held, meta))
     }
@@ -195,7 +191,7 @@ impl Producer for LibpcapInput {
         }
         if let Some(fd) = self.live {
             return Ok(match self.wait_live(fd, None)? {
-                Live::Packet => Some(self.held_packet()),
+                Live::Packet(header) => Some(self.held_packet(header)),
                 Live::Waiting | Live::Over => None,
             });
         }
@@ -221,7 +217,7 @@ impl Producer for LibpcapInput {
             return Ok(Pulled::End);
         }
         Ok(match self.wait_live(fd, Some(due))? {
-            Live::Packet => Pulled::Object(self.held_packet()),
+            Live::Packet(header) => Pulled::Object(self.held_packet(header)),
             Live::Waiting => Pulled::Waiting,
             Live::Over => Pulled::End,
         })
