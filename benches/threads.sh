@@ -58,6 +58,9 @@ timed() {
     read -r wall user sys rss < "$times"
     local counted line
     counted=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); st=s["stages"]; print(st[0]["out"], st[-1]["in"])' "$stats")
+    # Each thread's CPU as the run reported it (its "threads" list).
+    python3 -c 'import json,sys; [print(sys.argv[2], t["name"], t["cpu_s"]) for t in json.load(open(sys.argv[1])).get("threads", [])]' \
+        "$stats" "$label" >> "$TMP/threads"
     line="$label $wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }') $((rss / 1024)) $counted"
     echo "$line" >> "$TMP/runs"
     printf '%-10s wall %7.2f s  cpu %7.2f s  rss %5s MB  packets %s  out %s\n' $line
@@ -77,9 +80,10 @@ compare_threads() {
     done
 }
 
-# Medians per label, speed-up against the first label; fails when counts differ.
+# Medians per label, speed-up against the first label, then each thread's
+# CPU (medians, from the runs' own accounts); fails when counts differ.
 summary() {
-    python3 - "$TMP/runs" "$1" <<'PY'
+    python3 - "$TMP/runs" "$1" "$TMP/threads" <<'PY'
 import statistics, sys
 runs = {}
 order = []
@@ -98,6 +102,13 @@ for label in order:
     cpu = statistics.median(r[1] for r in rows)
     rss = statistics.median(r[2] for r in rows)
     print(f"{label:<10} wall {wall:7.2f} s  cpu {cpu:7.2f} s ({1e9 * cpu / packets:6.1f} ns/packet)  rss {rss} MB  speed-up {base / wall:.2f}x")
+threads = {}
+for line in open(sys.argv[3]):
+    label, name, cpu = line.split()
+    threads.setdefault(label, {}).setdefault(name, []).append(float(cpu))
+for label in order:
+    by_name = sorted(((statistics.median(v), n) for n, v in threads.get(label, {}).items()), reverse=True)
+    print(f"{label:<10} cpu by thread: " + ", ".join(f"{n} {c:.2f} s" for c, n in by_name))
 sys.exit(0 if len(counts) == 1 else 1)
 PY
 }
@@ -105,6 +116,7 @@ PY
 echo "threads: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), rounds $ROUNDS"
 for case in $CASES; do
     : > "$TMP/runs"
+    : > "$TMP/threads"
     case $case in
     udp)
         [[ -s $udp_capture ]] || python3 benches/gen-pcap.py --count "$COUNT" --out "$udp_capture" >&2
@@ -130,7 +142,7 @@ for case in $CASES; do
             timed split "$BIN" run "$TMP/split.toml"
         done
         summary "crossing"
-        python3 - "$TMP/runs" <<'PY'
+        python3 - "$TMP/runs" "$TMP/threads" <<'PY'
 import statistics, sys
 cpu = {}
 for line in open(sys.argv[1]):
@@ -139,6 +151,19 @@ for line in open(sys.argv[1]):
     n = int(packets)
 extra = statistics.median(cpu["split"]) - statistics.median(cpu["plain"])
 print(f"crossing: {1e9 * extra / n:.1f} ns of CPU per object (both sides: copy, queues, wake-ups)")
+# By thread, from the runs' own accounts (`threads` in --stats-json): the
+# map's helper does the same work in both runs, so the crossing without it
+# is what the input's thread and the worker add.
+by = {}
+for line in open(sys.argv[2]):
+    label, name, c = line.split()
+    by.setdefault((label, name), []).append(float(c))
+names = sorted({name for _, name in by})
+med = lambda label, name: statistics.median(by.get((label, name), [0.0]))
+parts = [f"{name} {1e9 * (med('split', name) - med('plain', name)) / n:+.1f}" for name in names]
+helper = {name for name in names if name.endswith("helper")}
+rest = sum(med("split", name) - med("plain", name) for name in names if name not in helper)
+print(f"crossing by thread (ns per object): {', '.join(parts)}; without the map's helper {1e9 * rest / n:.1f} ns")
 PY
         ;;
     host)

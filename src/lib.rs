@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod cpu_report;
 pub mod diff;
 pub mod flags;
 pub mod html;

@@ -4,6 +4,7 @@
 //! (`dnsluice run`, and the workers of `crate::queue::worker`, which run a
 //! pipeline per work item).
 
+use crate::cpu_report::CpuReport;
 use crate::flags::in_flag_terms;
 use crate::intervals::{Interval, RecordFlags, Recorder};
 use crate::metrics::board::Board;
@@ -147,7 +148,8 @@ pub fn run_pipeline(
         &mut recorder,
         endpoint.as_ref().map(Endpoint::board),
     )?;
-    let text = stats_json(&stats, elapsed);
+    let cpu = CpuReport::take();
+    let text = cpu.added_to_text(stats_json(&stats, elapsed));
     let record_result = match recorder {
         Some(recorder) => recorder.finish(stats.clone(), serde_json::from_str(&text)?),
         None => Ok(()),
@@ -162,6 +164,7 @@ pub fn run_pipeline(
     if !quiet {
         print_summary(&stats, elapsed);
         eprintln!("  on {threads}");
+        eprintln!("  {}", cpu.line());
     }
     if let Some(path) = stats_path {
         std::fs::write(path, &text)

@@ -32,6 +32,7 @@
 #![warn(missing_docs)]
 
 pub mod clients;
+pub mod cpu;
 pub mod filter;
 pub mod format;
 #[doc(hidden)]

@@ -21,9 +21,12 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let done: Mutex<Vec<Option<Result<Ran>>>> = Mutex::new(runs.iter().map(|_| None).collect());
+    let mut start_failed = None;
     std::thread::scope(|scope| {
         for _ in 0..jobs.clamp(1, runs.len().max(1)) {
-            scope.spawn(|| {
+            let job = std::thread::Builder::new().name("job".into());
+            let started = job.spawn_scoped(scope, || {
+                let _cpu = dnsluice_modules::cpu::note_at_end();
                 while !failed.load(Ordering::Relaxed) {
                     let k = next.fetch_add(1, Ordering::Relaxed);
                     let Some((file, pipeline)) = runs.get(k) else {
@@ -34,8 +37,16 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
                     dnsluice_core::sync::lock(&done)[k] = Some(ran);
                 }
             });
+            if let Err(e) = started {
+                failed.store(true, Ordering::Relaxed);
+                start_failed = Some(e);
+                break;
+            }
         }
     });
+    if let Some(e) = start_failed {
+        bail!("cannot start a thread for the runs: {e}");
+    }
     let done = done.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut all = Vec::with_capacity(done.len());
     for ran in done {

@@ -7,6 +7,7 @@
 
 use super::merge::Merged;
 use super::{Shard, WorkerFlags};
+use crate::cpu_report::CpuReport;
 use crate::flags::flag_error;
 use crate::metrics::{Endpoint, MetricsFlags};
 use crate::report::{print_summary, stats_json};
@@ -197,7 +198,8 @@ pub fn files(
         let summary: Value = serde_json::from_str(&stats_json(&ran.stats, ran.elapsed))?;
         merged.add_summary(&summary).map_err(anyhow::Error::msg)?;
     }
-    let text = merged.to_json();
+    let cpu = CpuReport::take();
+    let text = cpu.added_to_text(merged.to_json());
     let summary: Value = serde_json::from_str(&text)?;
     if !quiet {
         eprintln!("dnsluice: {} files", merged.files());
@@ -205,6 +207,7 @@ pub fn files(
             &stage_stats(&summary),
             summary["elapsed_s"].as_f64().unwrap_or(0.0),
         );
+        eprintln!("  {}", cpu.line());
     }
     if let Some(path) = stats_path {
         std::fs::write(path, text)

@@ -236,6 +236,7 @@ impl ThreadReader {
         let thread = std::thread::Builder::new()
             .name("decompress".into())
             .spawn(move || {
+                let _cpu = crate::cpu::note_at_end();
                 while let Ok(mut chunk) = empty_rx.recv() {
                     chunk.resize(CHUNK, 0);
                     let (filled, end) = fill(decoder.as_mut(), &mut chunk);

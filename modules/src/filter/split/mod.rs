@@ -242,7 +242,10 @@ impl Split {
         self.ordered = ordered;
         let handle = std::thread::Builder::new()
             .name("split-merge".into())
-            .spawn(move || merger.run(ordered))
+            .spawn(move || {
+                let _cpu = crate::cpu::note_at_end();
+                merger.run(ordered)
+            })
             .map_err(|e| StageError::other(MODULE, format!("cannot start a thread: {e}")))?;
         self.merger = Some(handle);
         Ok(())

@@ -97,6 +97,7 @@ impl Started<'_> {
         std::thread::Builder::new()
             .name(format!("split-{index}"))
             .spawn(move || {
+                let _cpu = crate::cpu::note_at_end();
                 let lane_handle = merge::enter(target.clone());
                 match build(index) {
                     Ok(downstream) => {

@@ -84,7 +84,10 @@ impl Helper {
         let theirs = shared.clone();
         let thread = std::thread::Builder::new()
             .name("mmpcap-helper".into())
-            .spawn(move || Tending::new(&map).run(&theirs))
+            .spawn(move || {
+                let _cpu = crate::cpu::note_at_end();
+                Tending::new(&map).run(&theirs)
+            })
             .ok()?;
         Some(Helper {
             shared,

@@ -1,0 +1,153 @@
+//! Where a run's processor time went: the process's total (`getrusage`)
+//! and, by thread name, what the threads the run started noted as they
+//! ended (`dnsluice_modules::cpu`), with the main thread's own. Printed
+//! after `dnsluice run`'s summary and written into `--stats-json`
+//! (`"cpu_s"`, `"threads"`), so that on a machine of many cores the thread
+//! that limits a run (the input's walk, the merger, the map's helper) is
+//! read off the summary.
+
+use dnsluice_modules::cpu::{self, ThreadCpu};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// The processor time of a run, in all and by thread name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuReport {
+    /// User and system time of the whole process.
+    pub total: Duration,
+    /// By thread name, most first: the name, how many threads had it, their time.
+    pub threads: Vec<(String, usize, Duration)>,
+}
+
+impl CpuReport {
+    /// Takes the threads' notes and adds the calling (main) thread's time
+    /// under its name; the total is the process's so far.
+    pub fn take() -> CpuReport {
+        let mut noted = cpu::take_noted();
+        let name = std::thread::current().name().unwrap_or("main").to_string();
+        noted.push(ThreadCpu {
+            name,
+            cpu: cpu::this_thread(),
+        });
+        CpuReport::of(process_cpu(), noted)
+    }
+
+    /// The report of `noted` threads in a process that used `total`.
+    pub fn of(total: Duration, noted: Vec<ThreadCpu>) -> CpuReport {
+        let mut threads: Vec<(String, usize, Duration)> = Vec::new();
+        for thread in noted {
+            match threads.iter_mut().find(|(name, ..)| *name == thread.name) {
+                Some((_, count, cpu)) => {
+                    *count += 1;
+                    *cpu += thread.cpu;
+                }
+                None => threads.push((thread.name, 1, thread.cpu)),
+            }
+        }
+        threads.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+        CpuReport { total, threads }
+    }
+
+    /// One line: `cpu 1.530 s: split-0 0.690 s, split-1 0.680 s, mmpcap-helper ×2 0.080 s`.
+    pub fn line(&self) -> String {
+        let parts: Vec<String> = self
+            .threads
+            .iter()
+            .map(|(name, count, cpu)| match count {
+                1 => format!("{name} {:.3} s", cpu.as_secs_f64()),
+                n => format!("{name} ×{n} {:.3} s", cpu.as_secs_f64()),
+            })
+            .collect();
+        format!(
+            "cpu {:.3} s: {}",
+            self.total.as_secs_f64(),
+            parts.join(", ")
+        )
+    }
+
+    /// The summary text `text` (one JSON object and a newline, as
+    /// `--stats-json` writes it) with `"cpu_s"` and `"threads"` added; as it
+    /// was when it is not an object.
+    pub fn added_to_text(&self, text: String) -> String {
+        let Ok(mut summary) = serde_json::from_str::<Value>(&text) else {
+            return text;
+        };
+        self.add_to(&mut summary);
+        let mut text = summary.to_string();
+        text.push('\n');
+        text
+    }
+
+    /// Adds `"cpu_s"` and `"threads"` (`[{"name","count","cpu_s"}]`) to a
+    /// summary object.
+    pub fn add_to(&self, summary: &mut Value) {
+        let Some(object) = summary.as_object_mut() else {
+            return;
+        };
+        let threads: Vec<Value> = self
+            .threads
+            .iter()
+            .map(|(name, count, cpu)| json!({"name": name, "count": count, "cpu_s": cpu.as_secs_f64()}))
+            .collect();
+        object.insert("cpu_s".into(), json!(self.total.as_secs_f64()));
+        object.insert("threads".into(), Value::Array(threads));
+    }
+}
+
+/// User and system time of the whole process so far.
+fn process_cpu() -> Duration {
+    // SAFETY: `usage` is a valid, writable rusage; the call writes only it.
+    #[allow(unsafe_code)]
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        (libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0).then_some(usage)
+    };
+    let Some(usage) = usage else {
+        return Duration::ZERO;
+    };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn thread(name: &str, cpu: u64) -> ThreadCpu {
+        ThreadCpu {
+            name: name.into(),
+            cpu: ms(cpu),
+        }
+    }
+
+    #[test]
+    fn threads_of_one_name_add_up_and_the_busiest_come_first() {
+        let noted = vec![
+            thread("mmpcap-helper", 40),
+            thread("split-0", 690),
+            thread("mmpcap-helper", 50),
+            thread("main", 20),
+            thread("split-1", 680),
+        ];
+        let report = CpuReport::of(ms(2000), noted);
+        assert_eq!(
+            report.line(),
+            "cpu 2.000 s: split-0 0.690 s, split-1 0.680 s, mmpcap-helper ×2 0.090 s, main 0.020 s"
+        );
+        let mut summary = json!({"stages": [], "elapsed_s": 1.0});
+        report.add_to(&mut summary);
+        assert_eq!(summary["cpu_s"], json!(2.0));
+        assert_eq!(
+            summary["threads"][2],
+            json!({"name": "mmpcap-helper", "count": 2, "cpu_s": 0.09})
+        );
+        assert_eq!(summary["threads"].as_array().map(Vec::len), Some(4));
+    }
+}

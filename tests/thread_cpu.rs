@@ -1,0 +1,209 @@
+//! `dnsluice run` says where its processor time went: the summary's `cpu`
+//! line and `cpu_s` / `threads` in `--stats-json` (each thread the run
+//! started, by name, and the process's total). Checked against the
+//! kernel's own account of the child process (`wait4`'s resource usage),
+//! not against anything dnsluice reports of itself.
+
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use testkit::{dnsluice, run_ok, temp_dir};
+
+/// `count` generated DNS queries over UDP (the benches' generator).
+fn udp_capture(dir: &Path, count: u32) -> PathBuf {
+    let out = dir.join(format!("udp-{count}.pcap"));
+    let generator = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gen-pcap.py");
+    run_ok(
+        // spawns: python3 (the benches' capture generator)
+        Command::new("python3")
+            .arg(generator)
+            .args(["--count", &count.to_string(), "--out"])
+            .arg(&out),
+    );
+    out
+}
+
+/// [`udp_capture`] compressed by `zstd`.
+fn zstd_capture(dir: &Path, count: u32) -> PathBuf {
+    let capture = udp_capture(dir, count);
+    run_ok(
+        // spawns: zstd (compresses the capture)
+        Command::new("zstd")
+            .args(["-q", "-f", "--rm"])
+            .arg(&capture),
+    );
+    capture.with_extension("pcap.zst")
+}
+
+/// What a run said and what the kernel counted for it.
+struct Measured {
+    stats: Value,
+    stderr: String,
+    /// User and system time of the child, from `wait4`.
+    kernel_cpu: Duration,
+}
+
+/// `dnsluice run configs/dump.toml` on `capture` with `args`.
+fn dump_args(capture: &Path, args: &[&str]) -> Vec<String> {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/dump.toml");
+    let mut all = vec![config.display().to_string(), "--set".into()];
+    all.push(format!("0.path={}", capture.display()));
+    all.extend(args.iter().map(|a| a.to_string()));
+    all
+}
+
+/// Runs `dnsluice run` with `args`, its output to /dev/null, and takes its
+/// resource usage from the kernel.
+// The child is reaped by `wait4` (which `Child::wait` does not offer).
+#[allow(clippy::zombie_processes)]
+fn run_measured(dir: &Path, args: &[String]) -> Measured {
+    let stats_path = dir.join("stats.json");
+    let mut child = dnsluice()
+        .arg("run")
+        .args(args)
+        .arg("--stats-json")
+        .arg(&stats_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start dnsluice");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: plain out-parameters; the child is ours and not yet waited for
+    // (`Child` is not used to wait after this).
+    #[allow(unsafe_code)]
+    let (waited, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        (libc::wait4(pid, &mut status, 0, &mut usage), usage)
+    };
+    assert_eq!(waited, pid, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "dnsluice failed ({status}): {stderr}"
+    );
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    let stats = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
+    Measured {
+        stats,
+        stderr,
+        kernel_cpu: time(usage.ru_utime) + time(usage.ru_stime),
+    }
+}
+
+/// The threads of `--stats-json` as (name, count, seconds), in its order.
+fn threads(stats: &Value) -> Vec<(String, u64, f64)> {
+    stats["threads"]
+        .as_array()
+        .expect("a threads list")
+        .iter()
+        .map(|t| {
+            let name = t["name"].as_str().unwrap().to_string();
+            (
+                name,
+                t["count"].as_u64().unwrap(),
+                t["cpu_s"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The threads' times add up to what the kernel counted for the process,
+/// less only what it spent outside them (starting and tearing down), and the
+/// process's own total is no more than the kernel's.
+fn accounts_for_the_process(run: &Measured) {
+    let kernel = run.kernel_cpu.as_secs_f64();
+    let sum: f64 = threads(&run.stats).iter().map(|t| t.2).sum();
+    let total = run.stats["cpu_s"].as_f64().unwrap();
+    assert!(kernel > 0.05, "a run long enough to measure: {kernel} s");
+    assert!(
+        sum <= kernel + 0.002 && sum >= 0.9 * kernel,
+        "threads {sum} s against the kernel's {kernel} s: {:?}",
+        threads(&run.stats)
+    );
+    assert!(
+        total <= kernel + 0.002 && total >= sum - 0.002,
+        "total {total}, threads {sum}, kernel {kernel}"
+    );
+    // The summary line says the same total.
+    let line = format!("  cpu {total:.3} s: ");
+    assert!(
+        run.stderr.contains(&line),
+        "no {line:?} in:\n{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_run_on_two_threads_says_what_each_thread_used() {
+    let dir = temp_dir("thread-cpu-two");
+    let capture = udp_capture(&dir, 400_000);
+    let run = run_measured(&dir, &dump_args(&capture, &["--threads", "2"]));
+    let mut names: Vec<(String, u64)> = threads(&run.stats)
+        .into_iter()
+        .map(|(name, count, _)| (name, count))
+        .collect();
+    names.sort();
+    let expected = ["main", "mmpcap-helper", "split-0", "split-1", "split-merge"];
+    let expected: Vec<(String, u64)> = expected.iter().map(|n| (n.to_string(), 1)).collect();
+    assert_eq!(names, expected, "{}", run.stderr);
+    // The two threads that ran the chain did most of the work, and the
+    // list comes busiest first.
+    let listed = threads(&run.stats);
+    assert!(
+        listed[0].0.starts_with("split-") && listed[1].0.starts_with("split-"),
+        "{listed:?}"
+    );
+    assert!(listed.windows(2).all(|w| w[0].2 >= w[1].2), "{listed:?}");
+    accounts_for_the_process(&run);
+}
+
+#[test]
+fn a_compressed_capture_on_one_thread_counts_its_decompressing_thread() {
+    let dir = temp_dir("thread-cpu-zstd");
+    let compressed = zstd_capture(&dir, 300_000);
+    let run = run_measured(&dir, &dump_args(&compressed, &["--threads", "1"]));
+    let mut names: Vec<String> = threads(&run.stats).into_iter().map(|t| t.0).collect();
+    names.sort();
+    assert_eq!(names, ["decompress", "main"], "{}", run.stderr);
+    accounts_for_the_process(&run);
+}
+
+#[test]
+fn a_file_set_on_two_jobs_counts_both_jobs_and_their_threads() {
+    let dir = temp_dir("thread-cpu-jobs");
+    let first = zstd_capture(&dir, 200_000);
+    let second_dir = dir.join("second");
+    std::fs::create_dir(&second_dir).unwrap();
+    let second = zstd_capture(&second_dir, 200_000);
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/qtype-stats.toml");
+    let args: Vec<String> = vec![
+        config.display().to_string(),
+        "--files".into(),
+        first.display().to_string(),
+        second.display().to_string(),
+        "--jobs".into(),
+        "2".into(),
+    ];
+    let run = run_measured(&dir, &args);
+    let mut names: Vec<(String, u64)> = threads(&run.stats)
+        .into_iter()
+        .map(|(name, count, _)| (name, count))
+        .collect();
+    names.sort();
+    let expected = [("decompress", 2), ("job", 2), ("main", 1)];
+    let expected: Vec<(String, u64)> = expected.iter().map(|(n, c)| (n.to_string(), *c)).collect();
+    assert_eq!(names, expected, "{}", run.stderr);
+    assert!(run.stderr.contains("job ×2 "), "{}", run.stderr);
+    accounts_for_the_process(&run);
+}
