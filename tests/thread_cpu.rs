@@ -1,15 +1,18 @@
 //! `dnsluice run` says where its processor time went: the summary's `cpu`
 //! line and `cpu_s` / `threads` in `--stats-json` (each thread the run
-//! started, by name, and the process's total). Checked against the
-//! kernel's own account of the child process (`wait4`'s resource usage),
-//! not against anything dnsluice reports of itself.
+//! started, by name, and the process's total); and the same, live, in its
+//! Prometheus endpoint (`process_cpu_seconds_total`,
+//! `dnsluice_thread_cpu_seconds_total`, scraped by Debian's `prometheus`).
+//! Checked against the kernel's own account of the child process (`wait4`'s
+//! resource usage), not against anything dnsluice reports of itself.
 
 use serde_json::Value;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use testkit::{dnsluice, run_ok, temp_dir};
+use testkit::prometheus::{total, Prometheus};
+use testkit::queue::free_port;
+use testkit::{dnsluice, run_ok, temp_dir, wait_usage};
 
 /// `count` generated DNS queries over UDP (the benches' generator).
 fn udp_capture(dir: &Path, count: u32) -> PathBuf {
@@ -56,11 +59,9 @@ fn dump_args(capture: &Path, args: &[&str]) -> Vec<String> {
 
 /// Runs `dnsluice run` with `args`, its output to /dev/null, and takes its
 /// resource usage from the kernel.
-// The child is reaped by `wait4` (which `Child::wait` does not offer).
-#[allow(clippy::zombie_processes)]
 fn run_measured(dir: &Path, args: &[String]) -> Measured {
     let stats_path = dir.join("stats.json");
-    let mut child = dnsluice()
+    let child = dnsluice()
         .arg("run")
         .args(args)
         .arg("--stats-json")
@@ -69,35 +70,13 @@ fn run_measured(dir: &Path, args: &[String]) -> Measured {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start dnsluice");
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: plain out-parameters; the child is ours and not yet waited for
-    // (`Child` is not used to wait after this).
-    #[allow(unsafe_code)]
-    let (waited, usage) = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        (libc::wait4(pid, &mut status, 0, &mut usage), usage)
-    };
-    assert_eq!(waited, pid, "wait4");
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "dnsluice failed ({status}): {stderr}"
-    );
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
+    let usage = wait_usage(child);
+    assert!(usage.success, "dnsluice failed: {}", usage.stderr);
     let stats = serde_json::from_str(&std::fs::read_to_string(&stats_path).unwrap()).unwrap();
     Measured {
         stats,
-        stderr,
-        kernel_cpu: time(usage.ru_utime) + time(usage.ru_stime),
+        stderr: usage.stderr,
+        kernel_cpu: usage.cpu,
     }
 }
 
@@ -206,4 +185,46 @@ fn a_file_set_on_two_jobs_counts_both_jobs_and_their_threads() {
     assert_eq!(names, expected, "{}", run.stderr);
     assert!(run.stderr.contains("job ×2 "), "{}", run.stderr);
     accounts_for_the_process(&run);
+}
+
+#[test]
+fn prometheus_sees_each_threads_time_while_a_capture_runs_on_two_threads() {
+    let dir = temp_dir("thread-cpu-prometheus");
+    let capture = udp_capture(&dir, 400_000);
+    let port = free_port();
+    let prometheus = Prometheus::start(port, &dir);
+    let args = dump_args(&capture, &["--threads", "2"]);
+    let mut command: Vec<&str> = vec!["run"];
+    command.extend(args.iter().map(String::as_str));
+    let usage = wait_usage(testkit::prometheus::spawn(&command, port));
+    assert!(usage.success, "dnsluice failed: {}", usage.stderr);
+    prometheus.wait_final();
+    let kernel = usage.cpu.as_secs_f64();
+    // The last scrape took the final values: the process's time then is
+    // the kernel's, less what the process spent after it (its exit).
+    let process = prometheus.one(&total("process_cpu_seconds_total"));
+    assert!(
+        process <= kernel + 0.002 && process >= 0.9 * kernel,
+        "process {process} s, kernel {kernel} s"
+    );
+    // The two threads that ran the chain, sampled while they lived (every
+    // 200 ms): most of the run's time, and more than one sample each.
+    let thread = |name: &str| format!("dnsluice_thread_cpu_seconds_total{{thread=\"{name}\"}}");
+    let split: f64 = ["split-0", "split-1"]
+        .iter()
+        .map(|name| prometheus.one(&total(&thread(name))))
+        .sum();
+    assert!(
+        split >= 0.5 * kernel && split <= kernel + 0.02,
+        "split threads {split} s, kernel {kernel} s"
+    );
+    let samples = prometheus.one(&format!("count_over_time({}[1m])", thread("split-0")));
+    assert!(samples >= 3.0, "{samples} samples of split-0");
+    // Resident memory: never above the kernel's peak for the process.
+    let resident = prometheus.one(&total("process_resident_memory_bytes"));
+    assert!(
+        resident > 10e6 && resident <= usage.max_rss_bytes as f64 + 4096.0,
+        "resident {resident} B, peak {} B",
+        usage.max_rss_bytes
+    );
 }

@@ -4,12 +4,14 @@
 //! pipeline file, the key `metrics_listen`).
 //!
 //! [`board`] holds the latest snapshot (the driver publishes it, a scrape
-//! reads it), [`render`] writes it in Prometheus' format, [`server`] is the
+//! reads it), [`render`] writes it in Prometheus' format (with the
+//! process's own time and memory, [`process`]), [`server`] is the
 //! HTTP server on its own thread. The address is bound only where the user
 //! says; `--metrics-linger` keeps the endpoint up after the run until a
 //! scrape has taken the final values.
 
 pub mod board;
+pub mod process;
 pub mod render;
 pub mod server;
 

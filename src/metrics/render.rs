@@ -15,7 +15,10 @@
 //!   `dnsluice_lookup_nameserver_latency_seconds{nameserver}` and
 //!   `dnsluice_diff_latency_seconds{server}` (each server of a diff);
 //! - per nameserver of a lookup: `dnsluice_lookup_nameserver_*`;
-//! - `dnsluice_build_info{version}` and `dnsluice_run_finished`.
+//! - `dnsluice_build_info{version}` and `dnsluice_run_finished`;
+//! - the process's own: `process_cpu_seconds_total`,
+//!   `process_resident_memory_bytes` and `dnsluice_thread_cpu_seconds_total{thread}`
+//!   (each live thread's time by name: see [`super::process`]).
 
 use dnsluice_core::{Histogram, StageStats};
 use std::collections::BTreeMap;
@@ -205,6 +208,7 @@ pub fn render(stages: &[StageStats], finished: bool) -> String {
         &none,
         if finished { 1.0 } else { 0.0 },
     );
+    process_families(&mut f, &none);
     for (index, s) in stages.iter().enumerate() {
         let stage = none
             .with("stage", &index.to_string())
@@ -212,6 +216,41 @@ pub fn render(stages: &[StageStats], finished: bool) -> String {
         stage_families(&mut f, &stage, s);
     }
     f.text()
+}
+
+/// The process's processor time (in all and by thread name) and memory.
+fn process_families(f: &mut Families, none: &Labels) {
+    f.sample(
+        (
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system processor time of the dnsluice process, in seconds.",
+        ),
+        none,
+        super::process::cpu_seconds(),
+    );
+    if let Some(bytes) = super::process::resident_bytes() {
+        f.sample(
+            (
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory of the dnsluice process, in bytes.",
+            ),
+            none,
+            bytes,
+        );
+    }
+    for (name, seconds) in super::process::thread_cpu_seconds() {
+        f.sample(
+            (
+                "dnsluice_thread_cpu_seconds_total",
+                "counter",
+                "User and system processor time of the process's live threads of a name, in seconds.",
+            ),
+            &none.with("thread", &name),
+            seconds,
+        );
+    }
 }
 
 /// One stage's samples.

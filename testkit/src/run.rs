@@ -97,3 +97,48 @@ pub fn output_within(command: &mut Command, limit: Duration) -> Output {
         stderr,
     }
 }
+
+/// What the kernel counted for a child process that ended ([`wait_usage`]).
+#[derive(Debug)]
+pub struct Usage {
+    /// Whether it exited with status 0.
+    pub success: bool,
+    /// Its user and system processor time, all threads.
+    pub cpu: Duration,
+    /// Its peak resident memory, in bytes.
+    pub max_rss_bytes: u64,
+    /// Its standard error, when piped.
+    pub stderr: String,
+}
+
+/// Reads `child`'s standard error (when piped) to its end, then reaps it
+/// with `wait4`, which gives the kernel's account of its resources (what
+/// `Child::wait` does not).
+pub fn wait_usage(mut child: Child) -> Usage {
+    use std::io::Read;
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut stderr);
+    }
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: plain out-parameters; `child` is consumed here and never
+    // waited for through `Child` (so it is reaped once, by this call).
+    #[allow(unsafe_code)]
+    let (waited, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        (libc::wait4(pid, &mut status, 0, &mut usage), usage)
+    };
+    // Dropping a `Child` neither waits nor kills: it closes our ends of its pipes.
+    drop(child);
+    assert_eq!(waited, pid, "wait4 of {pid}");
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    Usage {
+        success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        cpu: time(usage.ru_utime) + time(usage.ru_stime),
+        max_rss_bytes: usage.ru_maxrss as u64 * 1024,
+        stderr,
+    }
+}
