@@ -29,7 +29,7 @@ impl CpuReport {
             name,
             cpu: cpu::this_thread(),
         });
-        CpuReport::of(process_cpu(), noted)
+        CpuReport::of(cpu::process(), noted)
     }
 
     /// The report of `noted` threads in a process that used `total`.
@@ -92,24 +92,6 @@ impl CpuReport {
         object.insert("cpu_s".into(), json!(self.total.as_secs_f64()));
         object.insert("threads".into(), Value::Array(threads));
     }
-}
-
-/// User and system time of the whole process so far.
-fn process_cpu() -> Duration {
-    // SAFETY: `usage` is a valid, writable rusage; the call writes only it.
-    #[allow(unsafe_code)]
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        (libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0).then_some(usage)
-    };
-    let Some(usage) = usage else {
-        return Duration::ZERO;
-    };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
-            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! then read off the summary, not guessed.
 //!
 //! The time is the kernel's per-thread clock (`CLOCK_THREAD_CPUTIME_ID`:
-//! user and system time of that thread alone). Notes go to one list per
+//! user and system time of that thread alone); [`process`] gives the
+//! whole process's. Notes go to one list per
 //! process, which the summary takes ([`take_noted`]); a process running
 //! several chains at once sees them all in one list, and the list keeps the
 //! last [`MAX_NOTED`] so that a long-lived process cannot grow it.
@@ -44,6 +45,28 @@ pub fn this_thread() -> Duration {
             let seconds = u64::try_from(now.tv_sec).unwrap_or(0);
             let nanos = u32::try_from(now.tv_nsec).unwrap_or(0);
             return Duration::new(seconds, nanos);
+        }
+    }
+    Duration::ZERO
+}
+
+/// The whole process's processor time so far (user and system, all its
+/// threads: `getrusage`); zero where it cannot be read.
+pub fn process() -> Duration {
+    #[cfg(unix)]
+    {
+        // SAFETY: `usage` is a valid, writable rusage; the call writes only it.
+        #[allow(unsafe_code)]
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            (libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0).then_some(usage)
+        };
+        if let Some(usage) = usage {
+            let time = |t: libc::timeval| {
+                Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+                    + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+            };
+            return time(usage.ru_utime) + time(usage.ru_stime);
         }
     }
     Duration::ZERO

@@ -8,17 +8,7 @@
 
 /// User and system time of the whole process, in seconds (`getrusage`).
 pub fn cpu_seconds() -> f64 {
-    // SAFETY: `usage` is a valid, writable rusage; the call writes only it.
-    #[allow(unsafe_code)]
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        (libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0).then_some(usage)
-    };
-    let Some(usage) = usage else {
-        return 0.0;
-    };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    dnsluice_modules::cpu::process().as_secs_f64()
 }
 
 /// The process's resident memory in bytes (`/proc/self/statm`), if known.
