@@ -10,10 +10,10 @@
 //! lies in. The reader of a part puts those packets into one batch per
 //! thread that owns flows (by the flow's hash, as the split spreads them),
 //! and posts every batch, empty or not, to that thread's mailbox under the
-//! part's number; each thread takes its mailbox's batches in part order (between its own parts, and while it
-//! waits), so a flow's packets reach its chain in the order one thread
-//! would see them. Its own flows' packets take the same way, through its
-//! own mailbox.
+//! part's number; each thread takes its mailbox's batches in part order
+//! (between its own parts, and while it waits), so a flow's packets reach
+//! its chain in the order one thread would see them. Its own flows'
+//! packets take the same way, through its own mailbox.
 //!
 //! Merging the output into one stream, each thread writes two lanes for
 //! the merger: what its own parts' datagrams wrote (in part order) and
