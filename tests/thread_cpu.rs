@@ -220,10 +220,14 @@ fn prometheus_sees_each_threads_time_while_a_capture_runs_on_two_threads() {
     );
     let samples = prometheus.one(&format!("count_over_time({}[1m])", thread("split-0")));
     assert!(samples >= 3.0, "{samples} samples of split-0");
-    // Resident memory: never above the kernel's peak for the process.
+    // Resident memory: never above the kernel's peak for the process, but
+    // for the kernel's own slack: it keeps a process's resident pages in
+    // per-CPU counters, read without summing them exactly (each CPU may
+    // hold up to 32 pages or more not yet added: a scrape once read 86 KB
+    // above the peak `wait4` gave).
     let resident = prometheus.one(&total("process_resident_memory_bytes"));
     assert!(
-        resident > 10e6 && resident <= usage.max_rss_bytes as f64 + 4096.0,
+        resident > 10e6 && resident <= usage.max_rss_bytes as f64 + 1024.0 * 1024.0,
         "resident {resident} B, peak {} B",
         usage.max_rss_bytes
     );

@@ -10,7 +10,11 @@
 //! driven from the end (`output ← filter ← input`). [`drive`] connects the two.
 
 use crate::{Object, StageError, StageStats};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
+
+mod drive;
+
+pub use drive::{drive, drive_chain, Snapshot, Watch};
 
 /// Push side: an upstream hands this stage one object.
 pub trait Receiver {
@@ -76,6 +80,31 @@ pub trait Producer {
     fn parts(&mut self) -> Option<InputParts> {
         None
     }
+
+    /// Pushes its objects into `receiver` itself, in a loop of its own,
+    /// until its input ends, `due` is set (a watcher wants a look; it is
+    /// cleared by the driver), or a stop is requested; each object pushed
+    /// is counted in `moved`. `None` (the default): this producer does not
+    /// push, and the driver pulls ([`Producer::produce`]).
+    fn push_into(
+        &mut self,
+        receiver: &mut dyn Receiver,
+        due: Option<&AtomicBool>,
+        moved: &mut u64,
+    ) -> Option<Result<Pushed, StageError>> {
+        let _ = (receiver, due, moved);
+        None
+    }
+}
+
+/// Why [`Producer::push_into`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pushed {
+    /// The input ended: no object comes after.
+    End,
+    /// It paused (a watcher is due, a stop was requested, or a record its
+    /// loop does not take): call the driver's loop again.
+    Paused,
 }
 
 /// An input handed over to be read in parts (see [`Producer::parts`]).
@@ -124,160 +153,13 @@ impl<P: Producer + ?Sized> Producer for Box<P> {
     fn parts(&mut self) -> Option<InputParts> {
         (**self).parts()
     }
-}
-
-/// Takes every stage's statistics of a running chain (see [`Watch`]).
-pub type Snapshot<'a> = &'a dyn Fn() -> Vec<StageStats>;
-
-/// A look at a running chain: when `due` is set (by a timer), the driver
-/// clears it after the current object and calls `call` with the number of
-/// objects moved so far and a way to take every stage's statistics. The
-/// per-object cost is one relaxed load of `due`.
-pub struct Watch<'a> {
-    /// Set when `call` is due.
-    pub due: &'a AtomicBool,
-    /// Called between two objects: `(objects moved, snapshot of the stages' statistics)`.
-    pub call: &'a mut dyn FnMut(u64, Snapshot<'_>),
-}
-
-/// Pulls every object from `producer` and pushes it into `receiver`, then
-/// finishes the receiver. With a `watch`, calls it between objects whenever
-/// it is due. Returns the number of objects moved.
-///
-/// A stop requested ([`crate::stop`]: SIGINT, SIGTERM) ends the loop before
-/// the next object, and the receiver is finished as at the end of the input.
-///
-/// When either side fails (a corrupt input, a failing stage), the receiver
-/// is still finished before the error is returned, so that every output
-/// writes what it holds of the objects that came before: nothing already
-/// processed is lost to the error.
-pub fn drive<P, R>(
-    producer: &mut P,
-    receiver: &mut R,
-    watch: Option<Watch<'_>>,
-) -> Result<u64, StageError>
-where
-    P: Producer + ?Sized,
-    R: Receiver + ?Sized,
-{
-    let mut moved = 0u64;
-    let pumped = pump(producer, receiver, watch, &mut moved);
-    tell_input_end(producer, receiver);
-    match pumped {
-        Ok(()) => {
-            receiver.finish()?;
-            Ok(moved)
-        }
-        Err(e) => {
-            // What the outputs hold is written out; an error of the finish
-            // itself (a second symptom, as a rule) gives way to the first.
-            let _ = receiver.finish();
-            Err(e)
-        }
-    }
-}
-
-/// Tells the receiver the capture time of the input's last record, when
-/// the input knows one (see [`Receiver::clock_at_end`]).
-fn tell_input_end<P, R>(producer: &P, receiver: &mut R)
-where
-    P: Producer + ?Sized,
-    R: Receiver + ?Sized,
-{
-    let mut stats = Vec::new();
-    producer.stats(&mut stats);
-    let last = stats
-        .iter()
-        .find_map(|s| s.reading.and_then(|r| r.last_ts_ns));
-    if let Some(ts) = last {
-        receiver.clock_at_end(ts);
-    }
-}
-
-/// [`drive`]'s loop: every object from `producer` into `receiver`, counted
-/// in `moved`, until the end or the first error.
-#[inline(always)]
-fn pump<P, R>(
-    producer: &mut P,
-    receiver: &mut R,
-    mut watch: Option<Watch<'_>>,
-    moved: &mut u64,
-) -> Result<(), StageError>
-where
-    P: Producer + ?Sized,
-    R: Receiver + ?Sized,
-{
-    if let Some(watch) = watch.as_mut().filter(|_| producer.waits()) {
-        return pump_waiting(producer, receiver, watch, moved);
-    }
-    loop {
-        if crate::stop::requested().is_some() {
-            return Ok(());
-        }
-        // Use the object where `produce` wrote it: objects are a few hundred
-        // bytes, and moving each one out of the `Result` is a copy per packet.
-        let mut next = producer.produce();
-        let obj = match &mut next {
-            Ok(Some(obj)) => obj,
-            Ok(None) => return Ok(()),
-            Err(_) => return next.map(|_| ()),
-        };
-        receiver.receive(obj)?;
-        *moved += 1;
-        drop(next);
-        if let Some(watch) = &mut watch {
-            look(producer, receiver, watch, *moved);
-        }
-    }
-}
-
-/// [`pump`] for a producer that [`Producer::waits`]: the watcher is called
-/// while it waits too.
-fn pump_waiting<P, R>(
-    producer: &mut P,
-    receiver: &mut R,
-    watch: &mut Watch<'_>,
-    moved: &mut u64,
-) -> Result<(), StageError>
-where
-    P: Producer + ?Sized,
-    R: Receiver + ?Sized,
-{
-    loop {
-        if crate::stop::requested().is_some() {
-            return Ok(());
-        }
-        let mut next = producer.produce_or_wait(watch.due);
-        match &mut next {
-            Ok(Pulled::Object(obj)) => {
-                receiver.receive(obj)?;
-                *moved += 1;
-            }
-            Ok(Pulled::Waiting) => {}
-            Ok(Pulled::End) => return Ok(()),
-            Err(_) => return next.map(|_| ()),
-        }
-        drop(next);
-        look(producer, receiver, watch, *moved);
-    }
-}
-
-/// Calls `watch` if it is due.
-#[inline(always)]
-fn look<P, R>(producer: &P, receiver: &R, watch: &mut Watch<'_>, moved: u64)
-where
-    P: Producer + ?Sized,
-    R: Receiver + ?Sized,
-{
-    if watch.due.load(Ordering::Relaxed) {
-        watch.due.store(false, Ordering::Relaxed);
-        let snapshot = || {
-            let mut out = Vec::new();
-            producer.stats(&mut out);
-            receiver.stats(&mut out);
-            out
-        };
-        (watch.call)(moved, &snapshot);
+    fn push_into(
+        &mut self,
+        receiver: &mut dyn Receiver,
+        due: Option<&AtomicBool>,
+        moved: &mut u64,
+    ) -> Option<Result<Pushed, StageError>> {
+        (**self).push_into(receiver, due, moved)
     }
 }
 
@@ -531,68 +413,5 @@ impl<F: FlatMap, P: Producer> Producer for FlatMapStage<F, P> {
     fn stats(&self, out: &mut Vec<StageStats>) {
         self.neighbour.stats(out);
         out.push(self.own_stats());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Text, TextKind};
-
-    /// Gives `Waiting` (when due), a line, `Waiting` again, then the end.
-    struct Slow {
-        step: usize,
-    }
-
-    impl Producer for Slow {
-        fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
-            unreachable!("a producer that waits is asked with produce_or_wait")
-        }
-        fn stats(&self, _: &mut Vec<StageStats>) {}
-        fn waits(&self) -> bool {
-            true
-        }
-        fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {
-            self.step += 1;
-            Ok(match self.step {
-                1 | 3 if due.load(Ordering::Relaxed) => Pulled::Waiting,
-                1..=3 => Pulled::Object(Object::Text(Text {
-                    kind: TextKind::Line,
-                    number: self.step as u64,
-                    text: "a.example",
-                })),
-                _ => Pulled::End,
-            })
-        }
-    }
-
-    struct Count(u64);
-
-    impl Receiver for Count {
-        fn receive(&mut self, _: &mut Object<'_>) -> Result<(), StageError> {
-            self.0 += 1;
-            Ok(())
-        }
-        fn stats(&self, _: &mut Vec<StageStats>) {}
-    }
-
-    #[test]
-    fn a_waiting_producer_lets_the_watcher_look_while_it_waits() {
-        let due = AtomicBool::new(true);
-        let mut looked = Vec::new();
-        let mut call = |moved: u64, _: Snapshot<'_>| {
-            looked.push(moved);
-            // Due again at once: every wait gives way.
-            due.store(true, Ordering::Relaxed);
-        };
-        let mut receiver = Count(0);
-        let watch = Watch {
-            due: &due,
-            call: &mut call,
-        };
-        let moved = drive(&mut Slow { step: 0 }, &mut receiver, Some(watch)).unwrap();
-        assert_eq!((moved, receiver.0), (1, 1));
-        // After the first wait, the line, the second wait.
-        assert_eq!(looked, [0, 1, 1]);
     }
 }

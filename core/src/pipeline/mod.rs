@@ -31,7 +31,7 @@ mod threads;
 pub use threads::{ThreadPlan, Threads};
 
 use crate::registry::{Factory, ModuleEntry, Role, StageOptions};
-use crate::stage::{drive, Watch};
+use crate::stage::{drive_chain, Watch};
 use crate::{Producer, Receiver, Registry, StageError, StageStats};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -585,7 +585,7 @@ impl Chain {
     pub fn run(&mut self, watch: Option<Watch<'_>>) -> Result<u64, StageError> {
         // The boxes opened once here: each call in the loop then goes
         // through one vtable, not the box's and then the stage's.
-        drive(&mut *self.producer, &mut *self.receiver, watch)
+        drive_chain(&mut *self.producer, &mut *self.receiver, watch)
     }
 
     /// Every stage's counters, in pipeline order.

@@ -26,6 +26,7 @@ pub mod write;
 pub(crate) mod tests;
 
 use dnsluice_core::LinkType;
+use std::ops::ControlFlow;
 
 /// The largest record or block accepted; anything larger is taken as corruption
 /// (libpcap's own limit for a record is 256 KiB; pcapng blocks can carry more).
@@ -113,6 +114,29 @@ impl CaptureFormat {
         }
     }
 
+    /// Walks the complete, sane packet records from the start of `buf`
+    /// (those [`CaptureFormat::record`] gives), handing each to `each`
+    /// with its offset in `buf`, until one is not (then [`CaptureFormat::next`]
+    /// says what is there) or `each` breaks. Returns the bytes walked (up to
+    /// the record `each` broke at; that record not counted) and what `each`
+    /// broke with. The format's and the byte order's choice is made once,
+    /// for the loop, not per record.
+    #[inline(always)]
+    pub fn walk<B>(
+        &self,
+        buf: &[u8],
+        each: impl FnMut(usize, &RecordInfo) -> ControlFlow<B>,
+    ) -> (usize, ControlFlow<B>) {
+        match self {
+            CaptureFormat::Pcap(p) => p
+                .endian
+                .with_words(|read| walk_with(buf, |at| p.record_in(at, read), each)),
+            CaptureFormat::Pcapng(p) => p
+                .endian
+                .with_words(|read| walk_with(buf, |at| p.record_in(at, read), each)),
+        }
+    }
+
     /// What the bytes at `buf[0..]` (the current position) hold.
     #[inline]
     pub fn next(&mut self, buf: &[u8]) -> Result<Step, String> {
@@ -129,6 +153,23 @@ impl CaptureFormat {
             CaptureFormat::Pcapng(_) => "pcapng".to_string(),
         }
     }
+}
+
+/// [`CaptureFormat::walk`] with a format's reader of one record.
+#[inline(always)]
+fn walk_with<B>(
+    buf: &[u8],
+    record: impl Fn(&[u8]) -> Option<RecordInfo>,
+    mut each: impl FnMut(usize, &RecordInfo) -> ControlFlow<B>,
+) -> (usize, ControlFlow<B>) {
+    let mut at = 0;
+    while let Some(info) = buf.get(at..).and_then(&record) {
+        if let ControlFlow::Break(b) = each(at, &info) {
+            return (at, ControlFlow::Break(b));
+        }
+        at += info.consumed;
+    }
+    (at, ControlFlow::Continue(()))
 }
 
 /// Reads a `u16`/`u32`/`u64` in a given byte order.

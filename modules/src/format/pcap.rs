@@ -21,7 +21,7 @@ pub(super) const RECORD_HEADER: usize = 16;
 /// Classic pcap state: byte order, resolution, link type.
 #[derive(Debug, Clone)]
 pub struct Pcap {
-    endian: Endian,
+    pub(super) endian: Endian,
     /// Nanoseconds per unit of the timestamp's fraction: 1 in a
     /// nanosecond file, 1000 in a microsecond one.
     frac_ns: i64,
@@ -74,9 +74,8 @@ impl Pcap {
         self.endian.with_words(|read| self.record_in(buf, read))
     }
 
-    /// [`Pcap::record`] with the byte order's reader.
     #[inline(always)]
-    fn record_in(&self, buf: &[u8], read: fn([u8; 4]) -> u32) -> Option<RecordInfo> {
+    pub(super) fn record_in(&self, buf: &[u8], read: fn([u8; 4]) -> u32) -> Option<RecordInfo> {
         let header: &[u8; RECORD_HEADER] = buf.get(..RECORD_HEADER)?.try_into().ok()?;
         let field = |at: usize| read([header[at], header[at + 1], header[at + 2], header[at + 3]]);
         let caplen = field(8) as usize;

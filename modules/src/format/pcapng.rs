@@ -81,7 +81,7 @@ impl Interface {
 /// pcapng state: the current section's byte order and interfaces.
 #[derive(Debug, Default, Clone)]
 pub struct Pcapng {
-    endian: Endian,
+    pub(super) endian: Endian,
     interfaces: Vec<Interface>,
     seen_shb: bool,
 }
@@ -97,9 +97,8 @@ impl Pcapng {
         self.endian.with_words(|read| self.record_in(buf, read))
     }
 
-    /// [`Pcapng::record`] with the byte order's reader.
     #[inline(always)]
-    fn record_in(&self, buf: &[u8], read: fn([u8; 4]) -> u32) -> Option<RecordInfo> {
+    pub(super) fn record_in(&self, buf: &[u8], read: fn([u8; 4]) -> u32) -> Option<RecordInfo> {
         const HEAD: usize = 8 + EPB_FIXED;
         let head: &[u8; HEAD] = buf.get(..HEAD)?.try_into().ok()?;
         let field = |at: usize| read([head[at], head[at + 1], head[at + 2], head[at + 3]]);

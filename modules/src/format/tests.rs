@@ -4,7 +4,7 @@
 
 use super::*;
 
-fn pcap_header(big: bool, nanos: bool, link: u32) -> Vec<u8> {
+pub(crate) fn pcap_header(big: bool, nanos: bool, link: u32) -> Vec<u8> {
     let magic: u32 = if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
     let fields: [u32; 6] = [magic, 0, 0, 0, 65535, link]; // magic, version, thiszone, sigfigs, snaplen, link
     let mut v = Vec::new();
@@ -31,7 +31,7 @@ fn pcap_header(big: bool, nanos: bool, link: u32) -> Vec<u8> {
     v
 }
 
-fn pcap_record(big: bool, secs: u32, frac: u32, data: &[u8], len: u32) -> Vec<u8> {
+pub(crate) fn pcap_record(big: bool, secs: u32, frac: u32, data: &[u8], len: u32) -> Vec<u8> {
     let mut v = Vec::new();
     for f in [secs, frac, data.len() as u32, len] {
         v.extend_from_slice(&if big {

@@ -4,9 +4,12 @@
 use crate::format::stream::RecordSource;
 use crate::format::{CaptureFormat, FormatError, RecordInfo, Step};
 use dnsluice_core::{
-    CaptureMeta, InputParts, Object, Packet, Producer, Pulled, Reading, StageError, StageStats,
+    CaptureMeta, InputParts, Object, Packet, Producer, Pulled, Pushed, Reading, Receiver,
+    StageError, StageStats,
 };
 use std::path::{Path, PathBuf};
+
+mod push;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -180,6 +183,17 @@ impl<S: RecordSource> CaptureReader<S> {
         Object::Packet(Packet::new(data, meta))
     }
 
+    /// The next packet ([`Producer::produce`]), inlined where it is called.
+    #[inline(always)]
+    fn next_object(&mut self) -> Result<Option<Object<'_>>, StageError> {
+        self.source.consume(std::mem::take(&mut self.pending));
+        // Fast path: a complete packet record already in the window.
+        if let Some(record) = self.format.record(self.source.window()) {
+            return Ok(Some(self.emit(record)));
+        }
+        self.produce_slow()
+    }
+
     #[cold]
     fn note_first(&mut self, ts_ns: Option<i64>) {
         self.first_ts_ns = ts_ns;
@@ -233,16 +247,27 @@ impl<S: RecordSource> CaptureReader<S> {
 impl<S: RecordSource> Producer for CaptureReader<S> {
     #[inline]
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
-        self.source.consume(std::mem::take(&mut self.pending));
-        // Fast path: a complete packet record already in the window.
-        if let Some(record) = self.format.record(self.source.window()) {
-            return Ok(Some(self.emit(record)));
-        }
-        self.produce_slow()
+        self.next_object()
     }
 
     fn waits(&self) -> bool {
         self.elsewhere.is_some()
+    }
+
+    /// The walk as one loop with the chain's first stage: the reader's
+    /// state stays at hand from one record to the next, where a call per
+    /// record would store and load it (and the format's and byte order's
+    /// choice is made once for the loop, not per record).
+    fn push_into(
+        &mut self,
+        receiver: &mut dyn Receiver,
+        due: Option<&AtomicBool>,
+        moved: &mut u64,
+    ) -> Option<Result<Pushed, StageError>> {
+        if self.elsewhere.is_some() {
+            return None;
+        }
+        Some(self.push_all(receiver, due, moved))
     }
 
     fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {

@@ -111,6 +111,36 @@ impl Drop for Helper {
     }
 }
 
+/// What the helper does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Job {
+    /// Drop the page tables of the next [`RELEASE_CHUNK`] behind the walk.
+    Release,
+    /// Fault the pages in up to here.
+    FaultTo(usize),
+    /// Nothing is due.
+    Nap,
+}
+
+/// The helper's next job, the pages being faulted in below `faulted` and
+/// released below `released`, the walk at `walk` in a map of `end` bytes.
+/// What is due for release comes first: a walk faster than the faulting (a
+/// cheap chain: 16 GB/s with `output.null` straight after the input) would
+/// otherwise find the helper always faulting and the whole file left mapped
+/// (1.5 GiB resident for a 2 GB capture, against 150 MiB). Then the lead,
+/// a step at a time, so that a walk that moves on meanwhile is seen, and a
+/// stop is not kept waiting.
+fn next_job(faulted: usize, released: usize, walk: usize, end: usize) -> Job {
+    if released + RELEASE_CHUNK + RELEASE_LAG <= walk {
+        return Job::Release;
+    }
+    let lead = walk.saturating_add(FAULT_LEAD).min(end);
+    if faulted < lead {
+        return Job::FaultTo((faulted + FAULT_STEP).min(lead));
+    }
+    Job::Nap
+}
+
 /// The helper's progress over the map.
 struct Tending<'m> {
     map: &'m Mmap,
@@ -137,16 +167,16 @@ impl<'m> Tending<'m> {
             let end = self.map.len();
             // Behind the walk (it outran the helper): catch up.
             self.faulted = self.faulted.max(walk);
-            let lead = walk.saturating_add(FAULT_LEAD).min(end);
-            if self.faulted < lead {
-                // A step at a time, so that a walk that moves on meanwhile
-                // is seen, and a stop is not kept waiting.
-                self.fault_in((self.faulted + FAULT_STEP).min(lead));
-                continue;
-            }
-            if self.released + RELEASE_CHUNK + RELEASE_LAG <= walk {
-                self.release();
-                continue;
+            match next_job(self.faulted, self.released, walk, end) {
+                Job::Release => {
+                    self.release();
+                    continue;
+                }
+                Job::FaultTo(to) => {
+                    self.fault_in(to);
+                    continue;
+                }
+                Job::Nap => {}
             }
             nap = if walk == last_walk {
                 (nap * 2).min(NAP_MAX)
@@ -186,5 +216,36 @@ impl<'m> Tending<'m> {
                 .unchecked_advise_range(UncheckedAdvice::DontNeed, self.released, RELEASE_CHUNK)
         };
         self.released += RELEASE_CHUNK;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_due_for_release_comes_before_the_lead() {
+        const MIB: usize = 1 << 20;
+        let end = 2000 * MIB;
+        // The walk far ahead of both: release first, a chunk at a time.
+        let walk = 500 * MIB;
+        assert_eq!(next_job(walk, 0, walk, end), Job::Release);
+        // Released up to its lag: keep the lead, a step at a time.
+        let released = walk - RELEASE_LAG - RELEASE_CHUNK + 1;
+        assert_eq!(
+            next_job(walk, released, walk, end),
+            Job::FaultTo(walk + FAULT_STEP)
+        );
+        // The last step stops at the lead, and at the end of the map.
+        let near = walk + FAULT_LEAD - MIB;
+        assert_eq!(
+            next_job(near, released, walk, end),
+            Job::FaultTo(walk + FAULT_LEAD)
+        );
+        let tail = end - MIB;
+        assert_eq!(next_job(tail, end, end - 10 * MIB, end), Job::FaultTo(end));
+        // Nothing due: a nap.
+        assert_eq!(next_job(walk + FAULT_LEAD, released, walk, end), Job::Nap);
+        assert_eq!(next_job(end, end, end, end), Job::Nap);
     }
 }
