@@ -1,10 +1,11 @@
-//! The reader's push side ([`dnsluice_core::Producer::push_into`]): the records of the
-//! window walked in one loop with the chain's first stage, the reader's
-//! counts kept at hand from one record to the next. Pulling
-//! ([`dnsluice_core::Producer::produce`]) makes a call per record, which stores the
-//! reader's state and loads it again, and chooses the format and byte order
-//! again each time; in this loop they are chosen once. On 20,000,000 DNS
-//! packets that is about 50 fewer instructions a packet (`docs/benchmarks.md`).
+//! The reader's push side ([`dnsluice_core::Producer::push_into`]): the
+//! records of the window walked in one loop with the chain's first stage,
+//! the reader's counts kept at hand from one record to the next. Pulling
+//! ([`dnsluice_core::Producer::produce`]) makes a call per record, which
+//! stores the reader's state and loads it again, and chooses the format and
+//! byte order again each time; in this loop they are chosen once: about 50
+//! instructions a packet fewer (`docs/benchmarks.md`, "The input runs the
+//! loop").
 
 use super::CaptureReader;
 use crate::format::stream::RecordSource;
