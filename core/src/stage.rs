@@ -1,4 +1,4 @@
-//! The two stage traits and the loop that drives a chain.
+//! The two stage traits, and (in [`drive`]'s module) the loop that drives a chain.
 //!
 //! - [`Receiver`] is the push side: an upstream hands it one object at a time.
 //! - [`Producer`] is the pull side: a downstream asks it for the next object.
@@ -102,8 +102,8 @@ pub trait Producer {
 pub enum Pushed {
     /// The input ended: no object comes after.
     End,
-    /// It paused (a watcher is due, a stop was requested, or a record its
-    /// loop does not take): call the driver's loop again.
+    /// It paused, a watcher being due or a stop asked: the driver looks
+    /// (or stops), then asks it to go on.
     Paused,
 }
 

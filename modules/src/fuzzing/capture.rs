@@ -7,7 +7,7 @@ use crate::format::stream::{BufferedStream, RecordSource};
 use crate::format::{CaptureFormat, Step};
 use crate::input::mmpcap::parts::MappedParts;
 use crate::input::{mmpcap, CaptureReader};
-use dnsluice_core::{LinkType, Producer, StageError, StageStats};
+use dnsluice_core::{LinkType, Object, Packet, Producer, Pushed, Receiver, StageError, StageStats};
 use std::io::{self, Cursor, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,38 +39,68 @@ struct Run {
     stats: Vec<StageStats>,
 }
 
-fn drain(mut reader: impl Producer) -> Run {
-    let mut records = Vec::new();
-    let outcome = loop {
-        match reader.produce() {
-            Ok(Some(obj)) => {
-                let Some(p) = obj.packet() else { continue };
-                let mut p = *p;
-                assert!(
-                    p.meta.len as usize >= p.data.len(),
-                    "len {} < caplen {}",
-                    p.meta.len,
-                    p.data.len()
-                );
-                assert_eq!(
-                    p.meta.frame,
-                    records.len() as u64 + 1,
-                    "frames not numbered 1, 2, ..."
-                );
-                p.layers = check_layers(p.meta.link, p.data, p.meta.len);
-                let _ = (p.src(), p.dst(), p.payload(), p.caplen());
-                records.push(Record {
-                    frame: p.meta.frame,
-                    ts_ns: p.meta.ts_ns,
-                    len: p.meta.len,
-                    link: p.meta.link,
-                    data: p.data.to_vec(),
-                });
+/// The record of packet `p`, the `number`-th read (from 0), after the
+/// checks every packet must pass.
+fn record_of(p: &Packet<'_>, number: usize) -> Record {
+    let mut p = *p;
+    assert!(
+        p.meta.len as usize >= p.data.len(),
+        "len {} < caplen {}",
+        p.meta.len,
+        p.data.len()
+    );
+    assert_eq!(
+        p.meta.frame,
+        number as u64 + 1,
+        "frames not numbered 1, 2, ..."
+    );
+    p.layers = check_layers(p.meta.link, p.data, p.meta.len);
+    let _ = (p.src(), p.dst(), p.payload(), p.caplen());
+    Record {
+        frame: p.meta.frame,
+        ts_ns: p.meta.ts_ns,
+        len: p.meta.len,
+        link: p.meta.link,
+        data: p.data.to_vec(),
+    }
+}
+
+/// Keeps the records of the packets pushed into it.
+struct Kept(Vec<Record>);
+
+impl Receiver for Kept {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
+        if let Some(p) = obj.packet() {
+            let record = record_of(p, self.0.len());
+            self.0.push(record);
+        }
+        Ok(())
+    }
+    fn stats(&self, _: &mut Vec<StageStats>) {}
+}
+
+/// Reads `reader` to its end or error, pulled (`produce`) or pushed
+/// (`push_into`, the way a chain from the input runs it).
+fn drain(mut reader: impl Producer, pushed: bool) -> Run {
+    let mut kept = Kept(Vec::new());
+    let outcome = if pushed {
+        let mut moved = 0;
+        match reader.push_into(&mut kept, None, &mut moved) {
+            Some(Ok(Pushed::End)) => Outcome::End,
+            Some(Ok(Pushed::Paused)) => panic!("paused with no watcher and no stop"),
+            Some(Err(e)) => Outcome::Error(e.to_string()),
+            None => panic!("a capture reader that does not push"),
+        }
+    } else {
+        loop {
+            match reader.produce() {
+                Ok(Some(mut obj)) => kept.receive(&mut obj).expect("kept"),
+                Ok(None) => break Outcome::End,
+                Err(e) => break Outcome::Error(e.to_string()),
             }
-            Ok(None) => break Outcome::End,
-            Err(e) => break Outcome::Error(e.to_string()),
         }
     };
+    let records = kept.0;
     // Once finished (either way), a reader stays finished.
     assert!(
         matches!(reader.produce(), Ok(None)),
@@ -92,9 +122,9 @@ fn drain(mut reader: impl Producer) -> Run {
     }
 }
 
-fn run<S: RecordSource>(reader: Result<CaptureReader<S>, StageError>) -> Run {
+fn run<S: RecordSource>(reader: Result<CaptureReader<S>, StageError>, pushed: bool) -> Run {
     match reader {
-        Ok(r) => drain(r),
+        Ok(r) => drain(r, pushed),
         Err(e) => Run {
             records: Vec::new(),
             outcome: Outcome::Open(e.to_string()),
@@ -208,30 +238,40 @@ pub(super) fn temp_path() -> PathBuf {
 /// `input.fpcap`'s buffered stream (4096-byte reads, and a reader that
 /// trickles a few bytes per call and is interrupted now and then) and
 /// through `input.mmpcap`'s memory map, one thread's way and in parts (as
-/// a split's threads read it, parts of 1 to 256 bytes). All must give the
-/// same packets (each checked by [`check_layers`]), the same outcome and
-/// the same counters; and the formats' fast paths agree with their general
-/// reading.
+/// a split's threads read it, parts of 1 to 256 bytes), pulled and pushed
+/// (`Producer::push_into`: the trickled reads and the map). All must give
+/// the same packets (each checked by [`check_layers`]), the same outcome
+/// and the same counters; and the formats' fast paths agree with their
+/// general reading.
 pub fn capture_reader(data: &[u8]) {
     fast_path_agrees(data);
     let path = &temp_path();
 
     // 1. Buffered reads of 4096 bytes from an in-memory reader (input.fpcap).
     let stream = BufferedStream::new(Box::new(Cursor::new(data.to_vec())), 4096);
-    let buffered = run(CaptureReader::new("input.fpcap", path.clone(), stream));
+    let buffered = run(
+        CaptureReader::new("input.fpcap", path.clone(), stream),
+        false,
+    );
 
-    // 2. Tiny, interrupted reads into a small buffer that must grow and compact.
+    // 2. Tiny, interrupted reads into a small buffer that must grow and
+    // compact, pushed: most records begin in one fill and end in another.
     let trickle = Trickle {
         inner: Cursor::new(data.to_vec()),
         step: 1 + data.len() % 7,
         calls: 0,
     };
     let stream = BufferedStream::new(Box::new(trickle), 1 + data.len() % 61);
-    let trickled = run(CaptureReader::new("input.fpcap", path.clone(), stream));
+    let trickled = run(
+        CaptureReader::new("input.fpcap", path.clone(), stream),
+        true,
+    );
 
-    // 3. The memory map (input.mmpcap) over the same bytes in a file.
+    // 3. The memory map (input.mmpcap) over the same bytes in a file, pulled
+    // and pushed.
     std::fs::write(path, data).expect("write the temp file");
-    let mapped = run(mmpcap::open(path.clone()));
+    let mapped = run(mmpcap::open(path.clone()), false);
+    let mapped_pushed = run(mmpcap::open(path.clone()), true);
     let in_parts = run_in_parts(data, path, 1 + data.len() % 256);
     let _ = std::fs::remove_file(path); // the map is gone with the reader
 
@@ -241,7 +281,11 @@ pub fn capture_reader(data: &[u8]) {
     );
     assert_eq!(
         trickled, mapped,
-        "input.fpcap (trickled reads) and input.mmpcap differ"
+        "input.fpcap (trickled reads, pushed) and input.mmpcap differ"
+    );
+    assert_eq!(
+        mapped_pushed, mapped,
+        "input.mmpcap pushed and pulled differ"
     );
     if let Some(in_parts) = in_parts {
         assert_eq!(
