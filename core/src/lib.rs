@@ -44,8 +44,8 @@ pub use object::{
 pub use owned::OwnedObject;
 pub use registry::{ModuleEntry, Registry, Role};
 pub use stage::{
-    drive, drive_chain, FlatMap, FlatMapStage, InputParts, Map, MapStage, Producer, Pulled, Pushed,
-    Receiver, Watch,
+    drive, drive_chain, FlatMap, FlatMapStage, InputParts, Map, MapStage, Producer, Pulled, PushTo,
+    Pushed, Receiver, Watch,
 };
 pub use stats::{Histogram, Reading, StageStats, TopEntry, TopList};
 pub use wire::LinkType;

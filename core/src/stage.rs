@@ -81,20 +81,25 @@ pub trait Producer {
         None
     }
 
-    /// Pushes its objects into `receiver` itself, in a loop of its own,
-    /// until its input ends, `due` is set (a watcher wants a look; it is
+    /// Pushes its objects into `to.receiver` itself, in a loop of its own,
+    /// until its input ends, `to.due` is set (a watcher wants a look; it is
     /// cleared by the driver), or a stop is requested; each object pushed
-    /// is counted in `moved`. `None` (the default): this producer does not
+    /// is counted in `to.moved`. `None` (the default): this producer does not
     /// push, and the driver pulls ([`Producer::produce`]).
-    fn push_into(
-        &mut self,
-        receiver: &mut dyn Receiver,
-        due: Option<&AtomicBool>,
-        moved: &mut u64,
-    ) -> Option<Result<Pushed, StageError>> {
-        let _ = (receiver, due, moved);
+    fn push_into(&mut self, to: PushTo<'_>) -> Option<Result<Pushed, StageError>> {
+        let _ = to;
         None
     }
+}
+
+/// Where [`Producer::push_into`] pushes its objects, and what it watches.
+pub struct PushTo<'a> {
+    /// The chain's first stage.
+    pub receiver: &'a mut dyn Receiver,
+    /// Set when a watcher wants a look (the driver clears it).
+    pub due: Option<&'a AtomicBool>,
+    /// Counts every object pushed.
+    pub moved: &'a mut u64,
 }
 
 /// Why [`Producer::push_into`] returned.
@@ -153,13 +158,8 @@ impl<P: Producer + ?Sized> Producer for Box<P> {
     fn parts(&mut self) -> Option<InputParts> {
         (**self).parts()
     }
-    fn push_into(
-        &mut self,
-        receiver: &mut dyn Receiver,
-        due: Option<&AtomicBool>,
-        moved: &mut u64,
-    ) -> Option<Result<Pushed, StageError>> {
-        (**self).push_into(receiver, due, moved)
+    fn push_into(&mut self, to: PushTo<'_>) -> Option<Result<Pushed, StageError>> {
+        (**self).push_into(to)
     }
 }
 

@@ -4,7 +4,7 @@
 //! itself. Both give way to a watcher ([`Watch`]: a progress bar, interval
 //! statistics) and to a stop request, and finish the chain at the end.
 
-use super::{Producer, Pulled, Pushed, Receiver};
+use super::{Producer, Pulled, PushTo, Pushed, Receiver};
 use crate::{StageError, StageStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -158,7 +158,12 @@ where
 {
     loop {
         let due = watch.as_ref().map(|w| w.due);
-        match producer.push_into(receiver, due, moved) {
+        let to = PushTo {
+            receiver: &mut *receiver,
+            due,
+            moved: &mut *moved,
+        };
+        match producer.push_into(to) {
             None => return pump(producer, receiver, watch, moved),
             Some(Ok(Pushed::End)) => return Ok(()),
             Some(Ok(Pushed::Paused)) => {}
@@ -310,12 +315,12 @@ mod tests {
             unreachable!("a producer that pushes is not pulled")
         }
         fn stats(&self, _: &mut Vec<StageStats>) {}
-        fn push_into(
-            &mut self,
-            receiver: &mut dyn Receiver,
-            due: Option<&AtomicBool>,
-            moved: &mut u64,
-        ) -> Option<Result<Pushed, StageError>> {
+        fn push_into(&mut self, to: PushTo<'_>) -> Option<Result<Pushed, StageError>> {
+            let PushTo {
+                receiver,
+                due,
+                moved,
+            } = to;
             let due = due.expect("watched");
             // The driver looks (and clears `due`) before it asks again.
             assert!(!due.load(Ordering::Relaxed), "asked again, not looked");

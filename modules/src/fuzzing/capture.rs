@@ -7,7 +7,9 @@ use crate::format::stream::{BufferedStream, RecordSource};
 use crate::format::{CaptureFormat, Step};
 use crate::input::mmpcap::parts::MappedParts;
 use crate::input::{mmpcap, CaptureReader};
-use dnsluice_core::{LinkType, Object, Packet, Producer, Pushed, Receiver, StageError, StageStats};
+use dnsluice_core::{
+    LinkType, Object, Packet, Producer, PushTo, Pushed, Receiver, StageError, StageStats,
+};
 use std::io::{self, Cursor, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,7 +87,12 @@ fn drain(mut reader: impl Producer, pushed: bool) -> Run {
     let mut kept = Kept(Vec::new());
     let outcome = if pushed {
         let mut moved = 0;
-        match reader.push_into(&mut kept, None, &mut moved) {
+        let to = PushTo {
+            receiver: &mut kept,
+            due: None,
+            moved: &mut moved,
+        };
+        match reader.push_into(to) {
             Some(Ok(Pushed::End)) => Outcome::End,
             Some(Ok(Pushed::Paused)) => panic!("paused with no watcher and no stop"),
             Some(Err(e)) => Outcome::Error(e.to_string()),

@@ -4,8 +4,8 @@
 use crate::format::stream::RecordSource;
 use crate::format::{CaptureFormat, FormatError, RecordInfo, Step};
 use dnsluice_core::{
-    CaptureMeta, InputParts, Object, Packet, Producer, Pulled, Pushed, Reading, Receiver,
-    StageError, StageStats,
+    CaptureMeta, InputParts, Object, Packet, Producer, Pulled, PushTo, Pushed, Reading, StageError,
+    StageStats,
 };
 use std::path::{Path, PathBuf};
 
@@ -258,16 +258,11 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
     /// state stays at hand from one record to the next, where a call per
     /// record would store and load it (and the format's and byte order's
     /// choice is made once for the loop, not per record).
-    fn push_into(
-        &mut self,
-        receiver: &mut dyn Receiver,
-        due: Option<&AtomicBool>,
-        moved: &mut u64,
-    ) -> Option<Result<Pushed, StageError>> {
+    fn push_into(&mut self, to: PushTo<'_>) -> Option<Result<Pushed, StageError>> {
         if self.elsewhere.is_some() {
             return None;
         }
-        Some(self.push_all(receiver, due, moved))
+        Some(self.push_all(to))
     }
 
     fn produce_or_wait(&mut self, due: &AtomicBool) -> Result<Pulled<'_>, StageError> {

@@ -11,7 +11,7 @@ use super::CaptureReader;
 use crate::format::stream::RecordSource;
 use crate::format::RecordInfo;
 use crate::input::mmpcap::{prefetch, READ_AHEAD};
-use dnsluice_core::{CaptureMeta, Object, Packet, Pushed, Receiver, StageError};
+use dnsluice_core::{CaptureMeta, Object, Packet, PushTo, Pushed, Receiver, StageError};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -23,12 +23,12 @@ impl<S: RecordSource> CaptureReader<S> {
     /// one loop ([`CaptureReader::push_walked`]); what that loop does not
     /// take (a pcapng block that is not a packet, a record the window does
     /// not hold yet, the end) the usual way, one object at a time.
-    pub(super) fn push_all(
-        &mut self,
-        receiver: &mut dyn Receiver,
-        due: Option<&AtomicBool>,
-        moved: &mut u64,
-    ) -> Result<Pushed, StageError> {
+    pub(super) fn push_all(&mut self, to: PushTo<'_>) -> Result<Pushed, StageError> {
+        let PushTo {
+            receiver,
+            due,
+            moved,
+        } = to;
         loop {
             if let Some(paused) = self.push_walked(receiver, due, moved)? {
                 return Ok(paused);

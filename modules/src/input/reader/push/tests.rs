@@ -6,7 +6,7 @@
 
 use crate::format::tests::{block, epb, idb, pcap_header, pcap_record, shb};
 use crate::input::{fpcap, mmpcap};
-use dnsluice_core::{Object, Producer, Pushed, Receiver, StageError, StageStats};
+use dnsluice_core::{Object, Producer, PushTo, Pushed, Receiver, StageError, StageStats};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -100,6 +100,19 @@ impl Receiver for Kept<'_> {
     fn stats(&self, _out: &mut Vec<StageStats>) {}
 }
 
+/// Where to push: into `receiver`, watching `due`, counting in `moved`.
+fn to<'a>(
+    receiver: &'a mut dyn Receiver,
+    due: Option<&'a AtomicBool>,
+    moved: &'a mut u64,
+) -> PushTo<'a> {
+    PushTo {
+        receiver,
+        due,
+        moved,
+    }
+}
+
 /// Every way of reading the file at `path` that pushes: mapped without
 /// and with the helper, and buffered in chunks of 4 KiB (most records then
 /// start in one chunk and end in the next, and go the slow way).
@@ -123,7 +136,10 @@ fn readers(path: &Path) -> Vec<(&'static str, Box<dyn Producer>)> {
 /// Pushes the whole input of `reader` into `kept`: how many were moved.
 fn push_whole(reader: &mut dyn Producer, kept: &mut Kept<'_>) -> u64 {
     let mut moved = 0;
-    let pushed = reader.push_into(kept, None, &mut moved).unwrap().unwrap();
+    let pushed = reader
+        .push_into(to(kept, None, &mut moved))
+        .unwrap()
+        .unwrap();
     assert_eq!(pushed, Pushed::End);
     moved
 }
@@ -182,14 +198,14 @@ fn a_watcher_due_pauses_the_push_and_it_goes_on_where_it_stopped() {
         };
         let mut moved = 0;
         // Due before the first packet: nothing is pushed.
-        let first = reader.push_into(&mut kept, Some(&due), &mut moved);
+        let first = reader.push_into(to(&mut kept, Some(&due), &mut moved));
         assert_eq!(first.unwrap().unwrap(), Pushed::Paused, "{how}");
         assert_eq!((moved, kept.packets.len()), (0, 0), "{how}");
         let mut pauses = 0;
         loop {
             due.store(false, Ordering::Relaxed);
             match reader
-                .push_into(&mut kept, Some(&due), &mut moved)
+                .push_into(to(&mut kept, Some(&due), &mut moved))
                 .unwrap()
                 .unwrap()
             {
@@ -215,7 +231,7 @@ fn a_failing_stage_stops_the_push_at_its_packet_and_the_next_read_goes_on_after_
             ..Kept::default()
         };
         let mut moved = 0;
-        let failed = reader.push_into(&mut kept, None, &mut moved).unwrap();
+        let failed = reader.push_into(to(&mut kept, None, &mut moved)).unwrap();
         assert!(failed.is_err(), "{how}: {failed:?}");
         assert_eq!(moved, 1234, "{how}");
         assert!(kept.packets[..] == written[..1234], "{how}");
