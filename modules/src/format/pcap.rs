@@ -74,6 +74,8 @@ impl Pcap {
         self.endian.with_words(|read| self.record_in(buf, read))
     }
 
+    /// [`Pcap::record`] with the byte order's reader (also the per-record
+    /// step of [`super::CaptureFormat::walk`]).
     #[inline(always)]
     pub(super) fn record_in(&self, buf: &[u8], read: fn([u8; 4]) -> u32) -> Option<RecordInfo> {
         let header: &[u8; RECORD_HEADER] = buf.get(..RECORD_HEADER)?.try_into().ok()?;

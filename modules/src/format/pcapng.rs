@@ -97,6 +97,8 @@ impl Pcapng {
         self.endian.with_words(|read| self.record_in(buf, read))
     }
 
+    /// [`Pcapng::record`] with the byte order's reader (also the per-record
+    /// step of [`super::CaptureFormat::walk`]).
     #[inline(always)]
     pub(super) fn record_in(&self, buf: &[u8], read: fn([u8; 4]) -> u32) -> Option<RecordInfo> {
         const HEAD: usize = 8 + EPB_FIXED;

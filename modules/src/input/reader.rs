@@ -8,10 +8,10 @@ use dnsluice_core::{
     StageStats,
 };
 use std::path::{Path, PathBuf};
-
-mod push;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+
+mod push;
 
 /// A capture reader: walks records of a pcap or pcapng file and produces packets.
 pub struct CaptureReader<S> {
@@ -22,12 +22,9 @@ pub struct CaptureReader<S> {
     /// Bytes of the last produced record, consumed at the next call (the
     /// packet borrows them until then).
     pending: usize,
-    frames: u64,
-    bytes: u64,
+    /// Records read, their bytes, and the capture times seen.
+    counts: Tally,
     skipped_blocks: u64,
-    /// Capture times of the first and the latest record that had one.
-    first_ts_ns: Option<i64>,
-    last_ts_ns: Option<i64>,
     warnings: Vec<String>,
     /// Remarks on how the input was read (not problems), shown with the warnings.
     notes: Vec<String>,
@@ -85,11 +82,8 @@ impl<S: RecordSource> CaptureReader<S> {
             source,
             format,
             pending: 0,
-            frames: 0,
-            bytes: 0,
+            counts: Tally::default(),
             skipped_blocks: 0,
-            first_ts_ns: None,
-            last_ts_ns: None,
             warnings: Vec::new(),
             notes: Vec::new(),
             done: false,
@@ -122,7 +116,7 @@ impl<S: RecordSource> CaptureReader<S> {
             self.warnings.push(format!(
                 "{}: file cut off: {note}; the {} complete packet records before the cut were read{}",
                 self.path.display(),
-                self.frames,
+                self.counts.frames,
                 if left > 0 {
                     format!(" (the {left} bytes of an incomplete record after them were ignored)")
                 } else {
@@ -130,7 +124,7 @@ impl<S: RecordSource> CaptureReader<S> {
                 }
             ));
         } else if left > 0 {
-            let warning = cut_off(&self.path, left, self.source.offset(), self.frames);
+            let warning = cut_off(&self.path, left, self.source.offset(), self.counts.frames);
             self.warnings.push(warning);
         }
     }
@@ -139,7 +133,7 @@ impl<S: RecordSource> CaptureReader<S> {
     /// block), and its source: what reading in parts starts from
     /// (`input.mmpcap`).
     pub(crate) fn format_at_start(&mut self) -> Option<(CaptureFormat, &Path, &mut S)> {
-        let untouched = self.frames == 0 && self.pending == 0 && self.skipped_blocks == 0;
+        let untouched = self.counts.frames == 0 && self.pending == 0 && self.skipped_blocks == 0;
         untouched.then(|| (self.format.clone(), self.path.as_path(), &mut self.source))
     }
 }
@@ -164,23 +158,8 @@ impl<S: RecordSource> CaptureReader<S> {
     /// consumed at the next call, as the packet borrows them until then.
     #[inline(always)]
     fn emit(&mut self, record: RecordInfo) -> Object<'_> {
-        self.frames += 1;
-        self.bytes += record.caplen as u64;
         self.pending = record.consumed;
-        // Kept for the capture-time span of interval statistics: a store
-        // per record (the first one's on the cold path below).
-        self.last_ts_ns = record.ts_ns.or(self.last_ts_ns);
-        if self.first_ts_ns.is_none() {
-            self.note_first(record.ts_ns);
-        }
-        let meta = CaptureMeta {
-            frame: self.frames,
-            ts_ns: record.ts_ns,
-            len: record.len,
-            link: record.link,
-        };
-        let data = &self.source.window()[record.data_at..record.data_at + record.caplen];
-        Object::Packet(Packet::new(data, meta))
+        Object::Packet(self.counts.packet(self.source.window(), 0, &record))
     }
 
     /// The next packet ([`Producer::produce`]), inlined where it is called.
@@ -192,11 +171,6 @@ impl<S: RecordSource> CaptureReader<S> {
             return Ok(Some(self.emit(record)));
         }
         self.produce_slow()
-    }
-
-    #[cold]
-    fn note_first(&mut self, ts_ns: Option<i64>) {
-        self.first_ts_ns = ts_ns;
     }
 
     /// The general path: any format, incomplete records, refills, the end.
@@ -288,17 +262,56 @@ impl<S: RecordSource> Producer for CaptureReader<S> {
         }
         let read = ReadSoFar {
             module: self.module,
-            frames: self.frames,
-            bytes: self.bytes,
+            frames: self.counts.frames,
+            bytes: self.counts.bytes,
             skipped_blocks: self.skipped_blocks,
             reading: Reading {
                 offset: self.source.offset() + self.pending as u64,
                 total: self.source.total(),
-                first_ts_ns: self.first_ts_ns,
-                last_ts_ns: self.last_ts_ns,
+                first_ts_ns: self.counts.first_ts_ns,
+                last_ts_ns: self.counts.last_ts_ns,
             },
         };
         out.push(read.stats(&self.notes, &self.warnings));
+    }
+}
+
+/// A reader's counts: the records read, their captured bytes, and the
+/// capture times of the first and the latest record that had one (for the
+/// time span of interval statistics). Copied into a local by the push loop
+/// ([`CaptureReader::push_walked`]), so that they stay in registers there.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    frames: u64,
+    bytes: u64,
+    first_ts_ns: Option<i64>,
+    last_ts_ns: Option<i64>,
+}
+
+impl Tally {
+    /// Counts the record at `at` in `window` and makes its packet.
+    #[inline(always)]
+    fn packet<'a>(&mut self, window: &'a [u8], at: usize, record: &RecordInfo) -> Packet<'a> {
+        self.frames += 1;
+        self.bytes += record.caplen as u64;
+        self.last_ts_ns = record.ts_ns.or(self.last_ts_ns);
+        if self.first_ts_ns.is_none() {
+            self.note_first(record.ts_ns);
+        }
+        let start = at + record.data_at;
+        let meta = CaptureMeta {
+            frame: self.frames,
+            ts_ns: record.ts_ns,
+            len: record.len,
+            link: record.link,
+        };
+        Packet::new(&window[start..start + record.caplen], meta)
+    }
+
+    /// The first record's capture time (once: out of the per-record path).
+    #[cold]
+    fn note_first(&mut self, ts_ns: Option<i64>) {
+        self.first_ts_ns = ts_ns;
     }
 }
 

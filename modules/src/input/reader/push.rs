@@ -9,9 +9,8 @@
 
 use super::CaptureReader;
 use crate::format::stream::RecordSource;
-use crate::format::RecordInfo;
 use crate::input::mmpcap::{prefetch, READ_AHEAD};
-use dnsluice_core::{CaptureMeta, Object, Packet, PushTo, Pushed, Receiver, StageError};
+use dnsluice_core::{Object, PushTo, Pushed, Receiver, StageError};
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -59,12 +58,7 @@ impl<S: RecordSource> CaptureReader<S> {
         loop {
             self.source.consume(std::mem::take(&mut self.pending));
             let window = self.source.window();
-            let mut tally = Tally {
-                frames: self.frames,
-                bytes: self.bytes,
-                first_ts_ns: self.first_ts_ns,
-                last_ts_ns: self.last_ts_ns,
-            };
+            let mut tally = self.counts;
             let (walked, flow) = self.format.walk(window, |at, record| {
                 if at >= PUSH_CHUNK {
                     return ControlFlow::Break(Ok(None));
@@ -89,10 +83,7 @@ impl<S: RecordSource> CaptureReader<S> {
                     Err(e) => ControlFlow::Break(Err((e, record.consumed))),
                 }
             });
-            self.frames = tally.frames;
-            self.bytes = tally.bytes;
-            self.first_ts_ns = tally.first_ts_ns;
-            self.last_ts_ns = tally.last_ts_ns;
+            self.counts = tally;
             match flow {
                 ControlFlow::Continue(()) => {
                     self.pending = walked;
@@ -115,32 +106,3 @@ impl<S: RecordSource> CaptureReader<S> {
 /// How many bytes of records [`CaptureReader::push_walked`] walks before it
 /// tells the source where it is (a map's helper keeps its lead from that).
 const PUSH_CHUNK: usize = 64 << 10;
-
-/// A reader's counts, kept at hand in [`CaptureReader::push_walked`]'s loop.
-struct Tally {
-    frames: u64,
-    bytes: u64,
-    first_ts_ns: Option<i64>,
-    last_ts_ns: Option<i64>,
-}
-
-impl Tally {
-    /// Counts the record at `at` in `window` and makes its packet.
-    #[inline(always)]
-    fn packet<'a>(&mut self, window: &'a [u8], at: usize, record: &RecordInfo) -> Packet<'a> {
-        self.frames += 1;
-        self.bytes += record.caplen as u64;
-        self.last_ts_ns = record.ts_ns.or(self.last_ts_ns);
-        if self.first_ts_ns.is_none() {
-            self.first_ts_ns = record.ts_ns;
-        }
-        let start = at + record.data_at;
-        let meta = CaptureMeta {
-            frame: self.frames,
-            ts_ns: record.ts_ns,
-            len: record.len,
-            link: record.link,
-        };
-        Packet::new(&window[start..start + record.caplen], meta)
-    }
-}
