@@ -37,24 +37,38 @@ fn emulator(settings: &[(&str, &str)], target: SocketAddr, seed: u64) -> (Emulat
     for (key, value) in settings {
         defaults.set(key, value).unwrap();
     }
-    // A free port for the listening side: bind and release one.
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let link = defaults.link(&format!("{listen}={target}")).unwrap();
-    let emu = Emulator::start(
-        vec![link],
-        Protocols {
-            udp: true,
-            tcp: false,
-        },
-        seed,
-    )
-    .unwrap();
-    (emu, listen)
+    let udp_only = Protocols {
+        udp: true,
+        tcp: false,
+    };
+    start_on_a_free_port(&defaults, target, udp_only, seed)
+}
+
+/// Starts an emulator listening on a free loopback port, forwarding to
+/// `target`. A port is found by binding one and letting it go; another test
+/// may take it (or its other protocol may be taken) before the emulator
+/// binds it, so a bind that fails is tried again on another port.
+fn start_on_a_free_port(
+    defaults: &Defaults,
+    target: SocketAddr,
+    protocols: Protocols,
+    seed: u64,
+) -> (Emulator, SocketAddr) {
+    let mut last_error = None;
+    for _ in 0..20 {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let link = defaults.link(&format!("{listen}={target}")).unwrap();
+        match Emulator::start(vec![link], protocols, seed) {
+            Ok(emu) => return (emu, listen),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    panic!("no free port in 20 tries: {last_error:?}");
 }
 
 fn client(ip: &str) -> UdpSocket {
@@ -260,16 +274,7 @@ fn tcp_is_delayed_in_order_retransmits_cost_a_timeout_and_close_propagates() {
         let mut defaults = Defaults::default();
         defaults.set("delay", "25ms").unwrap();
         defaults.set("loss-up", loss).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let link = defaults
-            .link(&format!("127.0.0.1:{port}={target}"))
-            .unwrap();
-        let listen = link.listen;
-        let emu = Emulator::start(vec![link], BOTH, 5).unwrap();
+        let (emu, listen) = start_on_a_free_port(&defaults, target, BOTH, 5);
         let mut conn = TcpStream::connect(listen).unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let started = Instant::now();
