@@ -165,6 +165,51 @@ pub fn write(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Result<usize, (DnsE
     Ok(end)
 }
 
+/// Labels walked by [`plain_root`] in its unrolled steps; longer names go on
+/// in a loop.
+const UNROLLED_LABELS: usize = 8;
+
+/// Where the root label (the final zero) of the name at `start` is, for a
+/// name of plain labels: no compression pointer, no label longer than 63.
+/// `label` is told where each label's length byte is, in order. `None` for
+/// any other name, or one that runs past the message. The name's length is
+/// not checked against [`MAX_NAME`]: the caller does that.
+///
+/// Checking a query waits mostly on this walk, each length byte found from
+/// the one before. The first [`UNROLLED_LABELS`] steps are unrolled so that
+/// a step is one add and one load: `rest` moves on by the label's length,
+/// and the `k` length bytes passed so far are the load's constant offset.
+/// Written as a plain loop, a step is a load and two adds (measured: the
+/// `dns-null` chain's walking thread, 0.476 → 0.464 s on 20 M queries).
+#[inline(always)]
+pub(crate) fn plain_root(msg: &[u8], start: usize, mut label: impl FnMut(usize)) -> Option<usize> {
+    let mut rest = msg.get(start..)?;
+    for k in 0..UNROLLED_LABELS {
+        let len = *rest.get(k)?;
+        let at = msg.len() - rest.len() + k;
+        if len == 0 {
+            return Some(at);
+        }
+        if len > 63 {
+            return None;
+        }
+        label(at);
+        rest = rest.get(usize::from(len)..)?;
+    }
+    let mut pos = msg.len() - rest.len() + UNROLLED_LABELS;
+    loop {
+        let len = usize::from(*msg.get(pos)?);
+        if len == 0 {
+            return Some(pos);
+        }
+        if len > 63 {
+            return None;
+        }
+        label(pos);
+        pos += 1 + len;
+    }
+}
+
 /// [`write`]'s fast path: a name without compression pointers whose labels
 /// need no escaping (most QNAMEs). `None` (with nothing appended) when the
 /// name is anything else; the full walk then decides.
@@ -176,19 +221,8 @@ pub fn write(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Result<usize, (DnsE
 /// plain when its only dots are the ones stored, one per label.
 #[inline]
 fn write_plain(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
-    let mut pos = start;
     let mut labels = 0u32;
-    loop {
-        let len = usize::from(*msg.get(pos)?);
-        if len == 0 {
-            break;
-        }
-        if len > 63 {
-            return None;
-        }
-        labels += 1;
-        pos += 1 + len;
-    }
+    let pos = plain_root(msg, start, |_| labels += 1)?;
     if pos + 1 - start > MAX_NAME {
         return None;
     }

@@ -321,18 +321,7 @@ pub(crate) fn scan_query(msg: &[u8]) -> Option<DnsInfo> {
         return None;
     }
     let header = Header::parse(raw)?;
-    let mut pos = Header::LEN;
-    loop {
-        let len = usize::from(*msg.get(pos)?);
-        if len == 0 {
-            pos += 1;
-            break;
-        }
-        if len > 63 {
-            return None;
-        }
-        pos += 1 + len;
-    }
+    let mut pos = name::plain_root(msg, Header::LEN, |_| {})? + 1;
     if pos - Header::LEN > name::MAX_NAME {
         return None;
     }

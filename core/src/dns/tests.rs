@@ -160,6 +160,85 @@ fn long_plain_names_and_names_of_many_labels_print_whole() {
 }
 
 #[test]
+fn names_of_0_to_12_labels_whole_cut_or_broken_agree_with_the_full_walk() {
+    // The fast walk (`name::plain_root`) is unrolled for the first 8 labels
+    // and loops after: names on both sides of that, whole, cut at every
+    // byte, and with each length byte turned into a reserved label type
+    // (0x40) or a pointer (0xc0).
+    for count in 0..=12usize {
+        let labels: Vec<Vec<u8>> = (0..count)
+            .map(|i| vec![b'a' + i as u8; 1 + i % 5])
+            .collect();
+        let refs: Vec<&[u8]> = labels.iter().map(|l| &l[..]).collect();
+        let m = query(&refs, 28);
+        assert_eq!(name::to_string(&m, 12).unwrap(), presentation(&refs));
+        let fast = scan::scan_query(&m).expect("a plain query takes the fast path");
+        let question = fast.question.unwrap();
+        assert_eq!(question.qtype_at as usize, m.len() - 4, "{count} labels");
+        assert_eq!(question.qtype, 28);
+        assert_eq!(fast, scan::scan_without_fast_path(&m, false));
+        for cut in 12..m.len() {
+            let c = &m[..cut];
+            assert_eq!(scan(c, true), scan::scan_without_fast_path(c, true));
+            if cut < m.len() - 4 {
+                assert!(
+                    scan::scan_query(c).is_none(),
+                    "{count} labels, cut at {cut}"
+                );
+                assert!(
+                    name::to_string(c, 12).is_err(),
+                    "{count} labels, cut at {cut}"
+                );
+            }
+        }
+        let mut length_byte = 12;
+        for label in &labels {
+            for kind in [0x40u8, 0xc0] {
+                let mut changed = m.clone();
+                changed[length_byte] = kind;
+                assert!(
+                    scan::scan_query(&changed).is_none(),
+                    "{count}: {kind:#x} at {length_byte}"
+                );
+                assert_eq!(
+                    scan(&changed, false),
+                    scan::scan_without_fast_path(&changed, false)
+                );
+            }
+            let mut reserved = m.clone();
+            reserved[length_byte] = 0x40;
+            assert_eq!(
+                name::to_string(&reserved, 12).unwrap_err(),
+                (DnsError::ReservedLabelType, length_byte)
+            );
+            length_byte += 1 + label.len();
+        }
+        assert_eq!(length_byte, m.len() - 5, "the root label's place");
+    }
+    // A length of 64 or more after 0 to 11 plain labels, with 64 bytes and a
+    // root label after it: were its length taken, the name would end there.
+    for before in 0..12 {
+        let mut wire = Vec::new();
+        for _ in 0..before {
+            wire.extend_from_slice(&[1, b'q']);
+        }
+        let plain_end = name::plain_root(&[&wire[..], &[0]].concat(), 0, |_| {});
+        assert_eq!(plain_end, Some(wire.len()), "{before} plain labels");
+        for kind in [64u8, 0x80, 0xc0] {
+            let mut bad = wire.clone();
+            bad.push(kind);
+            bad.extend_from_slice(&[b'x'; 64]);
+            bad.push(0);
+            assert_eq!(
+                name::plain_root(&bad, 0, |_| {}),
+                None,
+                "{kind:#x} after {before} labels"
+            );
+        }
+    }
+}
+
+#[test]
 fn answers_with_compression_and_rdata() {
     let mut m = header(7, 0x8180, [1, 7, 0, 0]);
     m.extend(wire_name(&[b"www", b"example", b"com"]));
