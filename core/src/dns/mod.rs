@@ -20,6 +20,8 @@ mod scan;
 #[cfg(test)]
 mod tests;
 
+#[doc(hidden)]
+pub use scan::scan_without_fast_path;
 pub use scan::{
     check, full_rcode, questions, records, scan, scan_inspect, CompactInfo, DnsInfo, Edns, Inspect,
     Question, Record, Records, Section, TYPE_OPT,

@@ -155,6 +155,18 @@ pub fn write(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Result<usize, (DnsE
         return Ok(end);
     }
     out.truncate(before);
+    write_walked(msg, start, out)
+}
+
+/// [`write`] without its fast path: every name through the full walk. For
+/// the fuzz target and tests, which check that both give the same.
+#[doc(hidden)]
+pub fn write_walked(
+    msg: &[u8],
+    start: usize,
+    out: &mut Vec<u8>,
+) -> Result<usize, (DnsError, usize)> {
+    let before = out.len();
     let end = walk(msg, start, |label| {
         push_label(label, out);
         out.push(b'.');

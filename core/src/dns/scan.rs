@@ -524,8 +524,9 @@ impl Iterator for Records<'_> {
     }
 }
 
-/// [`scan`]'s general path alone, for tests that compare it with the fast path.
-#[cfg(test)]
-pub(crate) fn scan_without_fast_path(msg: &[u8], cut: bool) -> DnsInfo {
+/// [`scan`]'s general path alone, for the fuzz target and tests, which
+/// compare it with the fast path.
+#[doc(hidden)]
+pub fn scan_without_fast_path(msg: &[u8], cut: bool) -> DnsInfo {
     scan_general(msg, cut)
 }

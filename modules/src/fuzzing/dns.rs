@@ -1,6 +1,6 @@
 //! The `dns_message` target: a DNS message through every decoder.
 
-use dnsluice_core::dns::{check, name, questions, rdata, records, scan};
+use dnsluice_core::dns::{check, name, questions, rdata, records, scan, scan_without_fast_path};
 use dnsluice_core::wire::{Layers, Transport};
 use dnsluice_core::{CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Packet, PacketRef};
 
@@ -10,6 +10,11 @@ use dnsluice_core::{CaptureMeta, DnsMessage, Flow, LinkType, Object, Origin, Pac
 pub fn dns_message(msg: &[u8]) {
     for cut in [false, true] {
         let info = scan(msg, cut);
+        assert_eq!(
+            scan_without_fast_path(msg, cut),
+            info,
+            "the query fast path agrees with the general scan"
+        );
         assert!(info.error_offset as usize <= msg.len(), "{info:?}");
         let checked = check(msg, cut);
         assert_eq!(
@@ -30,6 +35,7 @@ pub fn dns_message(msg: &[u8]) {
         assert_eq!(found.first().copied(), info.question);
         let mut text = Vec::new();
         for q in &found {
+            same_name_both_ways(msg, q.name as usize);
             assert!(
                 name::write(msg, q.name as usize, &mut text).is_ok(),
                 "a question that scanned has a name"
@@ -38,6 +44,7 @@ pub fn dns_message(msg: &[u8]) {
         let listed: usize = info.records.iter().map(|n| usize::from(*n)).sum();
         assert_eq!(records(msg).count(), listed, "{info:?}");
         for r in records(msg) {
+            same_name_both_ways(msg, r.name as usize);
             let _ = name::write(msg, r.name as usize, &mut text);
             rdata::write(msg, &r, &mut text);
         }
@@ -71,5 +78,21 @@ pub fn dns_message(msg: &[u8]) {
         if let Err(e) = serde_json::from_slice::<serde_json::Value>(&line) {
             panic!("not JSON ({e}): {}", String::from_utf8_lossy(&line));
         }
+    }
+}
+
+/// The name at `at` printed with the fast path for plain names and through
+/// the full walk alone: the same end (or error) and, when it printed, the
+/// same text.
+fn same_name_both_ways(msg: &[u8], at: usize) {
+    let (mut fast, mut walked) = (Vec::new(), Vec::new());
+    let fast_end = name::write(msg, at, &mut fast);
+    assert_eq!(
+        fast_end,
+        name::write_walked(msg, at, &mut walked),
+        "name at {at}"
+    );
+    if fast_end.is_ok() {
+        assert_eq!(fast, walked, "name at {at}");
     }
 }
