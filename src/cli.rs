@@ -72,7 +72,8 @@ pub enum Command {
         /// chain of its own; the summary adds them up in file order, as one
         /// at a time would. The runs must not share an output file: the last
         /// stage is output.null, or output.json to standard output or
-        /// /dev/null.
+        /// /dev/null. Compressed files decode on their job's thread when
+        /// the machine has fewer than two cores a job.
         #[arg(long, value_name = "N", default_value_t = 1, requires = "files",
               value_parser = clap::value_parser!(u16).range(1..=1024))]
         jobs: u16,

@@ -22,8 +22,11 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
     let failed = AtomicBool::new(false);
     let done: Mutex<Vec<Option<Result<Ran>>>> = Mutex::new(runs.iter().map(|_| None).collect());
     let mut start_failed = None;
+    let at_once = jobs.clamp(1, runs.len().max(1));
+    // Compressed inputs decode on their jobs' threads when the jobs fill the cores.
+    let _sharing = dnsluice_modules::input::decoder_thread::RunsAtOnce::set(at_once);
     std::thread::scope(|scope| {
-        for _ in 0..jobs.clamp(1, runs.len().max(1)) {
+        for _ in 0..at_once {
             let job = std::thread::Builder::new().name("job".into());
             let started = job.spawn_scoped(scope, || {
                 let _cpu = dnsluice_modules::cpu::note_at_end();

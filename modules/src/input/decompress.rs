@@ -1,6 +1,7 @@
 //! Compressed captures for every input: the compression is told from the
 //! stream's first bytes ([`Compression::detect`]), and [`decompressed`]
-//! wraps the stream in its decoder, on a thread of its own by default, so
+//! wraps the stream in its decoder, on a thread of its own when a core is
+//! free for it ([`super::decoder_thread`]), so
 //! the record walk ([`super::CaptureReader`]) sees plain pcap or pcapng.
 //!
 //! The decoders (docs/operators.md says why these, docs/benchmarks.md

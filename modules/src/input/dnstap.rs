@@ -330,7 +330,8 @@ fn open_file(path: &std::path::Path) -> Result<FrameStreamReader, StageError> {
     } else {
         Box::new(std::fs::File::open(path).map_err(|e| StageError::io(path, e))?)
     };
-    let opened = decompressed(reader, true).map_err(|e| StageError::io(path, e))?;
+    let opened = decompressed(reader, super::decoder_thread::decoder_gets_a_thread())
+        .map_err(|e| StageError::io(path, e))?;
     let stream = BufferedStream::new(opened.reader, 1 << 20)
         .decompressed_from(opened.compression, opened.cut_off);
     Ok(FrameStreamReader::new(stream))

@@ -23,8 +23,9 @@ pub struct FpcapOptions {
     /// The size of each read, in KiB (at most 1 GiB).
     #[option(default = DEFAULT_BUFFER_KIB, range = 1..=(1 << 20))]
     pub buffer_kib: usize,
-    /// Decompress a compressed capture on a thread of its own (false: on
-    /// the reading thread).
+    /// Decompress a compressed capture on a thread of its own when the
+    /// machine has a core for it (not when `--jobs` already fills the cores);
+    /// false: always on the reading thread.
     #[option(default = true)]
     pub decompress_thread: bool,
 }
@@ -87,7 +88,8 @@ pub fn open_as(
         let size = metadata.filter(|m| m.is_file()).map(|m| m.len());
         (Box::new(file), size)
     };
-    let opened = decompressed(reader, decompress_thread).map_err(|e| StageError::io(&path, e))?;
+    let thread = decompress_thread && super::decoder_thread::decoder_gets_a_thread();
+    let opened = decompressed(reader, thread).map_err(|e| StageError::io(&path, e))?;
     // A compressed file's size says nothing of how long its plain stream is.
     let total = total.filter(|_| opened.compression == Compression::None);
     let stream = BufferedStream::new(opened.reader, chunk)

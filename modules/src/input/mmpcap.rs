@@ -182,8 +182,12 @@ pub fn open_any(
         return Ok(Box::new(reader));
     }
     let bytes = MapBytes { map, at: 0 };
-    let decoder =
-        Decompressed::new(compression, bytes, true).map_err(|e| StageError::io(&path, e))?;
+    let decoder = Decompressed::new(
+        compression,
+        bytes,
+        super::decoder_thread::decoder_gets_a_thread(),
+    )
+    .map_err(|e| StageError::io(&path, e))?;
     let cut_off = Some(decoder.cut_off());
     let stream =
         BufferedStream::new(Box::new(decoder), 1 << 20).decompressed_from(compression, cut_off);

@@ -4,6 +4,7 @@
 //! (`input.dnstap`); lines of text (`input.lines`) and work items from NATS
 //! JetStream (`input.nats`).
 
+pub mod decoder_thread;
 pub mod decompress;
 pub mod dnstap;
 pub mod fpcap;
