@@ -63,13 +63,25 @@ impl Emulator {
             .collect();
         let locals = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        if protocols.tcp {
-            for (link, stats) in &links {
-                tcp::spawn(link.clone(), stats.clone(), seed)?;
-            }
-        }
+        // Every port is bound before anything starts, so that a start that
+        // fails leaves nothing listening.
+        let listeners = if protocols.tcp {
+            links
+                .iter()
+                .map(|(link, _)| tcp::bind(link))
+                .collect::<io::Result<Vec<_>>>()?
+        } else {
+            Vec::new()
+        };
         let udp = if protocols.udp {
-            let udp = udp::Udp::bind(&links, seed, locals.clone())?;
+            Some(udp::Udp::bind(&links, seed, locals.clone())?)
+        } else {
+            None
+        };
+        for (listener, (link, stats)) in listeners.into_iter().zip(&links) {
+            tcp::spawn(listener, link.clone(), stats.clone(), seed)?;
+        }
+        let udp = if let Some(udp) = udp {
             let stop = stop.clone();
             Some(
                 std::thread::Builder::new()

@@ -28,10 +28,20 @@ use std::time::{Duration, Instant};
 /// retransmission timeout).
 pub const RETRANSMIT: Duration = Duration::from_millis(200);
 
-/// Starts accepting on `link.listen`; returns the bound address.
-pub fn spawn(link: Link, stats: Arc<LinkStats>, seed: u64) -> io::Result<SocketAddr> {
-    let listener = TcpListener::bind(link.listen)
-        .map_err(|e| io::Error::new(e.kind(), format!("tcp {}: cannot bind: {e}", link.listen)))?;
+/// Binds `link.listen` for TCP (an error naming the address when it cannot).
+pub fn bind(link: &Link) -> io::Result<TcpListener> {
+    TcpListener::bind(link.listen)
+        .map_err(|e| io::Error::new(e.kind(), format!("tcp {}: cannot bind: {e}", link.listen)))
+}
+
+/// Starts accepting on `listener` (bound by [`bind`]) for `link`; returns
+/// the bound address.
+pub fn spawn(
+    listener: TcpListener,
+    link: Link,
+    stats: Arc<LinkStats>,
+    seed: u64,
+) -> io::Result<SocketAddr> {
     let local = listener.local_addr()?;
     let connections = AtomicU64::new(0);
     thread::spawn(move || {

@@ -307,3 +307,25 @@ fn tcp_is_delayed_in_order_retransmits_cost_a_timeout_and_close_propagates() {
         emu.stop().unwrap();
     }
 }
+
+#[test]
+fn a_start_that_cannot_bind_leaves_nothing_listening() {
+    // The UDP side of the port is taken: the start fails, naming it, and
+    // the TCP side it had bound first is free again.
+    let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let listen = taken.local_addr().unwrap();
+    let target: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let link = Defaults::default()
+        .link(&format!("{listen}={target}"))
+        .unwrap();
+    let Err(e) = Emulator::start(vec![link], BOTH, 1) else {
+        panic!("started on a taken port");
+    };
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(
+        e.to_string()
+            .starts_with(&format!("udp {listen}: cannot bind")),
+        "{e}"
+    );
+    TcpListener::bind(listen).expect("the TCP side was let go");
+}
