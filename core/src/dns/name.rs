@@ -181,43 +181,43 @@ pub fn write_walked(
 /// in a loop.
 const UNROLLED_LABELS: usize = 8;
 
-/// Where the root label (the final zero) of the name at `start` is, for a
-/// name of plain labels: no compression pointer, no label longer than 63.
-/// `label` is told where each label's length byte is, in order. `None` for
-/// any other name, or one that runs past the message. The name's length is
-/// not checked against [`MAX_NAME`]: the caller does that.
+/// Where the root label (the final zero) of the name at `start` is, and how
+/// many labels come before it, for a name of plain labels: no compression
+/// pointer, no label longer than 63. `None` for any other name, or one that
+/// runs past the message. The name's length is not checked against
+/// [`MAX_NAME`]: the caller does that.
 ///
 /// Checking a query waits mostly on this walk, each length byte found from
 /// the one before. The first [`UNROLLED_LABELS`] steps are unrolled so that
 /// a step is one add and one load: `rest` moves on by the label's length,
 /// and the `k` length bytes passed so far are the load's constant offset.
-/// Written as a plain loop, a step is a load and two adds (measured: the
-/// `dns-null` chain's walking thread, 0.478 → 0.463 s on 20 M queries).
+/// Written as a plain loop, a step is a load and two adds. It costs 13
+/// instructions a packet more, and saves 1 to 3 % of the `dns-null`
+/// chain's walking thread (`docs/benchmarks.md`, "The name walk unrolled").
 #[inline(always)]
-pub(crate) fn plain_root(msg: &[u8], start: usize, mut label: impl FnMut(usize)) -> Option<usize> {
+pub(crate) fn plain_root(msg: &[u8], start: usize) -> Option<(usize, usize)> {
     let mut rest = msg.get(start..)?;
     for k in 0..UNROLLED_LABELS {
         let len = *rest.get(k)?;
-        let at = msg.len() - rest.len() + k;
         if len == 0 {
-            return Some(at);
+            return Some((msg.len() - rest.len() + k, k));
         }
         if len > 63 {
             return None;
         }
-        label(at);
         rest = rest.get(usize::from(len)..)?;
     }
     let mut pos = msg.len() - rest.len() + UNROLLED_LABELS;
+    let mut labels = UNROLLED_LABELS;
     loop {
         let len = usize::from(*msg.get(pos)?);
         if len == 0 {
-            return Some(pos);
+            return Some((pos, labels));
         }
         if len > 63 {
             return None;
         }
-        label(pos);
+        labels += 1;
         pos += 1 + len;
     }
 }
@@ -233,8 +233,7 @@ pub(crate) fn plain_root(msg: &[u8], start: usize, mut label: impl FnMut(usize))
 /// plain when its only dots are the ones stored, one per label.
 #[inline]
 fn write_plain(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
-    let mut labels = 0u32;
-    let pos = plain_root(msg, start, |_| labels += 1)?;
+    let (pos, labels) = plain_root(msg, start)?;
     if pos + 1 - start > MAX_NAME {
         return None;
     }
@@ -250,7 +249,7 @@ fn write_plain(msg: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
         // `at` is the next length byte (or the final zero): a dot.
         out[first + at - start - 1] = b'.';
     }
-    if dotted_sum(&out[first..]) != labels {
+    if dotted_sum(&out[first..]) != labels as u32 {
         out.truncate(first);
         return None;
     }

@@ -321,7 +321,7 @@ pub(crate) fn scan_query(msg: &[u8]) -> Option<DnsInfo> {
         return None;
     }
     let header = Header::parse(raw)?;
-    let mut pos = name::plain_root(msg, Header::LEN, |_| {})? + 1;
+    let mut pos = name::plain_root(msg, Header::LEN)?.0 + 1;
     if pos - Header::LEN > name::MAX_NAME {
         return None;
     }

@@ -214,6 +214,7 @@ fn names_of_0_to_12_labels_whole_cut_or_broken_agree_with_the_full_walk() {
             length_byte += 1 + label.len();
         }
         assert_eq!(length_byte, m.len() - 5, "the root label's place");
+        assert_eq!(name::plain_root(&m, 12), Some((length_byte, count)));
     }
     // A length of 64 or more after 0 to 11 plain labels, with 64 bytes and a
     // root label after it: were its length taken, the name would end there.
@@ -222,15 +223,15 @@ fn names_of_0_to_12_labels_whole_cut_or_broken_agree_with_the_full_walk() {
         for _ in 0..before {
             wire.extend_from_slice(&[1, b'q']);
         }
-        let plain_end = name::plain_root(&[&wire[..], &[0]].concat(), 0, |_| {});
-        assert_eq!(plain_end, Some(wire.len()), "{before} plain labels");
+        let plain = name::plain_root(&[&wire[..], &[0]].concat(), 0);
+        assert_eq!(plain, Some((wire.len(), before)), "{before} plain labels");
         for kind in [64u8, 0x80, 0xc0] {
             let mut bad = wire.clone();
             bad.push(kind);
             bad.extend_from_slice(&[b'x'; 64]);
             bad.push(0);
             assert_eq!(
-                name::plain_root(&bad, 0, |_| {}),
+                name::plain_root(&bad, 0),
                 None,
                 "{kind:#x} after {before} labels"
             );
