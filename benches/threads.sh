@@ -19,6 +19,14 @@
 #        CASES="udp tcp crossing" COUNT=20000000 CONNECTIONS=1000000 \
 #        THREADS="1 2" ROUNDS=3 SKIP_BUILD=1 benches/threads.sh
 #
+# Before each timed run of the udp and tcp cases, benches/core_distance.rs
+# measures how far apart cores 0 and 1 are (a cache line's round trip): a
+# virtual machine's host may place its two cores on one core complex (~60-80
+# ns here) or on two (~340 ns) and move them while it runs, and what crosses
+# threads costs several times more in the second placement. The summary then
+# also gives the medians by placement (near: under 150 ns before and after
+# the run; far: 150 ns or more both times; a run that saw both is left out).
+#
 # Environment: CASES (udp tcp crossing host), COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
 # ("1 2"; "2u" is 2 threads, --unordered), ROUNDS (3), SKIP_BUILD=1,
 # DATA_DIR (bench-data/threads; the captures stay there, 1.6 GB for the
@@ -38,7 +46,17 @@ DATA_DIR=${DATA_DIR:-$ROOT/bench-data/threads}
 BIN=$ROOT/target/release/dnsluice
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     cargo build --release -p dnsluice
+    cargo bench -q --bench core-distance --no-run
 fi
+# The core-distance probe, as cargo last built it (none: runs say "-").
+DISTANCE=$(ls -t "$ROOT"/target/release/deps/core_distance-* 2>/dev/null | grep -v '\.d$' | head -1 || true)
+
+# A cache line's round trip between cores 0 and 1 now, in ns ("-": no probe).
+distance() {
+    local ns=
+    [[ -n $DISTANCE ]] && ns=$("$DISTANCE" 2> /dev/null | awk '{print $3}')
+    echo "${ns:--}"
+}
 mkdir -p "$DATA_DIR"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -54,16 +72,21 @@ timed() {
     local label=$1
     shift
     local times=$TMP/time${TIMED_TAG:-} stats=$TMP/stats${TIMED_TAG:-}.json
+    # With PROBE=1, how far apart the cores were before and after the run
+    # (the placement can change during one).
+    local apart=-
+    [[ ${PROBE:-0} == 1 ]] && apart=$(distance)
     /usr/bin/time -f "%e %U %S %M" -o "$times" "$@" --stats-json "$stats" -q > /dev/null
+    [[ ${PROBE:-0} == 1 ]] && apart="$apart:$(distance)"
     read -r wall user sys rss < "$times"
     local counted line
     counted=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); st=s["stages"]; print(st[0]["out"], st[-1]["in"])' "$stats")
     # Each thread's CPU as the run reported it (its "threads" list).
     python3 -c 'import json,sys; [print(sys.argv[2], t["name"], t["cpu_s"]) for t in json.load(open(sys.argv[1])).get("threads", [])]' \
         "$stats" "$label" >> "$TMP/threads"
-    line="$label $wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }') $((rss / 1024)) $counted"
+    line="$label $wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }') $((rss / 1024)) $counted $apart"
     echo "$line" >> "$TMP/runs"
-    printf '%-10s wall %7.2f s  cpu %7.2f s  rss %5s MB  packets %s  out %s\n' $line
+    printf '%-10s wall %7.2f s  cpu %7.2f s  rss %5s MB  packets %s  out %s  cores %s ns apart (before:after)\n' $line
 }
 
 # Alternating rounds of `dnsluice run configs/dump.toml` on capture $1 with each of THREADS.
@@ -75,7 +98,7 @@ compare_threads() {
         for threads in "${order[@]}"; do
             flags=(--threads "${threads%u}")
             [[ $threads == *u ]] && flags+=(--unordered)
-            timed "$threads" "$BIN" run configs/dump.toml --set "0.path=$capture" "${flags[@]}"
+            PROBE=1 timed "$threads" "$BIN" run configs/dump.toml --set "0.path=$capture" "${flags[@]}"
         done
     done
 }
@@ -87,11 +110,18 @@ summary() {
 import statistics, sys
 runs = {}
 order = []
+placed = {}
 for line in open(sys.argv[1]):
-    label, wall, cpu, rss, packets, out = line.split()
+    label, wall, cpu, rss, packets, out, apart = line.split()
     if label not in runs:
         order.append(label)
     runs.setdefault(label, []).append((float(wall), float(cpu), int(rss), (packets, out)))
+    probes = [float(a) for a in apart.split(":") if a != "-"]
+    if len(probes) == 2:
+        # Near or far both before and after the run; a run between is left out.
+        where = "near" if max(probes) < 150 else "far" if min(probes) >= 150 else None
+        if where:
+            placed.setdefault(where, {}).setdefault(label, []).append((float(wall), float(cpu), max(probes)))
 counts = {r[3] for rows in runs.values() for r in rows}
 print(f"\n{sys.argv[2]}: medians" + ("" if len(counts) == 1 else f"  COUNTS DIFFER: {sorted(counts)}"))
 packets = int(next(iter(counts))[0])
@@ -106,6 +136,17 @@ threads = {}
 for line in open(sys.argv[3]):
     label, name, cpu = line.split()
     threads.setdefault(label, {}).setdefault(name, []).append(float(cpu))
+# By placement, where every label ran in it.
+for where, by_label in sorted(placed.items()):
+    if set(by_label) != set(order):
+        continue
+    base_wall = statistics.median(w for w, _, _ in by_label[order[0]])
+    for label in order:
+        rows = by_label[label]
+        wall = statistics.median(w for w, _, _ in rows)
+        cpu = statistics.median(c for _, c, _ in rows)
+        apart = statistics.median(a for _, _, a in rows)
+        print(f"{where:<4} {label:<5} wall {wall:7.2f} s  cpu {cpu:7.2f} s  ({len(rows)} runs, cores {apart:.0f} ns apart)  speed-up {base_wall / wall:.2f}x")
 for label in order:
     by_name = sorted(((statistics.median(v), n) for n, v in threads.get(label, {}).items()), reverse=True)
     print(f"{label:<10} cpu by thread: " + ", ".join(f"{n} {c:.2f} s" for c, n in by_name))
@@ -146,7 +187,7 @@ for case in $CASES; do
 import statistics, sys
 cpu = {}
 for line in open(sys.argv[1]):
-    label, wall, c, rss, packets, out = line.split()
+    label, wall, c, rss, packets, out, _ = line.split()
     cpu.setdefault(label, []).append(float(c))
     n = int(packets)
 extra = statistics.median(cpu["split"]) - statistics.median(cpu["plain"])
