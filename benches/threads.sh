@@ -19,10 +19,10 @@
 #        CASES="udp tcp crossing" COUNT=20000000 CONNECTIONS=1000000 \
 #        THREADS="1 2" ROUNDS=3 SKIP_BUILD=1 benches/threads.sh
 #
-# Before each timed run of the udp and tcp cases, benches/core_distance.rs
+# Before and after each timed run of the udp, tcp and crossing cases, benches/core_distance.rs
 # measures how far apart cores 0 and 1 are (a cache line's round trip): a
-# virtual machine's host may place its two cores on one core complex (~60-80
-# ns here) or on two (~340 ns) and move them while it runs, and what crosses
+# virtual machine's host may place its two cores on one core complex (~85 ns
+# here) or on two (330-390 ns) and move them while it runs, and what crosses
 # threads costs several times more in the second placement. The summary then
 # also gives the medians by placement (near: under 150 ns before and after
 # the run; far: 150 ns or more both times; a run that saw both is left out).
@@ -179,19 +179,28 @@ for case in $CASES; do
             "$udp_capture" > "$TMP/split.toml"
         echo "crossing: $COUNT packets, input -> output.null, then through filter.split (1 thread)"
         for round in $(seq "$ROUNDS"); do
-            timed plain "$BIN" run "$TMP/plain.toml" --threads 1
-            timed split "$BIN" run "$TMP/split.toml"
+            PROBE=1 timed plain "$BIN" run "$TMP/plain.toml" --threads 1
+            PROBE=1 timed split "$BIN" run "$TMP/split.toml"
         done
         summary "crossing"
         python3 - "$TMP/runs" "$TMP/threads" <<'PY'
 import statistics, sys
 cpu = {}
+placed = {}
 for line in open(sys.argv[1]):
-    label, wall, c, rss, packets, out, _ = line.split()
+    label, wall, c, rss, packets, out, apart = line.split()
     cpu.setdefault(label, []).append(float(c))
     n = int(packets)
+    probes = [float(a) for a in apart.split(":") if a != "-"]
+    if len(probes) == 2 and (max(probes) < 150 or min(probes) >= 150):
+        where = "near" if max(probes) < 150 else "far"
+        placed.setdefault(where, {}).setdefault(label, []).append(float(c))
 extra = statistics.median(cpu["split"]) - statistics.median(cpu["plain"])
 print(f"crossing: {1e9 * extra / n:.1f} ns of CPU per object (both sides: copy, queues, wake-ups)")
+for where, by in sorted(placed.items()):
+    if {"plain", "split"} <= set(by):
+        extra = statistics.median(by["split"]) - statistics.median(by["plain"])
+        print(f"crossing, cores {where}: {1e9 * extra / n:.1f} ns ({len(by['plain'])} and {len(by['split'])} runs)")
 # By thread, from the runs' own accounts (`threads` in --stats-json): the
 # map's helper does the same work in both runs, so the crossing without it
 # is what the input's thread and the worker add.

@@ -226,7 +226,8 @@ impl Batch {
 
 /// How many entries ahead [`Batch::drain`] asks for a packet's bytes: they
 /// were last read by the thread that handed the batch over, on another core
-/// (on this VM up to ~370 ns a cache line away; see `benches/threads.sh`),
+/// (on this VM a cache line's round trip between the cores takes up to
+/// ~370 ns; see `benches/threads.sh`),
 /// so they are asked for while the chain runs the packets before.
 const PREFETCH_AHEAD: usize = 8;
 
