@@ -27,30 +27,36 @@ const RUNS: usize = 9;
 #[repr(align(128))]
 struct Line(AtomicU64);
 
-/// Pins the calling thread to `cpu`; false when the kernel refuses (no
-/// such core).
-fn pin(cpu: usize) -> bool {
+/// Pins the calling thread to `cpu`, or ends the process with a message
+/// when the kernel refuses (no such core, or not one this process may use).
+fn pin(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes into
-    // it within its size; sched_setaffinity reads it.
+    // it (a core past its size is refused before); sched_setaffinity reads it.
     #[allow(unsafe_code)]
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    let pinned = cpu < libc::CPU_SETSIZE as usize
+        && unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+        };
+    if !pinned {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        eprintln!("core-distance: cannot run on core {cpu} (this process may use {cores} cores)");
+        std::process::exit(1);
     }
 }
 
 fn main() {
-    let cpus: Vec<usize> = std::env::args()
+    let cpus: Option<Vec<usize>> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
-        .map(|a| a.parse().expect("a core number"))
+        .map(|a| a.parse().ok())
         .collect();
-    let (a, b) = match cpus[..] {
-        [] => (0, 1),
-        [a, b] => (a, b),
+    let (a, b) = match cpus.as_deref() {
+        Some([]) => (0, 1),
+        Some(&[a, b]) => (a, b),
         _ => {
-            eprintln!("usage: cargo bench --bench core-distance [-- CORE CORE]");
+            eprintln!("usage: cargo bench --bench core-distance [-- CORE CORE] (two core numbers)");
             std::process::exit(2);
         }
     };
@@ -60,7 +66,7 @@ fn main() {
     let answerer = {
         let line = line.clone();
         std::thread::spawn(move || {
-            assert!(pin(b), "cannot run on core {b}");
+            pin(b);
             loop {
                 let value = line.0.load(Ordering::Acquire);
                 if value == u64::MAX {
@@ -72,7 +78,7 @@ fn main() {
             }
         })
     };
-    assert!(pin(a), "cannot run on core {a}");
+    pin(a);
     let mut runs = Vec::with_capacity(RUNS);
     let mut value = 0u64;
     for _ in 0..RUNS {
