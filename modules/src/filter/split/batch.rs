@@ -224,11 +224,11 @@ impl Batch {
     }
 }
 
-/// How many entries ahead [`Batch::drain`] asks for a packet's bytes: they
-/// were last read by the thread that handed the batch over, on another core
-/// (on this VM a cache line's round trip between the cores takes up to
-/// ~370 ns; see `benches/threads.sh`),
-/// so they are asked for while the chain runs the packets before.
+/// How many entries ahead [`Batch::drain`] asks for a packet's bytes. The
+/// thread that handed the batch over read them last, on another core (on
+/// this VM a cache line's round trip between the cores takes up to ~390 ns;
+/// see `benches/threads.sh`), so they are asked for while the chain runs
+/// the packets before: 3 % of TCP's CPU on 2 threads (`docs/benchmarks.md`).
 const PREFETCH_AHEAD: usize = 8;
 
 /// Asks for the first two cache lines of the packet `entry` holds by its
