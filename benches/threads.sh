@@ -27,8 +27,14 @@
 # also gives the medians by placement (near: under 150 ns before and after
 # the run; far: 150 ns or more both times; a run that saw both is left out).
 #
+# Each case first prints the state of its capture in the page cache
+# (benches/page_cache.py: how many page faults mapping it takes); CACHE=disk
+# drops the capture from the cache and reads it back first, as a capture
+# read from disk is (default as-is: as the generator left it, in small
+# folios). The kernel's cost of mapping the file differs by ~20x between them.
+#
 # Environment: CASES (udp tcp crossing host), COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
-# ("1 2"; "2u" is 2 threads, --unordered), ROUNDS (3), SKIP_BUILD=1,
+# ("1 2"; "2u" is 2 threads, --unordered), ROUNDS (3), SKIP_BUILD=1, CACHE (as-is or disk),
 # DATA_DIR (bench-data/threads; the captures stay there, 1.6 GB for the
 # udp case). Run it on an idle machine, through `cpu-lock bench` where
 # sessions share one.
@@ -161,18 +167,21 @@ for case in $CASES; do
     case $case in
     udp)
         [[ -s $udp_capture ]] || python3 benches/gen-pcap.py --count "$COUNT" --out "$udp_capture" >&2
+        python3 benches/page_cache.py bench "$udp_capture"
         echo "udp: $COUNT packets, layers -> DNS -> JSON lines to /dev/null"
         compare_threads "$udp_capture"
         summary "udp"
         ;;
     tcp)
         [[ -s $tcp_capture ]] || python3 benches/gen-tcp-pcap.py --connections "$CONNECTIONS" --out "$tcp_capture"
+        python3 benches/page_cache.py bench "$tcp_capture"
         echo "tcp: $CONNECTIONS connections (9 packets, 2 messages each), layers -> DNS -> JSON lines to /dev/null"
         compare_threads "$tcp_capture"
         summary "tcp"
         ;;
     crossing)
         [[ -s $udp_capture ]] || python3 benches/gen-pcap.py --count "$COUNT" --out "$udp_capture" >&2
+        python3 benches/page_cache.py bench "$udp_capture"
         printf '[[stage]]\nmodule = "input.mmpcap"\npath = "%s"\n[[stage]]\nmodule = "output.null"\n' \
             "$udp_capture" > "$TMP/plain.toml"
         printf '[[stage]]\nmodule = "input.mmpcap"\npath = "%s"\n[[stage]]\nmodule = "filter.split"\nthreads = 1\nreport = false\n[[stage]]\nmodule = "output.null"\n' \
@@ -218,6 +227,7 @@ PY
         ;;
     host)
         [[ -s $tcp_capture ]] || python3 benches/gen-tcp-pcap.py --connections "$CONNECTIONS" --out "$tcp_capture"
+        python3 benches/page_cache.py bench "$tcp_capture"
         echo "host: --threads 1 on the tcp capture alone, then two such runs at once"
         one=("$BIN" run configs/dump.toml --set "0.path=$tcp_capture" --threads 1)
         for round in $(seq "$ROUNDS"); do
