@@ -23,10 +23,13 @@
 //! a quarter less processor time. The walk tells the helper where it is
 //! every [`REPORT_EVERY`] bytes; the helper naps until the walk, at the pace
 //! it kept since the helper last looked, would have used up half of what is
-//! faulted in ahead of it ([`nap_for`]: between [`NAP`] and [`NAP_LONG`]),
-//! and longer while the walk does not move (a stalled consumer, the end of
-//! the file). Each wake-up costs some 10–20 µs of processor time on this
-//! VM: waking every millisecond took 0.12 s of a 5.8 s run of JSON lines.
+//! faulted in ahead of it ([`nap_for`]: between [`NAP`] and [`NAP_LONG`]);
+//! while the walk does not move (a stalled consumer, the end of the file),
+//! for a nap that doubles from [`NAP`] up to [`NAP_MAX`]. Waking every
+//! millisecond, the helper took 0.152 s of processor time in a 5.9 s run
+//! of JSON lines on one thread (20 M packets); with these naps, 0.057 s
+//! (the difference over some 5,800 fewer wake-ups: about 16 µs each on
+//! this VM).
 
 use memmap2::{Mmap, UncheckedAdvice};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
