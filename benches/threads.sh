@@ -30,8 +30,9 @@
 # Each case first prints the state of its capture in the page cache
 # (benches/page_cache.py: how many page faults mapping it takes); CACHE=disk
 # drops the capture from the cache and reads it back first, as a capture
-# read from disk is (default as-is: as the generator left it, in small
-# folios). The kernel's cost of mapping the file differs by ~20x between them.
+# read from disk is (default as-is: as it is; a capture the generator has
+# just written sits in small folios). On Linux 6.18 here the kernel's cost
+# of mapping and unmapping the file differs by ~20x between the two.
 #
 # Environment: CASES (udp tcp crossing host), COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
 # ("1 2"; "2u" is 2 threads, --unordered), ROUNDS (3), SKIP_BUILD=1, CACHE (as-is or disk),

@@ -30,7 +30,7 @@
 #   DNSLUICE_BIN=P  our binary (default <repo>/target/release/dnsluice)
 #   CACHE=disk      drop the captures from the page cache and read them back
 #                   first, as a capture read from disk is (default as-is: as
-#                   the generator left them). Both tools pay the kernel far
+#                   they are). Both tools pay the kernel far
 #                   less to map a file held in large folios; see
 #                   benches/page_cache.py, whose count of faults is printed.
 #   HELPER=0        run input.mmpcap without its helper thread (one thread:

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Output;
 use testkit::corpus::{corpus_dir, truth, truth_rows};
-use testkit::{assert_ok, dnsluice, run_ok, run_pipeline, temp_dir};
+use testkit::{assert_ok, dnsluice, run_new_executable_ok, run_pipeline, temp_dir};
 
 const CAPTURE: &str = "live_mini_en10mb.pcap";
 
@@ -266,7 +266,7 @@ fn shebang_scripts_run_with_their_arguments() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
     // spawns: env (the script's shebang line runs our binary through it)
-    let out = run_ok(std::process::Command::new(&file).args(["one", "--two"]));
+    let out = run_new_executable_ok(std::process::Command::new(&file).args(["one", "--two"]));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "true\tone\t--two\t2\n"

@@ -34,6 +34,30 @@ pub fn run_ok(command: &mut Command) -> Output {
     out
 }
 
+/// [`run_ok`] for a file this test has just written and made executable.
+/// A child of another test thread, forked while the file was still open for
+/// writing and not yet started, holds that descriptor for an instant, and
+/// the kernel refuses to run a file open for writing ("Text file busy");
+/// this tries again, 10 ms apart, for up to a second.
+#[track_caller]
+pub fn run_new_executable_ok(command: &mut Command) -> Output {
+    let mut tries = 0;
+    let out = loop {
+        match command.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < BUSY_TRIES => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            result => break result.unwrap_or_else(|e| panic!("{command:?} could not start: {e}")),
+        }
+    };
+    assert_ok(&out, format_args!("{command:?}"));
+    out
+}
+
+/// How often [`run_new_executable_ok`] tries a busy file again.
+const BUSY_TRIES: u32 = 100;
+
 /// Asserts that a run that has ended succeeded, for runs [`run_ok`] cannot
 /// make (a spawned child's `wait_with_output`, [`run_pipeline`](crate::run_pipeline)):
 /// the failure message gives `what` (the command, the case), the exit status and the run's stderr.
@@ -140,5 +164,34 @@ pub fn wait_usage(mut child: Child) -> Usage {
         cpu: time(usage.ru_utime) + time(usage.ru_stime),
         max_rss_bytes: usage.ru_maxrss as u64 * 1024,
         stderr,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A script still open for writing somewhere (here: by this test, for
+    /// 50 ms) cannot be started at first; the runner waits until it can.
+    #[test]
+    fn a_new_executable_runs_once_no_one_holds_it_open() {
+        let dir = crate::temp_dir("busy-executable");
+        let file = dir.join("tool.sh");
+        std::fs::write(&file, "#!/bin/sh\necho ran \"$1\"\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let held = File::options().append(true).open(&file).unwrap();
+        // spawns: sh (the script's shebang line)
+        let busy = Command::new(&file).output().map(|_| ()).unwrap_err();
+        assert_eq!(busy.kind(), std::io::ErrorKind::ExecutableFileBusy);
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            drop(held);
+        });
+        // spawns: sh (the script's shebang line, once no one holds it open)
+        let out = run_new_executable_ok(Command::new(&file).arg("once"));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ran once\n");
+        release.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
