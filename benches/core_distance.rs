@@ -5,10 +5,11 @@
 //!     cargo bench --bench core-distance                # cores 0 and 1
 //!     cargo bench --bench core-distance -- 2 5         # cores 2 and 5
 //!
-//! Prints one line, `core-distance 0-1 52 ns` (the median of 9 runs of
+//! Prints one line, `core-distance 0-1 85 ns` (the median of 9 runs of
 //! 20,000 round trips). Why it is here: on a virtual machine the host may
 //! place the two virtual cores on the same core complex (a shared L3 cache:
-//! ~50 ns here) or on two (~340 ns), and move them while the guest runs.
+//! ~85 ns here) or on two (328–389 ns printed here), and move them while
+//! the guest runs.
 //! Everything that crosses threads (the split's batches, the merger, the
 //! walk's lock, flows posted to their owners) costs several times more in
 //! the second placement, so `benches/threads.sh` runs this before each

@@ -64,6 +64,16 @@ distance() {
     [[ -n $DISTANCE ]] && ns=$("$DISTANCE" 2> /dev/null | awk '{print $3}')
     echo "${ns:--}"
 }
+
+# Where the cores were for a run whose probes said $1 ("before:after"): near
+# (under 150 ns both times), far (150 ns or more both times), or "-" (the
+# placement changed during the run, or no probe).
+placement() {
+    awk -v apart="$1" 'BEGIN {
+        if (split(apart, p, ":") != 2 || p[1] == "-" || p[2] == "-") { print "-"; exit }
+        if (p[1] < 150 && p[2] < 150) print "near"; else if (p[1] >= 150 && p[2] >= 150) print "far"; else print "-"
+    }'
+}
 mkdir -p "$DATA_DIR"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -72,8 +82,9 @@ udp_capture=$DATA_DIR/udp-$COUNT.pcap
 tcp_capture=$DATA_DIR/tcp-$CONNECTIONS.pcap
 
 # One timed run: label, then the command (its output to /dev/null); appends
-# "label wall cpu rss packets messages", the packets the input read and the
-# objects the last stage wrote, from the run's statistics.
+# "label wall cpu rss packets messages apart where": the packets the input
+# read and the objects the last stage wrote, from the run's statistics; the
+# probes before and after it and the placement they give (PROBE=1).
 # TIMED_TAG names its files apart from a run beside it.
 timed() {
     local label=$1
@@ -92,7 +103,7 @@ timed() {
     python3 -c 'import json,sys; [print(sys.argv[2], t["name"], t["cpu_s"]) for t in json.load(open(sys.argv[1])).get("threads", [])]' \
         "$stats" "$label" >> "$TMP/threads"
     line="$label $wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }') $((rss / 1024)) $counted $apart"
-    echo "$line" >> "$TMP/runs"
+    echo "$line $(placement "$apart")" >> "$TMP/runs"
     printf '%-10s wall %7.2f s  cpu %7.2f s  rss %5s MB  packets %s  out %s  cores %s ns apart (before:after)\n' $line
 }
 
@@ -118,17 +129,18 @@ import statistics, sys
 runs = {}
 order = []
 placed = {}
+# A speed-up, or "-" for a run shorter than /usr/bin/time's 10 ms.
+speed_up = lambda base, wall: f"{base / wall:.2f}x" if wall else "-"
+
 for line in open(sys.argv[1]):
-    label, wall, cpu, rss, packets, out, apart = line.split()
+    label, wall, cpu, rss, packets, out, apart, where = line.split()
     if label not in runs:
         order.append(label)
     runs.setdefault(label, []).append((float(wall), float(cpu), int(rss), (packets, out)))
-    probes = [float(a) for a in apart.split(":") if a != "-"]
-    if len(probes) == 2:
-        # Near or far both before and after the run; a run between is left out.
-        where = "near" if max(probes) < 150 else "far" if min(probes) >= 150 else None
-        if where:
-            placed.setdefault(where, {}).setdefault(label, []).append((float(wall), float(cpu), max(probes)))
+    # Near or far both before and after the run; a run between is left out.
+    if where != "-":
+        farther = max(float(a) for a in apart.split(":"))
+        placed.setdefault(where, {}).setdefault(label, []).append((float(wall), float(cpu), farther))
 counts = {r[3] for rows in runs.values() for r in rows}
 print(f"\n{sys.argv[2]}: medians" + ("" if len(counts) == 1 else f"  COUNTS DIFFER: {sorted(counts)}"))
 packets = int(next(iter(counts))[0])
@@ -138,7 +150,7 @@ for label in order:
     wall = statistics.median(r[0] for r in rows)
     cpu = statistics.median(r[1] for r in rows)
     rss = statistics.median(r[2] for r in rows)
-    print(f"{label:<10} wall {wall:7.2f} s  cpu {cpu:7.2f} s ({1e9 * cpu / packets:6.1f} ns/packet)  rss {rss} MB  speed-up {base / wall:.2f}x")
+    print(f"{label:<10} wall {wall:7.2f} s  cpu {cpu:7.2f} s ({1e9 * cpu / packets:6.1f} ns/packet)  rss {rss} MB  speed-up {speed_up(base, wall)}")
 threads = {}
 for line in open(sys.argv[3]):
     label, name, cpu = line.split()
@@ -153,7 +165,7 @@ for where, by_label in sorted(placed.items()):
         wall = statistics.median(w for w, _, _ in rows)
         cpu = statistics.median(c for _, c, _ in rows)
         apart = statistics.median(a for _, _, a in rows)
-        print(f"{where:<4} {label:<5} wall {wall:7.2f} s  cpu {cpu:7.2f} s  ({len(rows)} runs, cores {apart:.0f} ns apart)  speed-up {base_wall / wall:.2f}x")
+        print(f"{where:<4} {label:<5} wall {wall:7.2f} s  cpu {cpu:7.2f} s  ({len(rows)} runs, cores {apart:.0f} ns apart)  speed-up {speed_up(base_wall, wall)}")
 for label in order:
     by_name = sorted(((statistics.median(v), n) for n, v in threads.get(label, {}).items()), reverse=True)
     print(f"{label:<10} cpu by thread: " + ", ".join(f"{n} {c:.2f} s" for c, n in by_name))
@@ -198,12 +210,10 @@ import statistics, sys
 cpu = {}
 placed = {}
 for line in open(sys.argv[1]):
-    label, wall, c, rss, packets, out, apart = line.split()
+    label, wall, c, rss, packets, out, apart, where = line.split()
     cpu.setdefault(label, []).append(float(c))
     n = int(packets)
-    probes = [float(a) for a in apart.split(":") if a != "-"]
-    if len(probes) == 2 and (max(probes) < 150 or min(probes) >= 150):
-        where = "near" if max(probes) < 150 else "far"
+    if where != "-":
         placed.setdefault(where, {}).setdefault(label, []).append(float(c))
 extra = statistics.median(cpu["split"]) - statistics.median(cpu["plain"])
 print(f"crossing: {1e9 * extra / n:.1f} ns of CPU per object (both sides: copy, queues, wake-ups)")
