@@ -46,6 +46,8 @@
 # processes' user + system time (all threads; input.mmpcap runs a helper
 # thread, see its `helper` option), and "cpu ratio" the median per-round
 # ratio dnsjit CPU / ours CPU: how much less processor time ours takes.
+# Under each row, "per round" gives how the rounds' ratios scatter: the
+# lowest and highest, and the middle half (first to third quartile).
 #
 # Every pair checks, outside the timed runs or on their output, that both
 # sides handled all N packets/messages, and stops with an error otherwise.
@@ -247,6 +249,18 @@ median() { # numbers on stdin, one per line
         else printf "%.6f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# spread: numbers on stdin, one per line -> "lowest-highest (middle half
+# q1-q3)": how far the rounds' ratios scatter on this machine, beside the
+# median the table gives (on a busy virtual machine a median alone can
+# land on either side of a goal).
+spread() {
+    sort -g | awk '{ v[NR] = $1 }
+        function at(q,   k, f) { k = 1 + (NR - 1) * q; f = int(k); return v[f] + (k - f) * (v[f + 1 < NR ? f + 1 : NR] - v[f]) }
+        END {
+            if (NR == 0) { print "none"; exit }
+            printf "%.2f-%.2f (middle half %.2f-%.2f)\n", v[1], v[NR], at(0.25), at(0.75) }'
+}
+
 table_header() {
     printf '\n%-10s %9s %13s %13s %10s %10s %7s %9s %9s %9s\n' pair N "ours /s" "dnsjit /s" "ours s" "dnsjit s" ratio "ours cpu" "djit cpu" "cpu ratio"
     printf '%-10s %9s %13s %13s %10s %10s %7s %9s %9s %9s\n' ---------- --------- ------------- ------------- ---------- ---------- ------- --------- --------- ---------
@@ -301,7 +315,7 @@ bench_pair() {
         ours_c+=("$co")
         dnsjit_c+=("$cd")
         cpu_ratios+=("$(awk -v o="$co" -v d="$cd" 'BEGIN { printf "%.6f", (o > 0 ? d / o : 0) }')")
-        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$name" "$n" "$i" "$so" "$sd" >>"$RUNLOG"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$name" "$n" "$i" "$so" "$sd" "$co" "$cd" >>"$RUNLOG"
     done
 
     local mo md mr mco mcd mcr
@@ -315,6 +329,9 @@ bench_pair() {
         -v mco="$mco" -v mcd="$mcd" -v mcr="$mcr" 'BEGIN {
         printf "%-10s %9d %13.0f %13.0f %10.4f %10.4f %7.2f %9.3f %9.3f %9.2f\n",
             n, c, c / mo, c / md, mo, md, mr, mco, mcd, mcr }'
+
+    printf '%-10s per round: ratio %s, cpu ratio %s\n' "" \
+        "$(printf '%s\n' "${ratios[@]}" | spread)" "$(printf '%s\n' "${cpu_ratios[@]}" | spread)"
 
     if [[ "$HYPERFINE" == 1 ]]; then
         hyperfine -N -w 1 -r "$RUNS" -n "$name ours" "$ours" -n "$name dnsjit" "$dnsjit" >&2
@@ -380,4 +397,4 @@ if want_pair dns-dump; then
 fi
 
 echo
-log "raw runs appended to $RUNLOG (time, pair, count, round, ours s, dnsjit s)"
+log "raw runs appended to $RUNLOG (time, pair, count, round, ours s, dnsjit s, ours cpu s, dnsjit cpu s)"
