@@ -17,6 +17,13 @@ file pays that difference, so benchmark figures are only comparable in the
 same state; the benches print it (`state`) and can set "as read from disk"
 (`reread`, their CACHE=disk).
 
+A virtual machine's kernel may also page out memory nobody touched for a
+while (DAMON's `pageout` action, set up by the host; on the VM of
+2026-12-05 night: memory idle for 60 s, at most 128 MiB a second, 38 GB in
+its first 70 minutes), so a capture left unused between runs comes back
+partly from disk and in small folios; `bench` says so when a scheme like
+that is on.
+
 `state` maps the file read-only and reads one byte of every 4 KiB page,
 counting the process's minor and major faults (getrusage); major faults mean
 part of the file was not in the page cache. `reread` asks the kernel to drop
@@ -64,6 +71,39 @@ def reread(path):
             pass
 
 
+DAMON = "/sys/kernel/mm/damon/admin/kdamonds"
+
+
+def read(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+def damon_pageout(root=DAMON):
+    """A note on each running DAMON scheme that pages out idle memory."""
+    notes = []
+    for kdamond in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        base = os.path.join(root, kdamond)
+        try:
+            if read(os.path.join(base, "state")) != "on":
+                continue
+            for context in sorted(os.listdir(os.path.join(base, "contexts"))):
+                ctx = os.path.join(base, "contexts", context)
+                aggr_us = int(read(os.path.join(ctx, "monitoring_attrs/intervals/aggr_us")))
+                for scheme in sorted(os.listdir(os.path.join(ctx, "schemes"))):
+                    sch = os.path.join(ctx, "schemes", scheme)
+                    if read(os.path.join(sch, "action")) != "pageout":
+                        continue
+                    idle_s = int(read(os.path.join(sch, "access_pattern/age/min"))) * aggr_us / 1e6
+                    quota = int(read(os.path.join(sch, "quotas/bytes")))
+                    per_ms = int(read(os.path.join(sch, "quotas/reset_interval_ms")))
+                    limit = f", at most {quota >> 20} MiB every {per_ms} ms" if quota else ""
+                    notes.append(f"DAMON (kdamond {kdamond}) pages out memory idle for {idle_s:g} s or more{limit}")
+        except (OSError, ValueError):
+            continue
+    return notes
+
+
 def main(argv):
     if len(argv) < 3 or argv[1] not in ("state", "reread", "bench"):
         print("\n".join(__doc__.strip().splitlines()[2:5]), file=sys.stderr)
@@ -73,6 +113,9 @@ def main(argv):
         print(f"page_cache: CACHE must be as-is or disk, got {cache!r}", file=sys.stderr)
         return 2
     again = argv[1] == "reread" or (argv[1] == "bench" and cache == "disk")
+    if argv[1] == "bench" and not again:
+        for note in damon_pageout():
+            print(f"page_cache: {note}: a capture left unused that long comes back partly from disk (CACHE=disk gives a state that repeats)")
     for path in argv[2:]:
         try:
             if again:
