@@ -17,12 +17,12 @@ file pays that difference, so benchmark figures are only comparable in the
 same state; the benches print it (`state`) and can set "as read from disk"
 (`reread`, their CACHE=disk).
 
-A virtual machine's kernel may also page out memory nobody touched for a
-while (DAMON's `pageout` action, set up by the host; on the VM of
-2026-12-05 night: memory idle for 60 s, at most 128 MiB a second, 38 GB in
-its first 70 minutes), so a capture left unused between runs comes back
-partly from disk and in small folios; `bench` says so when a scheme like
-that is on.
+A kernel may also page out memory nobody touched for a while (DAMON's
+`pageout` action, when the system runs such a scheme; the VM of 2026-12-05
+night did, not set up by us: memory idle for 60 s, at most 128 MiB a
+second, 38 GB in its first 70 minutes or so), so a capture left unused
+between runs comes back partly from disk and in smaller folios; `bench`
+says so when a scheme like that is on.
 
 `state` maps the file read-only and reads one byte of every 4 KiB page,
 counting the process's minor and major faults (getrusage); major faults mean
