@@ -27,9 +27,15 @@ pub fn dnsluice() -> Command {
 /// Returns its output for the checks that follow.
 #[track_caller]
 pub fn run_ok(command: &mut Command) -> Output {
-    let out = command
-        .output()
-        .unwrap_or_else(|e| panic!("{command:?} could not start: {e}"));
+    let started = command.output();
+    succeeded(command, started)
+}
+
+/// The output of `command`'s run, `started`, once asserted to have started
+/// and succeeded ([`run_ok`]'s checks).
+#[track_caller]
+fn succeeded(command: &Command, started: std::io::Result<Output>) -> Output {
+    let out = started.unwrap_or_else(|e| panic!("{command:?} could not start: {e}"));
     assert_ok(&out, format_args!("{command:?}"));
     out
 }
@@ -42,17 +48,15 @@ pub fn run_ok(command: &mut Command) -> Output {
 #[track_caller]
 pub fn run_new_executable_ok(command: &mut Command) -> Output {
     let mut tries = 0;
-    let out = loop {
+    loop {
         match command.output() {
             Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < BUSY_TRIES => {
                 tries += 1;
                 std::thread::sleep(Duration::from_millis(10));
             }
-            result => break result.unwrap_or_else(|e| panic!("{command:?} could not start: {e}")),
+            started => return succeeded(command, started),
         }
-    };
-    assert_ok(&out, format_args!("{command:?}"));
-    out
+    }
 }
 
 /// How often [`run_new_executable_ok`] tries a busy file again.
