@@ -39,9 +39,7 @@ fn main() {
         let Some(data) = map.get(at + 16..at + 16 + caplen) else {
             break;
         };
-        if let Some(ahead) = map.get(at + READ_AHEAD..) {
-            prefetch(ahead);
-        }
+        prefetch(&map, at + READ_AHEAD);
         let _ = parse_layers_into(LinkType::EN10MB, data, len, &mut layers);
         if layers.transport == Transport::Udp && (layers.sport == 53 || layers.dport == 53) {
             let start = layers.payload_offset as usize;

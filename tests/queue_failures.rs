@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use testkit::queue::{
-    assert_one_right_answer_each, consumer, counters, free_port, freeze_and_kill, get,
-    lookup_worker, names_file, put, slow_worker, status, stream, url, wait_failed, wait_for,
+    assert_all_acknowledged, assert_one_right_answer_each, counters, free_port, freeze_and_kill,
+    get, lookup_worker, names_file, put, slow_worker, status, stream, url, wait_failed, wait_for,
     wait_listening, wait_ok, work_and_results, OwnBroker,
 };
 use testkit::{dnsluice, temp_dir};
@@ -50,8 +50,7 @@ fn two_workers_one_killed_mid_run_lose_and_double_nothing() {
     wait_ok(&mut second, &dir, "second");
 
     let left = status(&work, &[]);
-    assert_eq!(left["messages"], 0, "every item acknowledged: {left}");
-    assert_eq!(consumer(&left, "workers")["in_flight"], 0, "{left}");
+    assert_all_acknowledged(&left);
     // The survivor got the dead worker's items again after ack_wait.
     let taken = counters(&dir.join("second.json"), "input.nats");
     assert!(
@@ -86,8 +85,7 @@ fn broker_restarted_mid_run_loses_and_doubles_nothing() {
     });
     broker.restart(Duration::from_millis(1500));
     wait_ok(&mut worker, &dir, "worker");
-    let left = status(&work, &[]);
-    assert_eq!(left["messages"], 0, "every item acknowledged: {left}");
+    assert_all_acknowledged(&status(&work, &[]));
     let sent = counters(&dir.join("worker.json"), "output.nats");
     assert!(
         sent["counters"]["republished"].as_u64().unwrap_or(0) > 0
@@ -301,8 +299,7 @@ fn replicated_streams_on_a_cluster_survive_a_lost_node() {
     let _ = cluster.nodes[leader].kill();
     let _ = cluster.nodes[leader].wait();
     wait_ok(&mut worker, &dir, "worker");
-    let left = status_after_election(&work);
-    assert_eq!(left["messages"], 0, "every item acknowledged: {left}");
+    assert_all_acknowledged(&status_after_election(&work));
     let stored = status_after_election(&results);
     assert_eq!(stored["replicas"], 3, "{stored}");
     assert_eq!(stored["messages"], NAMES / 100, "{stored}");

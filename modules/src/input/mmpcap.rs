@@ -129,10 +129,8 @@ impl RecordSource for MappedFile {
         // while we parse (measured: ~1.7x on the record walk alone). Two lines
         // per record: a record is about as long as a line and a half, so one
         // prefetch per record left every third line to a stall.
-        if let Some(ahead) = self.map.get(self.position + READ_AHEAD..) {
-            prefetch(ahead);
-            prefetch(ahead.get(64..).unwrap_or_default());
-        }
+        prefetch(&self.map, self.position + READ_AHEAD);
+        prefetch(&self.map, self.position + READ_AHEAD + 64);
         if self.position >= self.report_at {
             self.report_position();
         }
@@ -148,22 +146,28 @@ impl RecordSource for MappedFile {
     }
 }
 
-/// Asks the CPU to bring the cache line at the start of `bytes` in (a hint;
-/// nothing on targets other than x86_64). Public for `benches/floor.rs`,
-/// which walks a map on one thread, prefetching one line per record.
+/// Asks the CPU to bring in the cache line of `bytes[at]` (a hint; nothing
+/// on targets other than x86_64). `at` may lie past the end of `bytes`: the
+/// address is only computed, never read, so the walks ask for the lines
+/// ahead of them without a bounds check (two compares and selects a
+/// record each, 8 instructions a packet on `dns-parse`, the ninth
+/// session's section of `docs/benchmarks.md`). Public for
+/// `benches/floor.rs`, which walks a map on one thread, prefetching one
+/// line per record.
 #[inline(always)]
-pub fn prefetch(bytes: &[u8]) {
+pub fn prefetch(bytes: &[u8], at: usize) {
+    let line = bytes.as_ptr().wrapping_add(at);
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that never faults and has no effect on
-    // memory; the pointer comes from a live slice anyway. SSE is part of the
-    // x86_64 baseline, so the target feature is always present.
+    // SAFETY: a prefetch is a hint that never faults, whatever the address
+    // (one no page maps is dropped), and has no effect on memory. SSE is part
+    // of the x86_64 baseline, so the target feature is always present.
     #[allow(unsafe_code)]
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().cast());
+        _mm_prefetch::<_MM_HINT_T0>(line.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
+    let _ = line;
 }
 
 /// Opens `path` through a memory map: a plain capture as [`open_with`]

@@ -236,9 +236,9 @@ const PREFETCH_AHEAD: usize = 8;
 #[inline(always)]
 fn prefetch_entry(entry: &Entry, region: &[u8]) {
     if entry.frame != COPIED {
-        let bytes = region.get(entry.at as usize..).unwrap_or_default();
-        prefetch(bytes);
-        prefetch(bytes.get(64..).unwrap_or_default());
+        let at = entry.at as usize;
+        prefetch(region, at);
+        prefetch(region, at + 64);
     }
 }
 

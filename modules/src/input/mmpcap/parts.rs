@@ -199,7 +199,7 @@ impl MappedParts {
                     break;
                 }
             }
-            super::prefetch(data.get(at + super::READ_AHEAD..).unwrap_or_default());
+            super::prefetch(data, at + super::READ_AHEAD);
         }
         walk.at = at;
         if at >= data.len() {
@@ -351,11 +351,7 @@ impl<'a> Iterator for PartPackets<'a> {
         };
         let from = self.at + record.data_at;
         self.at += record.consumed;
-        super::prefetch(
-            self.data
-                .get(self.at + super::READ_AHEAD..)
-                .unwrap_or_default(),
-        );
+        super::prefetch(self.data, self.at + super::READ_AHEAD);
         let key = self.key;
         self.key += 1;
         let meta = CaptureMeta {

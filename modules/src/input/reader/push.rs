@@ -69,10 +69,8 @@ impl<S: RecordSource> CaptureReader<S> {
                     return ControlFlow::Break(Ok(Some(Pushed::Paused)));
                 }
                 // Two lines a record, as `input.mmpcap` does (see there).
-                if let Some(ahead) = window.get(at + READ_AHEAD..) {
-                    prefetch(ahead);
-                    prefetch(ahead.get(64..).unwrap_or_default());
-                }
+                prefetch(window, at + READ_AHEAD);
+                prefetch(window, at + READ_AHEAD + 64);
                 let mut obj = Object::Packet(tally.packet(window, at, record));
                 match receiver.receive(&mut obj) {
                     Ok(()) => {
