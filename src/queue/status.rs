@@ -60,6 +60,20 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
         // In a work queue an acknowledged item is removed: what was put
         // and is gone was acknowledged.
         let acked = work_queue.then(|| state.last_sequence.saturating_sub(state.messages));
+        let floors: Vec<u64> = consumers
+            .iter()
+            .filter_map(|c| c["ack_floor"].as_u64())
+            .collect();
+        let kept = work_queue
+            .then(|| {
+                kept_after_ack(
+                    state.messages,
+                    state.first_sequence,
+                    state.last_sequence,
+                    &floors,
+                )
+            })
+            .flatten();
         // Items of `queue put --batch` lines: what the first one holds.
         let lines_per_item = if work_queue && state.messages > 0 {
             Some(streams::lines_per_item(&stream).await)
@@ -74,6 +88,7 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
             "first_seq": state.first_sequence,
             "last_seq": state.last_sequence,
             "acked": acked,
+            "kept_after_ack": kept,
             "lines_per_item": lines_per_item,
             "replicas": info.config.num_replicas,
             "leader": info.cluster.as_ref().and_then(|c| c.leader.clone()),
@@ -97,6 +112,12 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
     if let Some(acked) = report["acked"].as_u64() {
         println!("  acknowledged and removed: {acked}");
     }
+    if let Some(kept) = report["kept_after_ack"].as_u64().filter(|&n| n > 0) {
+        println!(
+            "  acknowledged but kept by the broker: {kept} (every consumer's ack floor is past them: \
+             the work is done; nats-server before 2.10 can keep such messages, see docs/queue.md)"
+        );
+    }
     if let Some(lines) = report["lines_per_item"].as_u64() {
         println!("  lines per item: {lines} (the first item's)");
     }
@@ -113,4 +134,42 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How many of a work queue's `messages` (sequences `first..=last`) every
+/// consumer has acknowledged already (they lie at or below each one's ack
+/// floor, `floors`): nats-server 2.9 can keep such messages after a restart
+/// (docs/queue.md). `Some(0)` when none can be (no consumer, or the lowest
+/// floor below the first message), all of them when the lowest floor is at
+/// or past the last, `None` when some may be but how many would take
+/// reading them.
+fn kept_after_ack(messages: u64, first: u64, last: u64, floors: &[u64]) -> Option<u64> {
+    let Some(floor) = floors.iter().copied().min() else {
+        return Some(0);
+    };
+    if messages == 0 || floor < first {
+        Some(0)
+    } else if floor >= last {
+        Some(messages)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kept_after_ack;
+
+    /// The work stream nats-server 2.9.10 left in a CI run (2026-12-06): 46
+    /// messages between sequences 2,335 and 20,000, the consumer's ack floor
+    /// at 20,000: all kept after their ack. A floor short of the last
+    /// message cannot tell how many; one below the first, none.
+    #[test]
+    fn messages_behind_every_ack_floor_are_counted_as_kept() {
+        assert_eq!(kept_after_ack(46, 2335, 20_000, &[20_000]), Some(46));
+        assert_eq!(kept_after_ack(46, 2335, 20_000, &[20_000, 19_999]), None);
+        assert_eq!(kept_after_ack(46, 2335, 20_000, &[2334]), Some(0));
+        assert_eq!(kept_after_ack(0, 20_001, 20_000, &[20_000]), Some(0));
+        assert_eq!(kept_after_ack(46, 2335, 20_000, &[]), Some(0));
+    }
 }
