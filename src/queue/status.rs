@@ -115,7 +115,7 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
     if let Some(kept) = report["kept_after_ack"].as_u64().filter(|&n| n > 0) {
         println!(
             "  acknowledged but kept by the broker: {kept} (every consumer's ack floor is past them: \
-             the work is done; nats-server before 2.10 can keep such messages, see docs/queue.md)"
+             the work is done; nats-server 2.9 can keep such messages, see docs/queue.md)"
         );
     }
     if let Some(lines) = report["lines_per_item"].as_u64() {
