@@ -44,9 +44,11 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
             async_nats::jetstream::stream::RetentionPolicy::WorkQueue
         );
         let mut consumers = Vec::new();
+        let mut ack_floors = Vec::new();
         let mut list = stream.consumers();
         while let Some(consumer) = list.next().await {
             let c = consumer.map_err(|e| format!("{address}: {e}"))?;
+            ack_floors.push(c.ack_floor.stream_sequence);
             consumers.push(json!({
                 "name": c.name,
                 "pending": c.num_pending,
@@ -60,20 +62,11 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
         // In a work queue an acknowledged item is removed: what was put
         // and is gone was acknowledged.
         let acked = work_queue.then(|| state.last_sequence.saturating_sub(state.messages));
-        let floors: Vec<u64> = consumers
-            .iter()
-            .filter_map(|c| c["ack_floor"].as_u64())
-            .collect();
-        let kept = work_queue
-            .then(|| {
-                kept_after_ack(
-                    state.messages,
-                    state.first_sequence,
-                    state.last_sequence,
-                    &floors,
-                )
-            })
-            .flatten();
+        let (first, last) = (state.first_sequence, state.last_sequence);
+        let kept = match work_queue {
+            true => kept_after_ack(state.messages, first, last, &ack_floors),
+            false => None,
+        };
         // Items of `queue put --batch` lines: what the first one holds.
         let lines_per_item = if work_queue && state.messages > 0 {
             Some(streams::lines_per_item(&stream).await)
