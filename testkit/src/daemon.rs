@@ -9,13 +9,20 @@ use std::time::{Duration, Instant};
 /// A port of this checkout's range (DNSLUICE_SERVERS_PORT_OFFSET apart from
 /// other checkouts'), `k` of the ten the tests that start their own servers use
 /// (tests/dnstap_servers.rs: 0-5, tests/diff_servers.rs: 6-9).
+///
+/// The range lies below Linux's ephemeral ports (32768-60999 by default):
+/// these servers bind while other tests hold many outgoing sockets, and one of
+/// those once took 53567 just before nsd wanted it.
 pub fn port(k: u16) -> u16 {
     let offset: u16 = std::env::var("DNSLUICE_SERVERS_PORT_OFFSET")
         .ok()
         .and_then(|o| o.parse().ok())
         .unwrap_or(0);
-    53560 + offset + k
+    FIRST_PORT + offset + k
 }
+
+/// The first of the ten ports `port` hands out (before the offset).
+const FIRST_PORT: u16 = 25360;
 
 /// A child process killed (and waited for) when dropped.
 pub struct Daemon(Child);
@@ -72,4 +79,26 @@ pub fn wait_answering(server: SocketAddr, zone: &str, dir: &Path, name: &str) {
     }
     let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
     panic!("{name} on {server} did not answer: {log}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FIRST_PORT;
+
+    /// The kernel's range of ports it hands to sockets bound to port 0.
+    fn ephemeral_range() -> (u16, u16) {
+        let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let mut ends = text.split_whitespace().map(|n| n.parse::<u16>().unwrap());
+        (ends.next().unwrap(), ends.next().unwrap())
+    }
+
+    #[test]
+    fn the_servers_ports_lie_outside_the_ephemeral_range() {
+        let (low, high) = ephemeral_range();
+        let (first, last) = (FIRST_PORT, FIRST_PORT + 9);
+        assert!(
+            last < low || first > high,
+            "{first}-{last} inside {low}-{high}"
+        );
+    }
 }
