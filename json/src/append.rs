@@ -14,41 +14,48 @@
 /// overlapping 8-byte (or 4-byte) stores, with no call.
 #[inline(always)]
 pub fn push_short(out: &mut Vec<u8>, bytes: &[u8]) {
-    let n = bytes.len();
-    if n > 16 {
-        out.extend_from_slice(bytes);
-    } else if n >= 8 {
-        push_overlapping::<8>(out, bytes);
-    } else if n >= 4 {
-        push_overlapping::<4>(out, bytes);
-    } else {
-        for &b in bytes {
-            out.push(b);
-        }
+    out.reserve(bytes.len());
+    let start = out.len();
+    #[allow(unsafe_code)]
+    // SAFETY: `reserve` made room for `bytes.len()` bytes after `start`,
+    // which `store_short` writes, every one of them.
+    unsafe {
+        store_short(out.as_mut_ptr().add(start), bytes);
+        out.set_len(start + bytes.len());
     }
 }
 
-/// Appends `bytes` (`W <= len <= 2 W <= 16`) as two stores of `W` bytes:
-/// its first `W` bytes, then its last `W` over the end of the first.
+/// Stores `bytes` at `dst`: up to 16 bytes as two overlapping stores of 8
+/// (or 4) bytes, its first bytes and its last, without a call; three or
+/// fewer one by one; a longer slice with `copy_nonoverlapping`.
+///
+/// # Safety
+///
+/// `dst` must be valid for writes of `bytes.len()` bytes (and not overlap
+/// `bytes`). Exactly those bytes are written.
 #[inline(always)]
-fn push_overlapping<const W: usize>(out: &mut Vec<u8>, bytes: &[u8]) {
+#[allow(unsafe_code)]
+pub(crate) unsafe fn store_short(dst: *mut u8, bytes: &[u8]) {
     let n = bytes.len();
-    let (Some(head), Some(tail)) = (bytes.first_chunk::<W>(), bytes.last_chunk::<W>()) else {
-        // Shorter than `W`: not called so, but never lost.
-        out.extend_from_slice(bytes);
-        return;
-    };
-    out.reserve(16);
-    let start = out.len();
-    #[allow(unsafe_code)]
-    // SAFETY: `reserve` made room for 16 bytes after `start`; the stores
-    // write `start..start + W` and `start + n - W..start + n`, within it
-    // (`W <= n <= 16`), which together are every byte up to the new length.
+    // SAFETY (each arm): the stores write `dst..dst + n` only, which the
+    // caller vouches for: a head of `W` bytes and a tail of `W` ending at
+    // `n` (`W <= n`), or single bytes below `n`.
     unsafe {
-        let end = out.as_mut_ptr().add(start);
-        end.cast::<[u8; W]>().write_unaligned(*head);
-        end.add(n - W).cast::<[u8; W]>().write_unaligned(*tail);
-        out.set_len(start + n);
+        if n > 16 {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n);
+        } else if let (Some(head), Some(tail)) = (bytes.first_chunk::<8>(), bytes.last_chunk::<8>())
+        {
+            dst.cast::<[u8; 8]>().write_unaligned(*head);
+            dst.add(n - 8).cast::<[u8; 8]>().write_unaligned(*tail);
+        } else if let (Some(head), Some(tail)) = (bytes.first_chunk::<4>(), bytes.last_chunk::<4>())
+        {
+            dst.cast::<[u8; 4]>().write_unaligned(*head);
+            dst.add(n - 4).cast::<[u8; 4]>().write_unaligned(*tail);
+        } else {
+            for (at, &b) in bytes.iter().enumerate() {
+                dst.add(at).write(b);
+            }
+        }
     }
 }
 
