@@ -25,6 +25,27 @@ pub fn push_short(out: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
+/// Appends the first `len` bytes of `bytes` (a table's entry padded to
+/// `N`) as one copy of all `N` bytes into room `reserve` made, without a
+/// call for a length known only at run time; the bytes past `len` land in
+/// the spare capacity, outside the vector. `len` is at most `N`.
+#[inline(always)]
+pub fn push_padded<const N: usize>(out: &mut Vec<u8>, bytes: &[u8; N], len: usize) {
+    let len = len.min(N);
+    out.reserve(N);
+    let start = out.len();
+    #[allow(unsafe_code)]
+    // SAFETY: `reserve` made room for `N` bytes after `start`, all of which
+    // the copy writes; the length grows by `len <= N` of them.
+    unsafe {
+        out.as_mut_ptr()
+            .add(start)
+            .cast::<[u8; N]>()
+            .write_unaligned(*bytes);
+        out.set_len(start + len);
+    }
+}
+
 /// Stores `bytes` at `dst`: up to 16 bytes as two overlapping stores of 8
 /// (or 4) bytes, its first bytes and its last, without a call; three or
 /// fewer one by one; a longer slice with `copy_nonoverlapping`.
@@ -127,6 +148,22 @@ mod tests {
                 let mut expected = vec![0xee; before];
                 expected.extend_from_slice(&source[..n]);
                 assert_eq!(out, expected, "{before} bytes before, {n} appended");
+            }
+        }
+    }
+
+    /// Every length of a padded entry, after every prefix length: exactly
+    /// the entry's first bytes; a length past the entry is cut to it.
+    #[test]
+    fn a_padded_entry_appends_exactly_its_first_bytes() {
+        let entry: [u8; 24] = std::array::from_fn(|i| i as u8 + 1);
+        for before in 0..20 {
+            for len in 0..=30 {
+                let mut out: Vec<u8> = vec![0xee; before];
+                push_padded(&mut out, &entry, len);
+                let mut expected = vec![0xee; before];
+                expected.extend_from_slice(&entry[..len.min(24)]);
+                assert_eq!(out, expected, "{before} bytes before, {len} of the entry");
             }
         }
     }

@@ -20,5 +20,5 @@ pub mod append;
 pub mod fields;
 pub mod rdata;
 
-pub use append::{push_short, push_u64};
+pub use append::{push_padded, push_short, push_u64};
 pub use fields::{push_bool, push_ip, push_json_ip, push_json_str, push_json_text, Fields};

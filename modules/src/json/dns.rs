@@ -2,7 +2,7 @@
 
 use dnsluice_core::dns::{mnemonic, name, questions, rdata, records, Section, TYPE_OPT};
 use dnsluice_core::DnsMessage;
-use dnsluice_json::{push_bool, push_json_text, push_short, push_u64, Fields};
+use dnsluice_json::{push_bool, push_json_text, push_padded, push_short, push_u64, Fields};
 use std::io::Write;
 
 /// Appends `,"dns":{...}` (and `,"dns_error":{...}` when the message has a
@@ -18,19 +18,13 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
         f.string(out, "opcode", &mnemonic::opcode(h.opcode()));
         f.string(out, "rcode", &mnemonic::rcode(info.rcode()));
         f.key(out, "flags");
-        let flags = [
-            ("{\"aa\":", h.aa()),
-            (",\"tc\":", h.tc()),
-            (",\"rd\":", h.rd()),
-            (",\"ra\":", h.ra()),
-            (",\"ad\":", h.ad()),
-            (",\"cd\":", h.cd()),
-        ];
-        for (key, value) in flags {
-            push_short(out, key.as_bytes());
-            push_bool(value, out);
-        }
-        out.push(b'}');
+        let set = [h.aa(), h.tc(), h.rd(), h.ra(), h.ad(), h.cd()];
+        let bits = set
+            .iter()
+            .rev()
+            .fold(0, |bits, &on| bits << 1 | usize::from(on));
+        let (text, len) = &FLAGS[bits];
+        push_padded(out, text, *len);
     }
     if let Some(h) = info.header {
         for (key, n) in [
@@ -83,6 +77,59 @@ pub fn write_dns(m: &DnsMessage<'_>, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
             info.error_offset
         );
     }
+}
+
+/// The header's flags as the `flags` object, `{"aa":false,...,"cd":true}`,
+/// for each of the 64 ways its six flags can be set (bit 0 `aa`, then `tc`,
+/// `rd`, `ra`, `ad`, bit 5 `cd`), made at compile time, each padded to
+/// [`FLAGS_ROOM`] bytes with its length: one copy a message instead of
+/// twelve pieces with a capacity test each.
+const FLAGS: [([u8; FLAGS_ROOM], usize); 64] = flags_table();
+
+/// Room for the longest `flags` object (67 bytes, every flag false).
+const FLAGS_ROOM: usize = 72;
+
+/// Makes [`FLAGS`].
+const fn flags_table() -> [([u8; FLAGS_ROOM], usize); 64] {
+    const NAMES: [[u8; 2]; 6] = [*b"aa", *b"tc", *b"rd", *b"ra", *b"ad", *b"cd"];
+    let mut table = [([0u8; FLAGS_ROOM], 0usize); 64];
+    let mut bits = 0;
+    while bits < 64 {
+        let mut text = [0u8; FLAGS_ROOM];
+        text[0] = b'{';
+        let mut len = 1;
+        let mut flag = 0;
+        while flag < 6 {
+            if flag > 0 {
+                text[len] = b',';
+                len += 1;
+            }
+            let [a, b] = NAMES[flag];
+            let key = [b'"', a, b, b'"', b':'];
+            let word: &[u8] = if bits >> flag & 1 == 1 {
+                b"true"
+            } else {
+                b"false"
+            };
+            let mut i = 0;
+            while i < key.len() {
+                text[len] = key[i];
+                len += 1;
+                i += 1;
+            }
+            i = 0;
+            while i < word.len() {
+                text[len] = word[i];
+                len += 1;
+                i += 1;
+            }
+            flag += 1;
+        }
+        text[len] = b'}';
+        table[bits] = (text, len + 1);
+        bits += 1;
+    }
+    table
 }
 
 /// `,"type":"A","class":"IN"` (mnemonics, or TYPEn and CLASSn: nothing to escape).
@@ -165,5 +212,31 @@ fn write_edns_options(msg: &[u8], at: usize, len: usize, out: &mut Vec<u8>) {
         rdata::push_hex(value, out);
         out.extend_from_slice(b"\"}");
         pos += 4 + size;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FLAGS;
+
+    /// Each of the 64 entries is the object the six flags make, in the
+    /// header's order, written out here flag by flag, and JSON that
+    /// `serde_json` reads back to the same six booleans.
+    #[test]
+    fn the_flags_table_holds_every_setting_of_the_six_flags() {
+        let names = ["aa", "tc", "rd", "ra", "ad", "cd"];
+        for (bits, (text, len)) in FLAGS.iter().enumerate() {
+            let on = |flag: usize| bits >> flag & 1 == 1;
+            let pairs: Vec<String> = (0..6)
+                .map(|f| format!("\"{}\":{}", names[f], on(f)))
+                .collect();
+            let expected = format!("{{{}}}", pairs.join(","));
+            let written = std::str::from_utf8(&text[..*len]).unwrap();
+            assert_eq!(written, expected, "bits {bits:06b}");
+            let parsed: serde_json::Value = serde_json::from_str(written).unwrap();
+            for (flag, name) in names.iter().enumerate() {
+                assert_eq!(parsed[name], on(flag), "bits {bits:06b}, {name}");
+            }
+        }
     }
 }
