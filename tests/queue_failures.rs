@@ -154,7 +154,8 @@ fn a_worker_gives_up_when_results_cannot_be_stored_and_leaves_its_items() {
 }
 
 /// `queue status --json` of a cluster's stream, asked again for up to 30 s
-/// while the stream elects a new leader (the request times out meanwhile).
+/// while the stream elects a new leader (the request times out meanwhile)
+/// and its consumers theirs (the broker leaves them out of the list).
 fn status_after_election(url: &str) -> Value {
     let start = Instant::now();
     loop {
@@ -162,13 +163,18 @@ fn status_after_election(url: &str) -> Value {
             .args(["queue", "status", url, "--json"])
             .output()
             .unwrap();
-        if out.status.success() {
-            return serde_json::from_slice(&out.stdout).unwrap();
+        let status: Option<Value> = out
+            .status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap());
+        if let Some(status) = status.filter(|s| s["consumers_unlisted"] == 0) {
+            return status;
         }
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "no status: {}",
-            String::from_utf8_lossy(&out.stderr)
+            "no status with every consumer listed: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
         );
         std::thread::sleep(Duration::from_millis(500));
     }
