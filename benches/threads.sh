@@ -57,6 +57,7 @@ if [[ ${SKIP_BUILD:-0} != 1 ]]; then
 fi
 # The core-distance probe, as cargo last built it (none: runs say "-").
 DISTANCE=$(ls -t "$ROOT"/target/release/deps/core_distance-* 2>/dev/null | grep -v '\.d$' | head -1 || true)
+[[ -n $DISTANCE ]] || echo "threads: no core-distance probe built (cargo bench --bench core-distance --no-run): where the cores were is not measured (\"-\")" >&2
 
 # A cache line's round trip between cores 0 and 1 now, in ns ("-": no probe).
 distance() {
