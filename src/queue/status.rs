@@ -63,8 +63,8 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
         // and is gone was acknowledged.
         let acked = work_queue.then(|| state.last_sequence.saturating_sub(state.messages));
         let (first, last) = (state.first_sequence, state.last_sequence);
-        // In a cluster, the consumers whose leader is being elected are
-        // left out of the list (nats-server answers without them).
+        // In a cluster the broker can leave consumers out of the list (seen
+        // seconds after a node went: one consumer counted, none listed).
         let unlisted = state.consumer_count.saturating_sub(consumers.len());
         let kept = match work_queue {
             true => kept_after_ack(state.messages, first, last, &ack_floors, unlisted),
@@ -120,8 +120,8 @@ pub fn run(args: &StatusArgs) -> Result<ExitCode> {
     }
     if let Some(unlisted) = report["consumers_unlisted"].as_u64().filter(|&n| n > 0) {
         println!(
-            "  consumers the broker did not list: {unlisted} (in a cluster, those whose leader is \
-             being elected; ask again)"
+            "  consumers the broker did not list: {unlisted} (in a cluster, most likely while \
+             they elect a leader; ask again)"
         );
     }
     for c in report["consumers"].as_array().into_iter().flatten() {
