@@ -83,7 +83,7 @@ pub fn wait_answering(server: SocketAddr, zone: &str, dir: &Path, name: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::FIRST_PORT;
+    use super::port;
 
     /// The kernel's range of ports it hands to sockets bound to port 0.
     fn ephemeral_range() -> (u16, u16) {
@@ -92,10 +92,11 @@ mod tests {
         (ends.next().unwrap(), ends.next().unwrap())
     }
 
+    /// The ten ports as `port` gives them, with this checkout's offset.
     #[test]
     fn the_servers_ports_lie_outside_the_ephemeral_range() {
         let (low, high) = ephemeral_range();
-        let (first, last) = (FIRST_PORT, FIRST_PORT + 9);
+        let (first, last) = (port(0), port(9));
         assert!(
             last < low || first > high,
             "{first}-{last} inside {low}-{high}"

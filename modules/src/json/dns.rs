@@ -96,40 +96,33 @@ const fn flags_table() -> [([u8; FLAGS_ROOM], usize); 64] {
     let mut bits = 0;
     while bits < 64 {
         let mut text = [0u8; FLAGS_ROOM];
-        text[0] = b'{';
-        let mut len = 1;
+        let mut len = put(&mut text, 0, b"{");
         let mut flag = 0;
         while flag < 6 {
             if flag > 0 {
-                text[len] = b',';
-                len += 1;
+                len = put(&mut text, len, b",");
             }
             let [a, b] = NAMES[flag];
-            let key = [b'"', a, b, b'"', b':'];
-            let word: &[u8] = if bits >> flag & 1 == 1 {
-                b"true"
-            } else {
-                b"false"
-            };
-            let mut i = 0;
-            while i < key.len() {
-                text[len] = key[i];
-                len += 1;
-                i += 1;
-            }
-            i = 0;
-            while i < word.len() {
-                text[len] = word[i];
-                len += 1;
-                i += 1;
-            }
+            len = put(&mut text, len, &[b'"', a, b, b'"', b':']);
+            let on = bits >> flag & 1 == 1;
+            len = put(&mut text, len, if on { b"true" } else { b"false" });
             flag += 1;
         }
-        text[len] = b'}';
-        table[bits] = (text, len + 1);
+        len = put(&mut text, len, b"}");
+        table[bits] = (text, len);
         bits += 1;
     }
     table
+}
+
+/// Writes `bytes` into `text` at `at` (at compile time); where they end.
+const fn put(text: &mut [u8; FLAGS_ROOM], at: usize, bytes: &[u8]) -> usize {
+    let mut i = 0;
+    while i < bytes.len() {
+        text[at + i] = bytes[i];
+        i += 1;
+    }
+    at + bytes.len()
 }
 
 /// `,"type":"A","class":"IN"` (mnemonics, or TYPEn and CLASSn: nothing to escape).
