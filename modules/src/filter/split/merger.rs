@@ -219,15 +219,23 @@ impl Merger {
         marks: &mut BinaryHeap<Reverse<(u64, usize)>>,
     ) -> Result<bool, StageError> {
         let before = (idle.lanes.len(), idle.behind);
-        let lanes = std::mem::take(&mut idle.lanes);
         idle.behind = None;
-        for lane in lanes {
+        // The lanes still idle move to the front, in place (this runs each
+        // time the merger spins).
+        let mut kept = 0;
+        for index in 0..idle.lanes.len() {
+            let lane = idle.lanes[index];
             match self.next_of(lane)? {
                 Next::Mark(key) => marks.push(Reverse((key, lane))),
-                Next::Through(through) => idle.add(lane, through),
+                Next::Through(through) => {
+                    idle.lanes[kept] = lane;
+                    kept += 1;
+                    idle.note(lane, through);
+                }
                 Next::Finished => {}
             }
         }
+        idle.lanes.truncate(kept);
         Ok((idle.lanes.len(), idle.behind) != before)
     }
 
@@ -310,6 +318,11 @@ impl Idle {
     /// Adds `lane`, which has got to `through`.
     fn add(&mut self, lane: usize, through: u64) {
         self.lanes.push(lane);
+        self.note(lane, through);
+    }
+
+    /// Notes that `lane`, one of them, has got to `through`.
+    fn note(&mut self, lane: usize, through: u64) {
         if self.behind.is_none_or(|least| (through, lane) < least) {
             self.behind = Some((through, lane));
         }
