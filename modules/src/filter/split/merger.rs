@@ -553,6 +553,95 @@ mod tests {
         }
     }
 
+    /// A small xorshift generator: the same sequence for a seed.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// Lane `lane`'s buffers, of the objects `0..owner.len()` whose
+    /// `owner` is that lane: its objects in runs of 0 to 4 a buffer, each
+    /// buffer saying the lane has got to its next object's place (or, now
+    /// and then, only just past its last one), then its finish.
+    fn buffers_of(lane: u64, owner: &[u64], rng: &mut Rng) -> Vec<LaneBuffer> {
+        let keys: Vec<u64> = (0..owner.len() as u64)
+            .filter(|&key| owner[key as usize] == lane)
+            .collect();
+        let mut buffers = Vec::new();
+        let (mut at, mut through) = (0, 0);
+        while at < keys.len() {
+            let take = (rng.below(5) as usize).min(keys.len() - at);
+            let objects: Vec<(u64, String)> = keys[at..at + take]
+                .iter()
+                .map(|&key| (key, key.to_string()))
+                .collect();
+            at += take;
+            // At most its next object's place; at least past its last one
+            // (never back: the last buffer's `through` was at most this
+            // one's first place).
+            let next = keys.get(at).copied().unwrap_or(owner.len() as u64);
+            let least = objects.last().map_or(through, |(key, _)| key + 1);
+            through = if rng.below(3) == 0 { least } else { next };
+            let objects: Vec<(u64, &str)> = objects
+                .iter()
+                .map(|(key, line)| (*key, line.as_str()))
+                .collect();
+            buffers.push(buffer(&objects, through));
+        }
+        let end = format!("end{lane}");
+        buffers.push(buffer(&[(AT_FINISH, end.as_str())], AT_FINISH));
+        buffers
+    }
+
+    /// Lanes whose workers hand their buffers over at their own pace (a
+    /// thread each, pausing at random; the merger sees lanes with nothing
+    /// in hand, lanes behind and lanes ahead) always merge into the lines
+    /// in place order, then each lane's finish in lane order: 40 seeds, 1
+    /// to 6 lanes, 300 objects each.
+    #[test]
+    fn lanes_handing_over_at_their_own_pace_merge_in_place_order() {
+        for seed in 1..=40u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let count = 1 + rng.below(6);
+            let owner: Vec<u64> = (0..300).map(|_| rng.below(count)).collect();
+            let lanes = lanes(count as usize);
+            let writers: Vec<_> = (0..count)
+                .map(|index| {
+                    let lane = lanes[index as usize].clone();
+                    let mut pace = Rng(seed + 97 * index + 1);
+                    let buffers = buffers_of(index, &owner, &mut Rng(seed + index + 7));
+                    std::thread::spawn(move || {
+                        for mut buffer in buffers {
+                            while let Err(back) = lane.written.push(buffer) {
+                                buffer = back;
+                                std::thread::yield_now();
+                            }
+                            if pace.below(4) == 0 {
+                                lane.merger.ring_for(lane.index);
+                            }
+                            std::thread::sleep(Duration::from_micros(pace.below(200)));
+                        }
+                        lane.finish();
+                    })
+                })
+                .collect();
+            let (result, text) = merge(&lanes);
+            writers
+                .into_iter()
+                .for_each(|writer| writer.join().unwrap());
+            result.unwrap();
+            let lines: String = (0..300).map(|key| format!("{key}\n")).collect();
+            let ends: String = (0..count).map(|lane| format!("end{lane}\n")).collect();
+            assert_eq!(text, format!("{lines}{ends}"), "seed {seed}, {count} lanes");
+        }
+    }
+
     /// A worker that stopped before handing over its finish is an error
     /// (with its own reason when it gave one), not a shorter stream.
     #[test]
