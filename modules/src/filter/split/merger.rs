@@ -401,10 +401,10 @@ mod tests {
     }
 
     /// A lane buffer of `(key, line)` objects that wrote a line, lane having got to `through`.
-    fn buffer(objects: &[(u64, &str)], through: u64) -> LaneBuffer {
+    fn buffer<S: AsRef<str>>(objects: &[(u64, S)], through: u64) -> LaneBuffer {
         let mut buffer = LaneBuffer::default();
         for (key, line) in objects {
-            buffer.bytes.extend_from_slice(line.as_bytes());
+            buffer.bytes.extend_from_slice(line.as_ref().as_bytes());
             buffer.bytes.push(b'\n');
             let end = buffer.bytes.len();
             buffer.marks.push(Mark { key: *key, end });
@@ -447,7 +447,7 @@ mod tests {
         let lanes = lanes(2);
         let push = |lane: usize, buffer: LaneBuffer| lanes[lane].written.push(buffer).unwrap();
         push(1, buffer(&[(0, "a"), (1, "b")], 3));
-        push(1, buffer(&[], 6));
+        push(1, buffer::<&str>(&[], 6));
         push(
             1,
             buffer(&[(6, "g"), (9, "j"), (AT_FINISH, "end1")], AT_FINISH),
@@ -480,10 +480,6 @@ mod tests {
                 _ => Vec::new(),
             };
             objects.push((AT_FINISH, String::new()));
-            let objects: Vec<(u64, &str)> = objects
-                .iter()
-                .map(|(key, line)| (*key, line.as_str()))
-                .collect();
             lane.written.push(buffer(&objects, AT_FINISH)).unwrap();
             lane.finish();
         }
@@ -507,14 +503,14 @@ mod tests {
         let early = [(0, "a"), (1, "b"), (3, "d"), (4, "e"), (AT_FINISH, "end0")];
         lanes[0].written.push(buffer(&early, AT_FINISH)).unwrap();
         lanes[0].finish();
-        lanes[1].written.push(buffer(&[], 2)).unwrap();
+        lanes[1].written.push(buffer::<&str>(&[], 2)).unwrap();
         let late = lanes[1].clone();
         let writer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(30));
             late.written.push(buffer(&[(2, "c")], 5)).unwrap();
             late.merger.ring_for(1);
             std::thread::sleep(Duration::from_millis(30));
-            late.written.push(buffer(&[], AT_FINISH)).unwrap();
+            late.written.push(buffer::<&str>(&[], AT_FINISH)).unwrap();
             late.finish();
         });
         let (result, text) = merge(&lanes);
@@ -588,14 +584,9 @@ mod tests {
             let next = keys.get(at).copied().unwrap_or(owner.len() as u64);
             let least = objects.last().map_or(through, |(key, _)| key + 1);
             through = if rng.below(3) == 0 { least } else { next };
-            let objects: Vec<(u64, &str)> = objects
-                .iter()
-                .map(|(key, line)| (*key, line.as_str()))
-                .collect();
             buffers.push(buffer(&objects, through));
         }
-        let end = format!("end{lane}");
-        buffers.push(buffer(&[(AT_FINISH, end.as_str())], AT_FINISH));
+        buffers.push(buffer(&[(AT_FINISH, format!("end{lane}"))], AT_FINISH));
         buffers
     }
 
