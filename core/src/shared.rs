@@ -60,6 +60,12 @@ impl SharedRegion {
         (at <= self.len && len <= self.len - at).then_some(Span { at, len })
     }
 
+    /// Whether `other` is this region (a handle to the same bytes).
+    #[inline]
+    pub fn is(&self, other: &SharedRegion) -> bool {
+        self.start == other.start && self.len == other.len
+    }
+
     /// All of the region's bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {

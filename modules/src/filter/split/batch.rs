@@ -10,6 +10,7 @@
 //! object is copied whole into one of the batch's reused [`OwnedObject`]s
 //! (its bytes still by their place, when they lie in the region).
 
+use crate::input::mmpcap::parts::PartRecord;
 use crate::input::mmpcap::prefetch;
 use dnsluice_core::shared::{RegionFinder, SharedRegion};
 use dnsluice_core::{CaptureMeta, LinkType, Object, OwnedObject, Packet};
@@ -83,10 +84,9 @@ impl Entry {
     /// The packet this entry stands for, its bytes read from `region`.
     #[inline]
     fn packet<'a>(&self, region: &'a [u8], link: LinkType) -> Packet<'a> {
+        // In the region: an entry is made only of bytes found in it.
         let at = self.at as usize;
-        let data = region
-            .get(at..at + self.caplen as usize)
-            .unwrap_or_default();
+        let data = &region[at..at + self.caplen as usize];
         let meta = CaptureMeta {
             frame: self.frame,
             ts_ns: (self.ts_ns != NO_TIME).then_some(self.ts_ns),
@@ -150,6 +150,40 @@ impl Batch {
         match (obj, &self.region) {
             (Object::Packet(packet), Some(region)) => Entry::of(packet, region, self.link, key),
             _ => None,
+        }
+    }
+
+    /// Adds the packet of `record` (a record of a mapped capture read in
+    /// parts, its bytes at `record.at` in `region`, the map) by its place,
+    /// without a packet made of it: true when it fits an entry (the batch's
+    /// region and link, a frame number and time an entry holds); false,
+    /// nothing added, otherwise: then [`Batch::push`].
+    #[inline(always)]
+    pub fn push_record(&mut self, record: &PartRecord, region: &SharedRegion) -> bool {
+        let info = &record.info;
+        if self.entries.is_empty() {
+            self.region = Some(region.clone());
+            self.link = Some(info.link);
+        }
+        let frame = record.key + 1;
+        let caplen = u32::try_from(info.caplen).ok();
+        let fits = self.region.as_ref().is_some_and(|own| own.is(region))
+            && self.link == Some(info.link)
+            && frame != COPIED
+            && info.ts_ns != Some(NO_TIME);
+        match caplen {
+            Some(caplen) if fits => {
+                self.entries.push(Entry {
+                    key: record.key,
+                    at: record.at as u64,
+                    frame,
+                    ts_ns: info.ts_ns.unwrap_or(NO_TIME),
+                    caplen,
+                    wire_len: info.len,
+                });
+                true
+            }
+            _ => false,
         }
     }
 

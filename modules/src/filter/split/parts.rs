@@ -13,7 +13,13 @@
 //! part's number; each thread takes its mailbox's batches in part order
 //! (between its own parts, and while it waits), so a flow's packets reach
 //! its chain in the order one thread would see them. Its own flows'
-//! packets take the same way, through its own mailbox.
+//! packets take the same way, through its own mailbox. The reader glances
+//! at a record's bytes where they lie in the map ([`glance_v4_at`]) and
+//! puts a flow's packet into its batch as the record's place and capture
+//! facts ([`Batch::push_record`]), without making a packet of it first:
+//! a packet is made only for the chain that runs it (on 100,000 TCP
+//! connections read on two threads, 29 million instructions fewer on the
+//! workers, 1.7 %; `docs/benchmarks.md`).
 //!
 //! Merging the output into one stream, each thread writes two lanes for
 //! the merger: what its own parts' datagrams wrote (in part order) and
@@ -32,12 +38,12 @@
 use super::batch::Batch;
 use super::lanes::{hand_over, hand_over_finish, publish_snapshot, run_batch, Lane, OnPanic};
 use super::options::{By, SplitOptions};
-use super::spread::{flow_hash, glance_v4, FlowLanes, Glance};
-use crate::input::mmpcap::parts::{MappedParts, Part};
+use super::spread::{flow_hash, glance_v4_at, FlowLanes, Glance};
+use crate::input::mmpcap::parts::{MappedParts, Part, PartRecord};
 use dnsluice_core::merge::{LaneHandle, AT_FINISH};
-use dnsluice_core::shared::RegionFinder;
+use dnsluice_core::shared::{RegionFinder, SharedRegion, Span};
 use dnsluice_core::sync::lock;
-use dnsluice_core::{InputParts, Object, Receiver, StageError, StageStats};
+use dnsluice_core::{InputParts, LinkType, Object, Packet, Receiver, StageError, StageStats};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -72,23 +78,47 @@ pub(super) struct Route {
     pub lanes: FlowLanes,
 }
 
+/// Where a glance at a record's bytes sends its packet ([`Route::at_glance`]).
+enum Goes {
+    /// The thread that read it runs it.
+    Here,
+    /// Into this owner's batch.
+    To(usize),
+    /// Not told at a glance: [`Route::owner`] looks at the packet.
+    Closer,
+}
+
 impl Route {
+    /// Where a packet goes, by a glance at its bytes `data` on link `link`.
     #[inline(always)]
+    fn at_glance(&self, data: &[u8], link: LinkType) -> Goes {
+        if !self.by_flow {
+            return Goes::Here;
+        }
+        match glance_v4_at(data, link) {
+            Glance::Alone => Goes::Here,
+            Glance::Flow(hash) => Goes::To(self.lanes.lane(hash)),
+            Glance::Closer => Goes::Closer,
+        }
+    }
+
+    /// The owner of `obj`'s flow, by a full look; `None`: the thread that
+    /// read it.
     fn owner(&self, obj: &Object<'_>) -> Option<usize> {
         if !self.by_flow {
             return None;
         }
-        match glance_v4(obj) {
-            Glance::Alone => None,
-            Glance::Flow(hash) => Some(self.lanes.lane(hash)),
-            Glance::Closer => flow_hash(obj).map(|hash| self.lanes.lane(hash)),
-        }
+        flow_hash(obj).map(|hash| self.lanes.lane(hash))
     }
 }
 
 /// What the threads reading in parts share.
 pub(super) struct PartsReading {
     pub parts: Arc<MappedParts>,
+    /// The map as a shared region, its offsets the map's: flow packets go
+    /// into their owners' batches by their place in it. `None` (not found
+    /// as such): each is pushed as a packet.
+    map_region: Option<SharedRegion>,
     route: Route,
     /// Per thread: the flow packets found for it, by part number.
     mailboxes: Vec<Mutex<BTreeMap<u64, Batch>>>,
@@ -119,8 +149,18 @@ impl PartsReading {
 
     /// The reading of `parts` by `threads` threads.
     pub fn new(parts: Arc<MappedParts>, route: Route, threads: usize) -> PartsReading {
+        let map = parts.bytes();
+        let whole = Span {
+            at: 0,
+            len: map.len(),
+        };
+        let map_region = RegionFinder::default()
+            .region_of(map)
+            .filter(|region| region.span_of(map) == Some(whole))
+            .cloned();
         PartsReading {
             parts,
+            map_region,
             route,
             mailboxes: (0..threads).map(|_| Mutex::default()).collect(),
             next_part: (0..threads).map(|_| AtomicU64::new(0)).collect(),
@@ -269,17 +309,20 @@ impl Reader<'_> {
         let route = reading.route;
         self.tell_local(part.first_key);
         let mut handled = 0u64;
-        for (key, packet) in reading.parts.packets(part) {
-            let mut obj = Object::Packet(packet);
-            match route.owner(&obj) {
+        let mut records = reading.parts.records(part);
+        while let Some(record) = records.next() {
+            let data = records.bytes_of(&record);
+            let owner = match route.at_glance(data, record.info.link) {
+                Goes::To(owner) => Some(owner),
+                Goes::Here => None,
+                Goes::Closer => route.owner(&Object::Packet(Packet::new(data, record.meta()))),
+            };
+            match owner {
                 None => {
-                    self.downstream.receive(&mut obj)?;
-                    if let Some(lane_handle) = self.merging {
-                        lane_handle.end_object(key);
-                    }
+                    self.run_here(Packet::new(data, record.meta()), record.key)?;
                     handled += 1;
                 }
-                Some(owner) => self.out[owner].push(&obj, key, &mut self.regions),
+                Some(owner) => self.send(owner, data, &record),
             }
         }
         let local = &*self.thread.local;
@@ -294,6 +337,29 @@ impl Reader<'_> {
         }
         self.snapshot();
         Ok(())
+    }
+
+    /// Runs `packet`, at `key` in the input, through this thread's chain.
+    #[inline(always)]
+    fn run_here(&mut self, packet: Packet<'_>, key: u64) -> Result<(), StageError> {
+        self.downstream.receive(&mut Object::Packet(packet))?;
+        if let Some(lane_handle) = self.merging {
+            lane_handle.end_object(key);
+        }
+        Ok(())
+    }
+
+    /// Puts the packet of `record` (its bytes `data`) into `owner`'s batch:
+    /// by its place in the map when an entry holds it, else as a packet.
+    #[inline(always)]
+    fn send(&mut self, owner: usize, data: &[u8], record: &PartRecord) {
+        let batch = &mut self.out[owner];
+        let region = self.thread.reading.map_region.as_ref();
+        if region.is_some_and(|region| batch.push_record(record, region)) {
+            return;
+        }
+        let obj = Object::Packet(Packet::new(data, record.meta()));
+        batch.push(&obj, record.key, &mut self.regions);
     }
 
     /// Runs the batches the mailbox has in part order, as far as they have

@@ -40,13 +40,20 @@ pub(super) enum Glance {
 /// split's path without calls.
 #[inline(always)]
 pub(super) fn glance_v4(obj: &Object<'_>) -> Glance {
-    let Object::Packet(packet) = obj else {
+    match obj {
+        Object::Packet(packet) => glance_v4_at(packet.data, packet.meta.link),
+        _ => Glance::Closer,
+    }
+}
+
+/// [`glance_v4`] at a packet's captured bytes `data` on link `link`, for a
+/// reader that has not made a packet of them.
+#[inline(always)]
+pub(super) fn glance_v4_at(data: &[u8], link: LinkType) -> Glance {
+    let Some(head) = data.first_chunk::<38>() else {
         return Glance::Closer;
     };
-    let Some(head) = packet.data.first_chunk::<38>() else {
-        return Glance::Closer;
-    };
-    if packet.meta.link != LinkType::EN10MB || head[12..14] != [0x08, 0x00] || head[14] != 0x45 {
+    if link != LinkType::EN10MB || head[12..14] != [0x08, 0x00] || head[14] != 0x45 {
         return Glance::Closer;
     }
     classify_v4(head, 20)

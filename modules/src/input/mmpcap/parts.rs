@@ -30,6 +30,7 @@ use crate::input::reader::{corrupt_at, cut_off, ReadElsewhere, ReadSoFar};
 use dnsluice_core::sync::lock;
 use dnsluice_core::{CaptureMeta, Packet, Pulled, Reading, StageError, StageStats};
 use memmap2::Mmap;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,21 +60,62 @@ struct Walk {
     at: usize,
     /// The format's state there.
     format: CaptureFormat,
-    /// Records walked: the next part's first place.
-    key: u64,
+    /// The records walked.
+    tally: Tally,
     /// Parts taken.
     index: u64,
-    bytes: u64,
     /// Blocks walked that were not packets (pcapng).
     skipped_blocks: u64,
-    first_ts_ns: Option<i64>,
-    last_ts_ns: Option<i64>,
     /// The file ended, was cut off or corrupt, or the run was stopped.
     ended: bool,
     /// The file ends inside a record (as the one-thread reader says it).
     warning: Option<String>,
     /// A corrupt record: the reading's error.
     error: Option<String>,
+}
+
+/// What the walk counts of the records it walked.
+#[derive(Default)]
+struct Tally {
+    /// Records walked: the next part's first place.
+    key: u64,
+    /// Their captured bytes.
+    bytes: u64,
+    first_ts_ns: Option<i64>,
+    last_ts_ns: Option<i64>,
+}
+
+impl Tally {
+    /// Counts a record walked.
+    #[inline(always)]
+    fn took(&mut self, record: &RecordInfo) {
+        self.key += 1;
+        self.bytes += record.caplen as u64;
+        if let Some(ts) = record.ts_ns {
+            self.first_ts_ns.get_or_insert(ts);
+            self.last_ts_ns = Some(ts);
+        }
+    }
+}
+
+/// Walks the records at the start of `rest` that the format's fast path
+/// reads, counting each, until one starts at or past `limit` or one is not
+/// read so (another pcapng block, the end, a cut or corrupt record).
+/// Returns the bytes walked.
+#[inline(always)]
+fn walk_records(walk: &mut Walk, rest: &[u8], limit: usize) -> usize {
+    // Counted in a local (registers), not in the walk behind the lock.
+    let mut tally = std::mem::take(&mut walk.tally);
+    let (walked, _) = walk.format.walk(rest, |at, record| {
+        if at >= limit {
+            return ControlFlow::Break(());
+        }
+        tally.took(record);
+        super::prefetch(rest, at + record.consumed + super::READ_AHEAD);
+        ControlFlow::Continue(())
+    });
+    walk.tally = tally;
+    walked
 }
 
 /// One step of a walk through records: a record, a block that is not one,
@@ -147,12 +189,9 @@ impl MappedParts {
             walk: Mutex::new(Walk {
                 at: start,
                 format,
-                key: 0,
+                tally: Tally::default(),
                 index: 0,
-                bytes: 0,
                 skipped_blocks: 0,
-                first_ts_ns: None,
-                last_ts_ns: None,
                 ended: false,
                 warning: None,
                 error: None,
@@ -174,20 +213,19 @@ impl MappedParts {
             return None;
         }
         let data: &[u8] = &self.map;
-        let (start, first_key) = (walk.at, walk.key);
+        let (start, first_key) = (walk.at, walk.tally.key);
         let format = walk.format.clone();
         let limit = start.saturating_add(self.part_bytes);
         let mut at = start;
         while at < limit {
-            let rest = &data[at..];
-            match step(&mut walk.format, rest) {
+            at += walk_records(walk, &data[at..], limit - at);
+            if at >= limit {
+                break;
+            }
+            // Not a record the fast path reads: another block, or the end.
+            match slow_step(&mut walk.format, &data[at..]) {
                 Walked::Record(record) => {
-                    walk.key += 1;
-                    walk.bytes += record.caplen as u64;
-                    if let Some(ts) = record.ts_ns {
-                        walk.first_ts_ns.get_or_insert(ts);
-                        walk.last_ts_ns = Some(ts);
-                    }
+                    walk.tally.took(&record);
                     at += record.consumed;
                 }
                 Walked::Skipped(consumed) => {
@@ -199,13 +237,12 @@ impl MappedParts {
                     break;
                 }
             }
-            super::prefetch(data, at + super::READ_AHEAD);
         }
         walk.at = at;
         if at >= data.len() {
             walk.ended = true;
         }
-        self.walked.store(walk.key, Ordering::Relaxed);
+        self.walked.store(walk.tally.key, Ordering::Relaxed);
         if let Some(helper) = &self.helper {
             helper.tell(at);
         }
@@ -216,7 +253,7 @@ impl MappedParts {
                 start,
                 end: at,
                 first_key,
-                end_key: walk.key,
+                end_key: walk.tally.key,
                 format,
             }
         });
@@ -240,7 +277,7 @@ impl MappedParts {
         match walk.format.next(rest) {
             Err(message) => walk.error = Some(corrupt_at(at as u64, "", &message)),
             Ok(_) => {
-                walk.warning = Some(cut_off(&self.path, rest.len(), at as u64, walk.key));
+                walk.warning = Some(cut_off(&self.path, rest.len(), at as u64, walk.tally.key));
             }
         }
     }
@@ -269,17 +306,32 @@ impl MappedParts {
 
     /// The capture time of the input's last record (once ended).
     pub fn last_ts_ns(&self) -> Option<i64> {
-        lock(&self.walk).last_ts_ns
+        lock(&self.walk).tally.last_ts_ns
     }
 
     /// The packets of `part`, in order, each with its place in the input.
     pub fn packets(&self, part: &Part) -> PartPackets<'_> {
         PartPackets {
+            records: self.records(part),
+        }
+    }
+
+    /// The records of `part`, in order, each with its place in the input and
+    /// where its bytes start in the map ([`MappedParts::bytes`]): what
+    /// [`MappedParts::packets`] makes packets of, for a reader that sends
+    /// most of them elsewhere by their place without making one.
+    pub fn records(&self, part: &Part) -> PartRecords<'_> {
+        PartRecords {
             data: &self.map[..part.end],
             at: part.start,
             key: part.first_key,
             format: part.format.clone(),
         }
+    }
+
+    /// The whole map: the bytes [`PartRecords`] places records in.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
     }
 }
 
@@ -309,22 +361,47 @@ impl ReadElsewhere for MappedParts {
         let walk = lock(&self.walk);
         let read = ReadSoFar {
             module: "input.mmpcap",
-            frames: walk.key,
-            bytes: walk.bytes,
+            frames: walk.tally.key,
+            bytes: walk.tally.bytes,
             skipped_blocks: walk.skipped_blocks,
             reading: Reading {
                 offset: walk.at as u64,
                 total: Some(self.map.len() as u64),
-                first_ts_ns: walk.first_ts_ns,
-                last_ts_ns: walk.last_ts_ns,
+                first_ts_ns: walk.tally.first_ts_ns,
+                last_ts_ns: walk.tally.last_ts_ns,
             },
         };
         read.stats(&[], walk.warning.as_slice())
     }
 }
 
-/// The packets of one part (see [`MappedParts::packets`]).
-pub struct PartPackets<'a> {
+/// One record of a part (see [`MappedParts::records`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PartRecord {
+    /// Its place in the input (records before it).
+    pub key: u64,
+    /// Where its captured bytes start in the map.
+    pub at: usize,
+    /// Its captured length, length on the wire, time and link type.
+    pub info: RecordInfo,
+}
+
+impl PartRecord {
+    /// Its capture facts, as one thread's reader gives them (frame numbers
+    /// count from 1).
+    #[inline(always)]
+    pub fn meta(&self) -> CaptureMeta {
+        CaptureMeta {
+            frame: self.key + 1,
+            ts_ns: self.info.ts_ns,
+            len: self.info.len,
+            link: self.info.link,
+        }
+    }
+}
+
+/// The records of one part (see [`MappedParts::records`]).
+pub struct PartRecords<'a> {
     /// The map up to the part's end.
     data: &'a [u8],
     at: usize,
@@ -334,13 +411,22 @@ pub struct PartPackets<'a> {
     format: CaptureFormat,
 }
 
-impl<'a> Iterator for PartPackets<'a> {
-    /// A packet's place in the input, and the packet.
-    type Item = (u64, Packet<'a>);
+impl<'a> PartRecords<'a> {
+    /// The captured bytes of `record` (one of these records).
+    #[inline(always)]
+    pub fn bytes_of(&self, record: &PartRecord) -> &'a [u8] {
+        // In the map: the walk found the record whole before the part's end.
+        let data = self.data;
+        &data[record.at..record.at + record.info.caplen]
+    }
+}
+
+impl Iterator for PartRecords<'_> {
+    type Item = PartRecord;
 
     #[inline]
-    fn next(&mut self) -> Option<(u64, Packet<'a>)> {
-        let record = loop {
+    fn next(&mut self) -> Option<PartRecord> {
+        let info = loop {
             let rest = self.data.get(self.at..)?;
             match step(&mut self.format, rest) {
                 Walked::Record(record) => break record,
@@ -349,21 +435,29 @@ impl<'a> Iterator for PartPackets<'a> {
                 Walked::Stop => return None,
             }
         };
-        let from = self.at + record.data_at;
-        self.at += record.consumed;
+        let at = self.at + info.data_at;
+        self.at += info.consumed;
         super::prefetch(self.data, self.at + super::READ_AHEAD);
         let key = self.key;
         self.key += 1;
-        let meta = CaptureMeta {
-            frame: key + 1,
-            ts_ns: record.ts_ns,
-            len: record.len,
-            link: record.link,
-        };
-        Some((
-            key,
-            Packet::new(&self.data[from..from + record.caplen], meta),
-        ))
+        Some(PartRecord { key, at, info })
+    }
+}
+
+/// The packets of one part (see [`MappedParts::packets`]).
+pub struct PartPackets<'a> {
+    records: PartRecords<'a>,
+}
+
+impl<'a> Iterator for PartPackets<'a> {
+    /// A packet's place in the input, and the packet.
+    type Item = (u64, Packet<'a>);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u64, Packet<'a>)> {
+        let record = self.records.next()?;
+        let data = self.records.bytes_of(&record);
+        Some((record.key, Packet::new(data, record.meta())))
     }
 }
 
