@@ -896,12 +896,8 @@ fn a_connection_the_server_closed_is_reopened_on_next_use() {
 #[test]
 fn a_failing_nameserver_is_set_aside_for_the_healthy_one() {
     let good = FaultServer::start(FaultKind::Tcp);
-    // A port that refuses connections: bound for a moment, then closed.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    // A port that refuses connections (nobody listens on it).
+    let dead = format!("127.0.0.1:{}", testkit::queue::free_port());
     let input: String = (0..60).map(|i| format!("ok.d{i}\n")).collect();
     let (records, stats) = lookup(
         &[

@@ -150,17 +150,17 @@ fn prometheus_reads_the_items_a_queue_worker_holds() {
         .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("worker.err")).unwrap())
         .spawn()
         .expect("dnsluice runs");
     // The worker never acknowledges: it takes what the broker lets it have.
     let held = |family: &str| prometheus.one(&format!("{family}{{module=\"input.nats\"}}"));
     let deadline = Instant::now() + Duration::from_secs(20);
     while held("dnsluice_nats_held_items") != MAX_ACK_PENDING as f64 {
-        assert!(
-            worker.try_wait().unwrap().is_none(),
-            "the worker ended early"
-        );
+        if let Some(status) = worker.try_wait().unwrap() {
+            let err = std::fs::read_to_string(dir.join("worker.err")).unwrap_or_default();
+            panic!("the worker ended early ({status}): {err}");
+        }
         assert!(
             Instant::now() < deadline,
             "held items: {}",

@@ -250,11 +250,7 @@ fn a_reset_connection_fails_its_queries_and_is_reopened() {
 #[test]
 fn a_server_that_is_not_there_is_an_error_per_query_and_no_hang() {
     // A port nobody listens on.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = testkit::queue::free_port();
     let capture = capture_of(&names(&[("ok", 50)]), "refused.pcap");
     let server = format!("127.0.0.1:{port}");
     let (stats, stderr) = replay(&capture, &["--server", &server, "--transport", "tcp"]);

@@ -92,14 +92,21 @@ mod tests {
         (ends.next().unwrap(), ends.next().unwrap())
     }
 
-    /// The ten ports as `port` gives them, with this checkout's offset.
+    /// The ten ports as `port` gives them, with this checkout's offset, and
+    /// those `free_port` hands out.
     #[test]
     fn the_servers_ports_lie_outside_the_ephemeral_range() {
         let (low, high) = ephemeral_range();
-        let (first, last) = (port(0), port(9));
+        let free = crate::queue::FREE_PORTS;
+        for (first, last) in [(port(0), port(9)), (free.start, free.end - 1)] {
+            assert!(
+                last < low || first > high,
+                "{first}-{last} inside {low}-{high}"
+            );
+        }
         assert!(
-            last < low || first > high,
-            "{first}-{last} inside {low}-{high}"
+            port(9) < free.start,
+            "the servers' ports among the free ones"
         );
     }
 }

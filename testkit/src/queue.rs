@@ -364,13 +364,36 @@ fn greets_as_nats(port: u16) -> bool {
     stream.read_exact(&mut greeting).is_ok() && &greeting == b"INFO "
 }
 
-/// A port nobody listens on now.
+/// The ports [`free_port`] hands out: below Linux's ephemeral ports
+/// (32768-60999 by default), so that no outgoing socket of a test running
+/// beside takes one between its hand-out and the bind of the server it is
+/// for (seconds later for a Prometheus target); above the servers' fixed
+/// ports (`daemon::port`: 25360-25369 plus the checkout's offset).
+pub const FREE_PORTS: std::ops::Range<u16> = 26000..32000;
+
+/// A port nobody listens on now, never handed out before in this process
+/// (each test binary's tests run as threads of one process, so no two of
+/// them get the same port), from [`FREE_PORTS`], starting at a place set by
+/// the process id (so that two test binaries, of this checkout and another,
+/// rarely meet).
+///
+/// It used to ask the kernel (`bind` to port 0), which hands out ephemeral
+/// ports: in a CI run of 2026-12-06 a queue worker's `--metrics-listen`
+/// port, handed out while Prometheus started (seconds), was most likely
+/// taken by then, and the worker ended at once.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static HANDED: AtomicU32 = AtomicU32::new(0);
+    let span = u32::from(FREE_PORTS.end - FREE_PORTS.start);
+    let start = std::process::id().wrapping_mul(2_654_435_761) % span;
+    loop {
+        let k = HANDED.fetch_add(1, Ordering::Relaxed);
+        assert!(k < span, "every port of {FREE_PORTS:?} was handed out");
+        let port = FREE_PORTS.start + ((start + k) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Waits (at most `limit`) for a worker to fail; its stderr.
@@ -387,6 +410,22 @@ pub fn wait_failed(child: &mut Child, dir: &Path, name: &str, limit: Duration) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `free_port` hands out each port once, from its range below the
+    /// ephemeral ports, and passes over one a listener holds.
+    #[test]
+    fn free_ports_are_never_handed_out_twice_and_take_no_ephemeral_port() {
+        let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
+        let distinct: std::collections::HashSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        assert!(ports.iter().all(|p| FREE_PORTS.contains(p)), "{ports:?}");
+        // A port held by a listener is passed over.
+        let next = ports[199] + 1;
+        if FREE_PORTS.contains(&next) {
+            let _held = std::net::TcpListener::bind(("127.0.0.1", next));
+            assert_ne!(free_port(), next);
+        }
+    }
 
     /// A listener that is not a NATS server (it accepts and says nothing)
     /// is not taken for one; a real nats-server is.
