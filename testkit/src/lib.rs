@@ -43,6 +43,7 @@ pub mod prometheus;
 pub mod queue;
 pub mod readers;
 pub mod replay;
+pub mod rng;
 mod run;
 mod servers;
 mod sockets;

@@ -160,26 +160,25 @@ impl Batch {
     /// nothing added, otherwise: then [`Batch::push`].
     #[inline(always)]
     pub fn push_record(&mut self, record: &PartRecord, region: &SharedRegion) -> bool {
-        let info = &record.info;
+        let meta = record.meta();
         if self.entries.is_empty() {
             self.region = Some(region.clone());
-            self.link = Some(info.link);
+            self.link = Some(meta.link);
         }
-        let frame = record.key + 1;
-        let caplen = u32::try_from(info.caplen).ok();
+        let caplen = u32::try_from(record.info.caplen).ok();
         let fits = self.region.as_ref().is_some_and(|own| own.is(region))
-            && self.link == Some(info.link)
-            && frame != COPIED
-            && info.ts_ns != Some(NO_TIME);
+            && self.link == Some(meta.link)
+            && meta.frame != COPIED
+            && meta.ts_ns != Some(NO_TIME);
         match caplen {
             Some(caplen) if fits => {
                 self.entries.push(Entry {
                     key: record.key,
                     at: record.at as u64,
-                    frame,
-                    ts_ns: info.ts_ns.unwrap_or(NO_TIME),
+                    frame: meta.frame,
+                    ts_ns: meta.ts_ns.unwrap_or(NO_TIME),
                     caplen,
-                    wire_len: info.len,
+                    wire_len: meta.len,
                 });
                 true
             }

@@ -378,6 +378,7 @@ mod tests {
     use dnsluice_core::merge::Mark;
     use std::sync::Mutex;
     use std::time::Duration;
+    use testkit::rng::Rng;
 
     /// An output the test reads back.
     #[derive(Clone, Default)]
@@ -546,18 +547,6 @@ mod tests {
             let ran = std::thread::spawn(move || merger.run(ordered)).join();
             assert!(ran.is_err(), "it panicked");
             assert!(failed.load(Ordering::SeqCst), "ordered {ordered}: said so");
-        }
-    }
-
-    /// A small xorshift generator: the same sequence for a seed.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
         }
     }
 

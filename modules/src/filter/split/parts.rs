@@ -309,6 +309,7 @@ impl Reader<'_> {
         let route = reading.route;
         self.tell_local(part.first_key);
         let mut handled = 0u64;
+        let map_region = reading.map_region.as_ref();
         let mut records = reading.parts.records(part);
         while let Some(record) = records.next() {
             let data = records.bytes_of(&record);
@@ -322,7 +323,7 @@ impl Reader<'_> {
                     self.run_here(Packet::new(data, record.meta()), record.key)?;
                     handled += 1;
                 }
-                Some(owner) => self.send(owner, data, &record),
+                Some(owner) => self.send(owner, data, &record, map_region),
             }
         }
         let local = &*self.thread.local;
@@ -350,12 +351,18 @@ impl Reader<'_> {
     }
 
     /// Puts the packet of `record` (its bytes `data`) into `owner`'s batch:
-    /// by its place in the map when an entry holds it, else as a packet.
+    /// by its place in the map (`map_region`) when an entry holds it, else
+    /// as a packet.
     #[inline(always)]
-    fn send(&mut self, owner: usize, data: &[u8], record: &PartRecord) {
+    fn send(
+        &mut self,
+        owner: usize,
+        data: &[u8],
+        record: &PartRecord,
+        map_region: Option<&SharedRegion>,
+    ) {
         let batch = &mut self.out[owner];
-        let region = self.thread.reading.map_region.as_ref();
-        if region.is_some_and(|region| batch.push_record(record, region)) {
+        if map_region.is_some_and(|region| batch.push_record(record, region)) {
             return;
         }
         let obj = Object::Packet(Packet::new(data, record.meta()));

@@ -252,17 +252,15 @@ fn fold(h: u64) -> u32 {
 mod tests {
     use super::*;
     use dnsluice_core::{CaptureMeta, Packet};
+    use testkit::rng::Rng;
 
-    /// A small generator of test addresses (xorshift), so the test needs no crate.
+    /// Test addresses from a seeded generator, so the test needs no crate.
     fn addresses(seed: u64) -> impl Iterator<Item = [u8; 16]> {
-        let mut x = seed;
+        let mut rng = Rng(seed);
         std::iter::repeat_with(move || {
             let mut out = [0u8; 16];
             for chunk in out.chunks_mut(8) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                chunk.copy_from_slice(&x.to_le_bytes());
+                chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
             }
             out
         })
