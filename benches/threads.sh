@@ -10,7 +10,10 @@
 #   tcp       CONNECTIONS DNS-over-TCP connections of 9 packets, the query and
 #             the answer each cut in two segments (benches/gen-tcp-pcap.py)
 #   crossing  the cost of crossing threads per object: input -> output.null
-#             against input -> filter.split (1 thread) -> output.null
+#             against input -> filter.split (1 thread) -> output.null, the
+#             capture read through its map (CROSSING_INPUT=input.mmpcap) or
+#             with buffered reads (CROSSING_INPUT=input.fpcap: its packets
+#             cross by their place in the reader's blocks)
 #   host      what this machine gives two busy cores: --threads 1 on the tcp
 #             capture alone, against two such runs at once (no threads
 #             ratio can beat two whole processes sharing nothing but the host)
@@ -34,7 +37,7 @@
 # just written sits in small folios). On Linux 6.18 here the kernel's cost
 # of mapping and unmapping the file differs by ~20x between the two.
 #
-# Environment: CASES (udp tcp crossing host), COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
+# Environment: CASES (udp tcp crossing host), CROSSING_INPUT (input.mmpcap), COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
 # ("1 2"; "2u" is 2 threads, --unordered), ROUNDS (3), SKIP_BUILD=1, CACHE (as-is or disk),
 # DATA_DIR (bench-data/threads; the captures stay there, 1.6 GB for the
 # udp case). Run it on an idle machine, through `cpu-lock bench` where
@@ -196,11 +199,12 @@ for case in $CASES; do
     crossing)
         [[ -s $udp_capture ]] || python3 benches/gen-pcap.py --count "$COUNT" --out "$udp_capture" >&2
         python3 benches/page_cache.py bench "$udp_capture"
-        printf '[[stage]]\nmodule = "input.mmpcap"\npath = "%s"\n[[stage]]\nmodule = "output.null"\n' \
-            "$udp_capture" > "$TMP/plain.toml"
-        printf '[[stage]]\nmodule = "input.mmpcap"\npath = "%s"\n[[stage]]\nmodule = "filter.split"\nthreads = 1\nreport = false\n[[stage]]\nmodule = "output.null"\n' \
-            "$udp_capture" > "$TMP/split.toml"
-        echo "crossing: $COUNT packets, input -> output.null, then through filter.split (1 thread)"
+        input=${CROSSING_INPUT:-input.mmpcap}
+        printf '[[stage]]\nmodule = "%s"\npath = "%s"\n[[stage]]\nmodule = "output.null"\n' \
+            "$input" "$udp_capture" > "$TMP/plain.toml"
+        printf '[[stage]]\nmodule = "%s"\npath = "%s"\n[[stage]]\nmodule = "filter.split"\nthreads = 1\nreport = false\n[[stage]]\nmodule = "output.null"\n' \
+            "$input" "$udp_capture" > "$TMP/split.toml"
+        echo "crossing: $COUNT packets, $input -> output.null, then through filter.split (1 thread)"
         for round in $(seq "$ROUNDS"); do
             PROBE=1 timed plain "$BIN" run "$TMP/plain.toml" --threads 1
             PROBE=1 timed split "$BIN" run "$TMP/split.toml"

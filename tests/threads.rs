@@ -12,7 +12,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use testkit::{assert_ok, dnsluice, run_ok, temp_dir};
+use std::time::Duration;
+use testkit::{assert_ok, dnsluice, output_within, run_ok, temp_dir};
 
 /// layer → dns → json, the chain of `configs/dump.toml`.
 const DUMP: &str = "[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n";
@@ -71,19 +72,20 @@ struct Ran {
     output: Output,
 }
 
-/// Runs the dump chain on `capture` with `args` (`--threads N`...).
+/// Runs the dump chain on `capture` with `args` (`--threads N`...); threads
+/// that wait on each other fail the test after a minute instead of hanging.
 fn dump(dir: &Path, input: &str, capture: &Path, args: &[&str]) -> Ran {
     let out = dir.join(format!("out{}.jsonl", rand_suffix()));
     let stats = dir.join(format!("stats{}.json", rand_suffix()));
     let file = pipeline(dir, input, capture, &out, "");
-    let output = dnsluice()
+    let mut command = dnsluice();
+    command
         .arg("run")
         .arg(&file)
         .arg("--stats-json")
         .arg(&stats)
-        .args(args)
-        .output()
-        .unwrap();
+        .args(args);
+    let output = output_within(&mut command, Duration::from_secs(60));
     let ran = Ran {
         lines: std::fs::read(&out).unwrap_or_default(),
         stats: std::fs::read_to_string(&stats)
@@ -249,6 +251,34 @@ fn a_long_capture_splits_the_same_ordered_or_not_from_every_input() {
     small_batches_spread_and_merge_in_order(&dir, &all, &one);
     let buffered = dump(&dir, "input.fpcap", &all, &["--threads", "2"]);
     assert!(one.lines == buffered.lines, "input.fpcap");
+    // Reads of 1 KiB: the reader's block changes every few records, and a
+    // batch is handed over at each change (its packets cross by place).
+    let small_reads = ["--set", "0.buffer_kib=1"];
+    let one_small = dump(
+        &dir,
+        "input.fpcap",
+        &all,
+        &[&["--threads", "1"], &small_reads[..]].concat(),
+    );
+    assert!(one.lines == one_small.lines, "1 KiB reads, one thread");
+    for threads in ["2", "3"] {
+        let small = [&["--threads", threads], &small_reads[..]].concat();
+        let ordered = dump(&dir, "input.fpcap", &all, &small);
+        assert!(one.lines == ordered.lines, "1 KiB reads, {threads} threads");
+        let loose = dump(
+            &dir,
+            "input.fpcap",
+            &all,
+            &[&small[..], &["--unordered"]].concat(),
+        );
+        let what = format!("1 KiB reads, {threads} threads, unordered");
+        assert_eq!(
+            sorted_lines(&one.lines),
+            sorted_lines(&loose.lines),
+            "{what}"
+        );
+        same_statistics(&one_small.stats, &loose.stats, &what);
+    }
     run_ok(Command::new("zstd").args(["-q", "-f", "-k"]).arg(&all));
     let zstd = PathBuf::from(format!("{}.zst", all.display()));
     let compressed = dump(&dir, "input.fpcap", &zstd, &["--threads", "2"]);
@@ -278,13 +308,13 @@ fn small_batches_spread_and_merge_in_order(dir: &Path, capture: &Path, one: &Ran
     );
     let file = dir.join("split.toml");
     std::fs::write(&file, text).unwrap();
-    let run = dnsluice()
+    let mut command = dnsluice();
+    command
         .arg("run")
         .arg(&file)
         .arg("--stats-json")
-        .arg(&stats)
-        .output()
-        .unwrap();
+        .arg(&stats);
+    let run = output_within(&mut command, Duration::from_secs(60));
     assert_ok(&run, "filter.split");
     assert!(one.lines == std::fs::read(&out).unwrap(), "batches of 3");
     let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();

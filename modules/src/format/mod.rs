@@ -14,6 +14,7 @@
 //! [`stream::BufferedStream`]) and [`framestream::reader`] (Frame Streams
 //! frames from such a buffer, for `input.dnstap` and `output.dnstap`).
 
+pub mod blocks;
 pub mod compression;
 pub mod dnstap;
 pub mod framestream;

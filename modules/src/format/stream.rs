@@ -5,6 +5,7 @@
 //! and the Frame Streams readers (`input.dnstap`, `output.dnstap`'s
 //! replies) read through it.
 
+use crate::format::blocks::SharedBlocks;
 use crate::format::compression::{Compression, CutOff};
 use dnsluice_core::sync;
 use std::io::{self, Read};
@@ -35,13 +36,20 @@ pub trait RecordSource {
     }
 }
 
-/// A reader with a growable buffer, as a [`RecordSource`].
+/// The least size of a block read into (see [`BufferedStream::fill`]).
+const MIN_BLOCK: usize = 64 << 10;
+
+/// A reader with a growable buffer, as a [`RecordSource`]. The buffer is
+/// published as a shared region, so that a split hands its packets to other
+/// threads by their place in it ([`SharedBlocks`]).
 pub struct BufferedStream {
     reader: Box<dyn Read>,
-    buffer: Vec<u8>,
+    buffer: SharedBlocks,
     start: usize,
     end: usize,
     chunk: usize,
+    /// How many bytes the last read gave (a pipe gives some 64 KiB at a time).
+    last_read: usize,
     consumed_before: u64,
     eof: bool,
     /// The decompressor's compression and its note of a stream cut off
@@ -56,10 +64,11 @@ impl BufferedStream {
     pub fn new(reader: Box<dyn Read>, chunk: usize) -> Self {
         BufferedStream {
             reader,
-            buffer: vec![0; chunk],
+            buffer: SharedBlocks::new(chunk),
             start: 0,
             end: 0,
             chunk,
+            last_read: chunk,
             consumed_before: 0,
             eof: false,
             decoder: None,
@@ -81,9 +90,34 @@ impl BufferedStream {
     }
 }
 
+impl BufferedStream {
+    /// Reads into `block` (its first `end` bytes held) until it holds
+    /// `needed` bytes or the data ends, growing it if one record is larger
+    /// than it: a chunk past the bytes held at a time, so a record header
+    /// that claims more than the file holds costs no more than the file.
+    fn read_into(&mut self, block: &mut Vec<u8>, needed: usize) -> io::Result<()> {
+        while self.end < needed && !self.eof {
+            if block.len() < needed {
+                let grown = needed.min(self.end + self.chunk).max(block.len());
+                block.resize(grown, 0);
+            }
+            match self.reader.read(&mut block[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => {
+                    self.end += n;
+                    self.last_read = n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
 impl RecordSource for BufferedStream {
     fn window(&self) -> &[u8] {
-        &self.buffer[self.start..self.end]
+        &self.buffer.bytes()[self.start..self.end]
     }
 
     fn consume(&mut self, n: usize) {
@@ -92,25 +126,18 @@ impl RecordSource for BufferedStream {
     }
 
     fn fill(&mut self, needed: usize) -> io::Result<bool> {
-        while self.end - self.start < needed && !self.eof {
-            // Move what is left to the front, and grow if one record is larger than
-            // the buffer: a chunk past the bytes held at a time, so a record header
-            // that claims more than the file holds costs no more than the file.
-            if self.start > 0 {
-                self.buffer.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
-            let want = needed.min(self.end + self.chunk).max(self.chunk);
-            if self.buffer.len() < want {
-                self.buffer.resize(want, 0);
-            }
-            match self.reader.read(&mut self.buffer[self.end..]) {
-                Ok(0) => self.eof = true,
-                Ok(n) => self.end += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+        if self.end - self.start < needed && !self.eof {
+            // What is left moves to the front (of another block when a
+            // split's batches still hold this one).
+            // A block as large as two reads (a chunk at most): a pipe's
+            // reads are short, and each may need a block of its own.
+            let size = (2 * self.last_read).max(MIN_BLOCK).min(self.chunk);
+            let mut block = self.buffer.writable(self.start..self.end, size);
+            self.end -= self.start;
+            self.start = 0;
+            let read = self.read_into(&mut block, needed);
+            self.buffer.share(block);
+            read?;
         }
         Ok(!self.eof || self.end - self.start >= needed)
     }
@@ -133,31 +160,33 @@ impl RecordSource for BufferedStream {
     }
 }
 
+/// A pcap file with records of `sizes` bytes, each filled with its index
+/// (a record's first field, its seconds, is the index too): for tests.
+#[cfg(test)]
+pub(crate) fn pcap_of_sizes(sizes: &[usize]) -> Vec<u8> {
+    let mut v = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    v.extend_from_slice(&[0; 8]);
+    v.extend_from_slice(&65535u32.to_le_bytes());
+    v.extend_from_slice(&1u32.to_le_bytes());
+    for (i, size) in sizes.iter().enumerate() {
+        for field in [i as u32, 0, *size as u32, *size as u32] {
+            v.extend_from_slice(&field.to_le_bytes());
+        }
+        v.extend(std::iter::repeat_n(i as u8, *size));
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::input::CaptureReader;
     use dnsluice_core::{Object, Producer};
 
-    /// A pcap file with records of `sizes` bytes, each filled with its index.
-    fn pcap(sizes: &[usize]) -> Vec<u8> {
-        let mut v = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
-        v.extend_from_slice(&[0; 8]);
-        v.extend_from_slice(&65535u32.to_le_bytes());
-        v.extend_from_slice(&1u32.to_le_bytes());
-        for (i, size) in sizes.iter().enumerate() {
-            for field in [i as u32, 0, *size as u32, *size as u32] {
-                v.extend_from_slice(&field.to_le_bytes());
-            }
-            v.extend(std::iter::repeat_n(i as u8, *size));
-        }
-        v
-    }
-
     #[test]
     fn records_larger_than_a_read_grow_the_buffer() {
         let sizes = [10, 100, 3, 1000, 17];
-        let stream = BufferedStream::new(Box::new(io::Cursor::new(pcap(&sizes))), 16);
+        let stream = BufferedStream::new(Box::new(io::Cursor::new(pcap_of_sizes(&sizes))), 16);
         let mut reader = CaptureReader::new("input.fpcap", "test".into(), stream).unwrap();
         let mut got = Vec::new();
         while let Some(Object::Packet(p)) = reader.produce().unwrap() {
@@ -171,14 +200,14 @@ mod tests {
 
     #[test]
     fn a_record_claiming_more_than_the_file_holds_allocates_little() {
-        let mut stream = BufferedStream::new(Box::new(io::Cursor::new(pcap(&[5]))), 4096);
+        let mut stream = BufferedStream::new(Box::new(io::Cursor::new(pcap_of_sizes(&[5]))), 4096);
         // A record header claiming 32 MiB: the stream ends long before.
         assert!(!stream.fill(32 << 20).unwrap());
         assert_eq!(stream.window().len(), 24 + 16 + 5);
         assert!(
-            stream.buffer.len() <= 2 * 4096,
+            stream.buffer.bytes().len() <= 2 * 4096,
             "buffer grew to {}",
-            stream.buffer.len()
+            stream.buffer.bytes().len()
         );
     }
 }

@@ -1,8 +1,9 @@
 //! A batch of objects crossing to a worker thread ([`Batch`]).
 //!
-//! The usual object at a split right after a mapped capture (where
+//! The usual object at a split right after a capture input (where
 //! `threads = N` puts it) is a packet whose layers are not parsed yet and
-//! whose bytes lie in the map: it crosses as where its bytes are, its
+//! whose bytes lie in a shared region (the map of a mapped capture, a
+//! block of a buffered reader's, `format::blocks`): it crosses as where its bytes are, its
 //! capture facts and its place in the input, packed into 40 bytes (an
 //! [`Entry`], written with one push: every line the split writes is one the
 //! worker's core must fetch; a whole copied object is 280 bytes and a
@@ -202,6 +203,20 @@ impl Batch {
             }
             None => false,
         }
+    }
+
+    /// Whether `obj` is a packet whose bytes lie in a shared region other
+    /// than the one this batch's packets lie in (a buffered reader's next
+    /// block): it would cross as a whole copy, so the batch is handed over
+    /// first and the packet begins the next.
+    pub fn is_left_behind_by(&self, obj: &Object<'_>, regions: &mut RegionFinder) -> bool {
+        let (Some(own), Some(packet)) = (&self.region, obj.packet()) else {
+            return false;
+        };
+        !self.entries.is_empty()
+            && regions
+                .region_of(packet.data)
+                .is_some_and(|found| !found.is(own))
     }
 
     /// Takes the region and link type of a batch's first object.
@@ -434,6 +449,49 @@ mod tests {
             .collect();
         assert_eq!(frames, expected);
         assert!(!batch.try_push(&good(1), 0), "drained: it begins again");
+    }
+
+    /// Packets read through a buffered stream (reads of 256 bytes, so its
+    /// block changes every few records) cross by their place: a batch is
+    /// handed over when the reader moves on to another block, and every
+    /// packet comes out with the bytes the capture holds, none copied,
+    /// read from blocks the stream has moved on from since.
+    #[test]
+    fn packets_of_a_buffered_read_cross_by_place_across_its_blocks() {
+        use crate::format::stream::{pcap_of_sizes, BufferedStream};
+        use crate::input::CaptureReader;
+        use dnsluice_core::Producer;
+        let sizes: Vec<usize> = (0..200).map(|i| 20 + i % 41).collect();
+        let capture = pcap_of_sizes(&sizes);
+        let stream = BufferedStream::new(Box::new(std::io::Cursor::new(capture)), 256);
+        let mut reader = CaptureReader::new("input.fpcap", "test".into(), stream).unwrap();
+        let mut regions = RegionFinder::default();
+        let mut handed_over = Vec::new();
+        let mut batch = Batch::default();
+        let mut key = 0;
+        while let Some(obj) = reader.produce().unwrap() {
+            if batch.is_left_behind_by(&obj, &mut regions) {
+                handed_over.push(std::mem::take(&mut batch));
+            }
+            batch.push(&obj, key, &mut regions);
+            key += 1;
+        }
+        handed_over.push(batch);
+        assert!(handed_over.len() > 30, "{} batches", handed_over.len());
+        let mut seen = Vec::new();
+        for mut batch in handed_over {
+            assert_eq!(batch.copied, 0, "copied");
+            batch
+                .drain(|key, obj| {
+                    let data = obj.packet().map(|p| p.data).unwrap_or_default();
+                    let index = key as usize;
+                    assert_eq!(data, vec![index as u8; sizes[index]], "record {index}");
+                    seen.push(key);
+                    Ok::<_, ()>(())
+                })
+                .unwrap();
+        }
+        assert_eq!(seen, (0..200).collect::<Vec<u64>>());
     }
 
     /// An entry is 40 bytes (the worker fetches every line of them).

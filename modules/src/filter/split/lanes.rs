@@ -259,6 +259,17 @@ pub(super) fn run_batch(
     })
 }
 
+/// Adds `from` (one worker's statistics) into `into`, stage by stage.
+pub(super) fn merge_stats(into: &mut Vec<StageStats>, from: Vec<StageStats>) {
+    if into.is_empty() {
+        *into = from;
+        return;
+    }
+    for (sum, stage) in into.iter_mut().zip(from) {
+        sum.absorb(stage);
+    }
+}
+
 /// Publishes the chain's statistics in `lane`'s snapshot when the last was
 /// [`SNAPSHOT_EVERY`] ago or more (for interval statistics and progress).
 pub(super) fn publish_snapshot(lane: &Lane, chain: &dyn Receiver, last: &mut Instant) {

@@ -10,8 +10,8 @@
 //! connection and every fragment of a datagram meet on one thread, so
 //! `filter.dns` reassembles them as one thread would; a DNS datagram that
 //! stands alone, most of a capture, goes with the batches in turn). The split puts
-//! each object into a batch (`batch.rs`: a packet of a memory-mapped capture as
-//! where its bytes lie in the map, anything else copied into a reused
+//! each object into a batch (`batch.rs`: a packet of a capture as where its
+//! bytes lie in the map or the reader's block, anything else copied into a reused
 //! [`dnsluice_core::OwnedObject`]); a full batch crosses
 //! with one push on a bounded lock-free queue (crossbeam `ArrayQueue`) and
 //! the worker hands emptied batches back on another, so in steady state
@@ -70,7 +70,7 @@ use dnsluice_core::sync::lock;
 use dnsluice_core::{InputParts, Object, Receiver, StageError, StageStats};
 use doorbell::Doorbell;
 use inline::InlineLane;
-use lanes::{spin_then_yield, Lane};
+use lanes::{merge_stats, spin_then_yield, Lane};
 use merger::Merger;
 pub use options::{By, SplitOptions};
 use parts::PartsReading;
@@ -84,9 +84,10 @@ use std::time::Duration;
 pub(super) const MODULE: &str = "filter.split";
 
 /// Merging in order, a lane that got nothing is told how far the split has
-/// got (an empty batch) once this many batches of objects have gone by (at
-/// most half as many as a lane's queues hold: the merger must never wait on
-/// a lane while the split waits on the merger).
+/// got (an empty batch) once this many batches have filled (at most half as
+/// many as a lane's queues hold: the merger must never wait on a lane while
+/// the split waits on the merger). Counted in batches, not objects: a batch
+/// handed over early (its reader moved on to another block) holds fewer.
 const STALE_BATCHES: u64 = 4;
 
 /// A lane and its worker thread's handle (none for the inline lane 0).
@@ -111,9 +112,11 @@ pub struct Split {
     /// batches then say how far the split had got, and a lane that got
     /// nothing for a while is handed an empty batch: see [`STALE_BATCHES`]).
     ordered: bool,
-    /// Per lane: the split's count when it last handed that lane something.
+    /// Batches filled so far (merging in order).
+    filled: u64,
+    /// Per lane: [`Split::filled`] when it was last handed something.
     told: Vec<u64>,
-    /// Objects after which an idle lane is told how far the split has got.
+    /// Batches filled after which an idle lane is told how far the split has got.
     stale_after: u64,
     merger: Option<JoinHandle<Result<(), StageError>>>,
     merger_failed: Arc<AtomicBool>,
@@ -164,7 +167,8 @@ impl Split {
             wake_at: (batches / 2).max(1),
             ordered: false,
             told: Vec::new(),
-            stale_after: (batches as u64 / 2).clamp(1, STALE_BATCHES) * batch as u64,
+            filled: 0,
+            stale_after: (batches as u64 / 2).clamp(1, STALE_BATCHES),
             merger: None,
             merger_failed: merger_failed.clone(),
             merged: Vec::new(),
@@ -309,7 +313,7 @@ impl Split {
 
     /// Hands worker `index` its pending batch (the inline lane: what its
     /// chain wrote, to the merger). Merging in order, a lane not handed
-    /// anything for `stale_after` objects gets an empty batch: it tells the
+    /// anything for `stale_after` batches gets an empty batch: it tells the
     /// merger that the lane has nothing before here.
     fn hand_over(&mut self, index: usize) -> Result<(), StageError> {
         let through = self.input;
@@ -317,10 +321,10 @@ impl Split {
         // once the merger may be waiting on it: once it has not been told
         // for a few batches (not at every hand-over: with many threads, most
         // lanes would be woken for nothing most of the time).
-        let tell_idle = self.ordered && through - self.told[index] >= self.stale_after;
+        let tell_idle = self.ordered && self.filled - self.told[index] >= self.stale_after;
         if let Some(inline) = self.inline.as_mut().filter(|_| index == 0) {
             if inline.pending() > 0 || tell_idle {
-                self.told[0] = through;
+                self.told[0] = self.filled;
             }
             if !inline.hand_over(&self.merger_failed, through, tell_idle) {
                 return Err(self.merger_error());
@@ -336,7 +340,7 @@ impl Split {
             self.pending[index] = Some(batch);
             return Ok(());
         }
-        self.told[index] = through;
+        self.told[index] = self.filled;
         let mut batch = batch;
         batch.upto = through;
         let worker = &self.workers[index];
@@ -353,7 +357,10 @@ impl Split {
     fn batch_full(&mut self, index: usize) -> Result<(), StageError> {
         match self.ordered {
             false => self.hand_over(index)?,
-            true => self.hand_over_all()?,
+            true => {
+                self.filled += 1;
+                self.hand_over_all()?
+            }
         }
         // The batch standalone objects go to is full: the next worker's turn.
         if self.by != By::Client && index == self.next {
@@ -403,6 +410,10 @@ impl Split {
     /// too), or [`Split::receive_other`] when none is being filled.
     #[inline(never)]
     fn receive_at(&mut self, index: usize, obj: &mut Object<'_>) -> Result<(), StageError> {
+        let pending = self.pending.get(index).and_then(Option::as_ref);
+        if pending.is_some_and(|batch| batch.is_left_behind_by(obj, &mut self.regions)) {
+            self.batch_full(index)?;
+        }
         let key = self.input;
         self.input += 1;
         let Some(Some(batch)) = self.pending.get_mut(index) else {
@@ -491,17 +502,6 @@ impl Split {
             error = error.or(merger_error);
         }
         worker_error.or(error)
-    }
-}
-
-/// Adds `from` (one worker's statistics) into `into`, stage by stage.
-fn merge_stats(into: &mut Vec<StageStats>, from: Vec<StageStats>) {
-    if into.is_empty() {
-        *into = from;
-        return;
-    }
-    for (sum, stage) in into.iter_mut().zip(from) {
-        sum.absorb(stage);
     }
 }
 
