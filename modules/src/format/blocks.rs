@@ -34,17 +34,25 @@ pub struct SharedBlocks {
     /// Blocks the stream read from before that were still held elsewhere
     /// when it moved on, oldest first.
     aside: Vec<Arc<Vec<u8>>>,
+    /// The blocks are published (else nothing but the stream holds them).
+    published: bool,
 }
 
 impl SharedBlocks {
-    /// One block of `size` bytes (zeroed).
+    /// One block of `size` bytes (zeroed), not published: rewritten in place.
     pub fn new(size: usize) -> SharedBlocks {
-        let blocks = SharedBlocks {
+        SharedBlocks {
             current: Arc::new(vec![0; size]),
             aside: Vec::new(),
-        };
-        blocks.publish();
-        blocks
+            published: false,
+        }
+    }
+
+    /// Publishes the current block and every one after it, for other
+    /// threads to find (and hold).
+    pub fn publish_from_now(&mut self) {
+        self.published = true;
+        self.publish();
     }
 
     /// The current block's bytes.
@@ -80,10 +88,12 @@ impl SharedBlocks {
     }
 
     /// Makes `block` (from [`SharedBlocks::writable`], written) the current
-    /// block, published for other threads to find.
+    /// block, published for other threads to find (once published from now).
     pub fn share(&mut self, block: Vec<u8>) {
         self.current = Arc::new(block);
-        self.publish();
+        if self.published {
+            self.publish();
+        }
     }
 
     fn publish(&self) {
@@ -117,9 +127,10 @@ mod tests {
     use super::*;
     use dnsluice_core::shared::{RegionFinder, SharedRegion};
 
-    /// Blocks whose current block holds `bytes`, and where they lie.
+    /// Published blocks whose current block holds `bytes`, and where they lie.
     fn holding(bytes: &[u8]) -> (SharedBlocks, *const u8) {
         let mut blocks = SharedBlocks::new(bytes.len());
+        blocks.publish_from_now();
         let mut block = blocks.writable(0..0, bytes.len());
         block.copy_from_slice(bytes);
         let at = block.as_ptr();
@@ -132,6 +143,15 @@ mod tests {
         let mut finder = RegionFinder::default();
         let found = finder.region_of(&blocks.bytes()[..2]).cloned();
         found.expect("the block is published")
+    }
+
+    #[test]
+    fn blocks_not_published_are_not_found() {
+        let mut blocks = SharedBlocks::new(8);
+        let block = blocks.writable(0..0, 8);
+        blocks.share(block);
+        let mut finder = RegionFinder::default();
+        assert!(finder.region_of(&blocks.bytes()[..2]).is_none());
     }
 
     #[test]

@@ -39,9 +39,9 @@ pub trait RecordSource {
 /// The least size of a block read into (see [`BufferedStream::fill`]).
 const MIN_BLOCK: usize = 64 << 10;
 
-/// A reader with a growable buffer, as a [`RecordSource`]. The buffer is
-/// published as a shared region, so that a split hands its packets to other
-/// threads by their place in it ([`SharedBlocks`]).
+/// A reader with a growable buffer, as a [`RecordSource`]. A capture
+/// input's buffer is published as a shared region ([`BufferedStream::shared`]),
+/// so that a split hands its packets to other threads by their place in it.
 pub struct BufferedStream {
     reader: Box<dyn Read>,
     buffer: SharedBlocks,
@@ -76,6 +76,16 @@ impl BufferedStream {
         }
     }
 
+    /// Publishes the buffer as a shared region (a capture input's: see
+    /// [`SharedBlocks`]), so that a split hands the packets read to other
+    /// threads by their place in it; it is then never rewritten while
+    /// anything else holds it. Other streams (Frame Streams, one per
+    /// connection at times) keep theirs to themselves.
+    pub fn shared(mut self) -> Self {
+        self.buffer.publish_from_now();
+        self
+    }
+
     /// Says how long the stream is (a regular file's size), for progress.
     pub fn with_total(mut self, total: Option<u64>) -> Self {
         self.total = total;
@@ -88,9 +98,7 @@ impl BufferedStream {
         self.decoder = cut_off.map(|c| (compression, c));
         self
     }
-}
 
-impl BufferedStream {
     /// Reads into `block` (its first `end` bytes held) until it holds
     /// `needed` bytes or the data ends, growing it if one record is larger
     /// than it: a chunk past the bytes held at a time, so a record header
@@ -128,9 +136,9 @@ impl RecordSource for BufferedStream {
     fn fill(&mut self, needed: usize) -> io::Result<bool> {
         if self.end - self.start < needed && !self.eof {
             // What is left moves to the front (of another block when a
-            // split's batches still hold this one).
-            // A block as large as two reads (a chunk at most): a pipe's
-            // reads are short, and each may need a block of its own.
+            // split's batches still hold this one: as large as two reads, a
+            // chunk at most, as a pipe's reads are short and each may need
+            // a block of its own).
             let size = (2 * self.last_read).max(MIN_BLOCK).min(self.chunk);
             let mut block = self.buffer.writable(self.start..self.end, size);
             self.end -= self.start;

@@ -93,6 +93,7 @@ pub fn open_as(
     // A compressed file's size says nothing of how long its plain stream is.
     let total = total.filter(|_| opened.compression == Compression::None);
     let stream = BufferedStream::new(opened.reader, chunk)
+        .shared()
         .decompressed_from(opened.compression, opened.cut_off)
         .with_total(total);
     CaptureReader::new(module, path, stream)

@@ -193,8 +193,9 @@ pub fn open_any(
     )
     .map_err(|e| StageError::io(&path, e))?;
     let cut_off = Some(decoder.cut_off());
-    let stream =
-        BufferedStream::new(Box::new(decoder), 1 << 20).decompressed_from(compression, cut_off);
+    let stream = BufferedStream::new(Box::new(decoder), 1 << 20)
+        .shared()
+        .decompressed_from(compression, cut_off);
     Ok(Box::new(CaptureReader::new("input.mmpcap", path, stream)?))
 }
 

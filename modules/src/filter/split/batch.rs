@@ -463,7 +463,7 @@ mod tests {
         use dnsluice_core::Producer;
         let sizes: Vec<usize> = (0..200).map(|i| 20 + i % 41).collect();
         let capture = pcap_of_sizes(&sizes);
-        let stream = BufferedStream::new(Box::new(std::io::Cursor::new(capture)), 256);
+        let stream = BufferedStream::new(Box::new(std::io::Cursor::new(capture)), 256).shared();
         let mut reader = CaptureReader::new("input.fpcap", "test".into(), stream).unwrap();
         let mut regions = RegionFinder::default();
         let mut handed_over = Vec::new();
