@@ -3,10 +3,11 @@
 //!
 //! A capture read from a file, standard input or a decompressor lies in the
 //! reader's buffer, not in a map. Published as a shared region
-//! ([`dnsluice_core::shared`]), a packet of it crosses to a `filter.split`
+//! ([`dnsluice_core::shared`]; capture inputs publish theirs,
+//! `BufferedStream::shared`), a packet of it crosses to a `filter.split`
 //! worker as where its bytes lie (40 bytes) instead of as a whole copy (an
-//! object of some 280 bytes and its bytes: on this project's 2-core VM about
-//! 80 ns of CPU an object against some 23 ns by place, `docs/benchmarks.md`).
+//! object of some 280 bytes and its bytes: on this project's 2-core VM some
+//! 70 ns of CPU a packet against some 24 ns by place, `docs/benchmarks.md`).
 //! A region's bytes must not change while anything holds it, so the buffer
 //! is rewritten in place only when nothing but the stream holds it (always,
 //! when nothing splits); otherwise the stream reads on into another block
@@ -29,7 +30,8 @@ const KEPT_ASIDE: usize = 64;
 /// A stream's current block and the blocks other threads still hold.
 #[derive(Debug)]
 pub struct SharedBlocks {
-    /// The block the stream reads from, published as a shared region.
+    /// The block the stream reads from (published as a shared region once
+    /// [`SharedBlocks::publish_from_now`] was called).
     current: Arc<Vec<u8>>,
     /// Blocks the stream read from before that were still held elsewhere
     /// when it moved on, oldest first.
