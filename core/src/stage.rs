@@ -10,6 +10,7 @@
 //! driven from the end (`output ← filter ← input`). [`drive`] connects the two.
 
 use crate::{Object, StageError, StageStats};
+use std::any::Any;
 use std::sync::atomic::AtomicBool;
 
 mod drive;
@@ -38,6 +39,14 @@ pub trait Receiver {
 
     /// Appends this stage's counters, then those of the stages it pushes to.
     fn stats(&self, out: &mut Vec<StageStats>);
+
+    /// The stage itself as [`Any`], for an upstream that has a loop of its
+    /// own for a stage it knows (a capture reader runs the split's intake
+    /// in its walk, without a call per object); `None`, the default, for
+    /// the rest.
+    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
+        None
+    }
 }
 
 /// Pull side: a downstream asks this stage for its next object.

@@ -292,6 +292,19 @@ impl Tally {
     /// Counts the record at `at` in `window` and makes its packet.
     #[inline(always)]
     fn packet<'a>(&mut self, window: &'a [u8], at: usize, record: &RecordInfo) -> Packet<'a> {
+        let (data, meta) = self.record(window, at, record);
+        Packet::new(data, meta)
+    }
+
+    /// Counts the record at `at` in `window`: its captured bytes and capture
+    /// facts, the packet not made yet.
+    #[inline(always)]
+    fn record<'a>(
+        &mut self,
+        window: &'a [u8],
+        at: usize,
+        record: &RecordInfo,
+    ) -> (&'a [u8], CaptureMeta) {
         self.frames += 1;
         self.bytes += record.caplen as u64;
         self.last_ts_ns = record.ts_ns.or(self.last_ts_ns);
@@ -305,7 +318,7 @@ impl Tally {
             len: record.len,
             link: record.link,
         };
-        Packet::new(&window[start..start + record.caplen], meta)
+        (&window[start..start + record.caplen], meta)
     }
 
     /// The first record's capture time (once: out of the per-record path).

@@ -53,12 +53,22 @@ impl Entry {
         link: Option<LinkType>,
         key: u64,
     ) -> Option<Entry> {
-        let meta = &packet.meta;
-        let span = region.span_of(packet.data)?;
-        let fits = packet.layers.is_unparsed()
-            && Some(meta.link) == link
-            && meta.frame != COPIED
-            && meta.ts_ns != Some(NO_TIME);
+        let entry = Entry::read(packet.data, &packet.meta, region, link, key);
+        entry.filter(|_| packet.layers.is_unparsed())
+    }
+
+    /// [`Entry::of`] for a packet just read, its bytes `data` and capture
+    /// facts `meta` (no layers parsed: a packet not made yet).
+    #[inline(always)]
+    fn read(
+        data: &[u8],
+        meta: &CaptureMeta,
+        region: &SharedRegion,
+        link: Option<LinkType>,
+        key: u64,
+    ) -> Option<Entry> {
+        let span = region.span_of(data)?;
+        let fits = Some(meta.link) == link && meta.frame != COPIED && meta.ts_ns != Some(NO_TIME);
         Some(Entry {
             key,
             at: span.at as u64,
@@ -193,10 +203,24 @@ impl Batch {
     /// [`Batch::push`].
     #[inline(always)]
     pub fn try_push(&mut self, obj: &Object<'_>, key: u64) -> bool {
+        match obj {
+            Object::Packet(packet) if packet.layers.is_unparsed() => {
+                self.try_push_read(packet.data, &packet.meta, key)
+            }
+            _ => false,
+        }
+    }
+
+    /// [`Batch::try_push`] for a packet just read (see [`Entry::read`]).
+    #[inline(always)]
+    pub fn try_push_read(&mut self, data: &[u8], meta: &CaptureMeta, key: u64) -> bool {
         if self.entries.is_empty() || self.entries.len() == self.entries.capacity() {
             return false;
         }
-        match self.entry_of(obj, key) {
+        let Some(region) = &self.region else {
+            return false;
+        };
+        match Entry::read(data, meta, region, self.link, key) {
             Some(entry) => {
                 self.entries.push(entry);
                 true

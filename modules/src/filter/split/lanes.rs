@@ -124,8 +124,8 @@ impl Lane {
 /// One round of waiting for a queue: the first 64 rounds spin, the next 64
 /// yield the thread; after that it returns true and the caller sleeps
 /// (the split waiting for a batch back, a worker for room in the merger's
-/// queue; an idle worker and the merger wait their own way, see
-/// [`time_to_sleep`]).
+/// queue; the merger waits its own way, see [`time_to_sleep`], and an idle
+/// worker sleeps at once, see [`work`]).
 pub(super) fn spin_then_yield(spins: &mut u32) -> bool {
     *spins += 1;
     if *spins < 64 {
@@ -138,10 +138,10 @@ pub(super) fn spin_then_yield(spins: &mut u32) -> bool {
     false
 }
 
-/// How many times an idle worker looks for a batch, or the merger for
-/// bytes, before it sleeps. Neither yields in between: a thread with
-/// nothing to do is ahead of the one it waits for, and each `sched_yield`
-/// is a system call that finds it still ahead.
+/// How many times the merger looks for bytes before it sleeps. It does
+/// not yield in between: a thread with nothing to do is ahead of the ones
+/// it waits for, and each `sched_yield` is a system call that finds it
+/// still ahead.
 const SPINS_BEFORE_SLEEP: u32 = 64;
 
 /// One more look at an empty queue by a thread that sleeps when the queue
@@ -188,11 +188,9 @@ pub(super) fn work(
 ) -> Vec<StageStats> {
     let lane = &*side.lane;
     let _said = OnPanic(|| lane.fail("it panicked".into()));
-    let mut spins = 0u32;
     let mut last_snapshot = Instant::now();
     loop {
         if let Some(mut batch) = lane.full.pop() {
-            spins = 0;
             let objects = batch.len();
             let upto = batch.upto;
             let result = run_batch(&mut *downstream, merging, &mut batch);
@@ -222,9 +220,13 @@ pub(super) fn work(
             }
             break;
         }
-        if !time_to_sleep(&mut spins) {
-            continue;
-        }
+        // Idle: it sleeps at once, without looking again first. A worker
+        // that runs dry is faster than the split, and each look at the
+        // empty queue pulls to its core a line the split writes: spinning
+        // 64 times first, it looked about ten times a batch for nothing
+        // (`docs/benchmarks.md`, fourteenth session). The split wakes it
+        // once half its queue waits.
+        //
         // What this lane wrote but did not ring for must not wait for work
         // the worker has no more of.
         lane.merger.ring_for(lane.index);

@@ -17,10 +17,12 @@
 //! the worker hands emptied batches back on another, so in steady state
 //! nothing is allocated and the cost of crossing is paid once per batch
 //! (`benches/threads.sh` measures it per object). A full queue makes the
-//! split wait (it spins briefly, then sleeps 20 µs at a time); an idle
-//! worker spins briefly, then parks until the split wakes it, once half its
-//! queue waits (or 10 ms have passed); the merger, likewise, sleeps until
-//! half a worker's written batches wait (`doorbell.rs`). Objects wait in a batch until it
+//! split wait (it spins briefly, then sleeps 20 µs at a time; handing over
+//! is `handover.rs`); an idle worker parks at once until the split wakes
+//! it, once half its queue waits (or 10 ms have passed); the merger spins
+//! briefly, then sleeps until half a worker's written batches wait
+//! (`doorbell.rs`). A capture reader that pushes to the split fills its
+//! batches in the reader's own loop (`intake.rs`). Objects wait in a batch until it
 //! is full: for a live input that trickles, use fewer threads or a smaller
 //! `batch`. With `inline = true` (what `threads = N` sets) the splitting
 //! thread runs the first copy itself, on batches it keeps when the workers'
@@ -53,7 +55,9 @@
 mod batch;
 mod doorbell;
 mod gather;
+mod handover;
 mod inline;
+mod intake;
 mod lanes;
 mod merger;
 mod options;
@@ -70,7 +74,7 @@ use dnsluice_core::sync::lock;
 use dnsluice_core::{InputParts, Object, Receiver, StageError, StageStats};
 use doorbell::Doorbell;
 use inline::InlineLane;
-use lanes::{merge_stats, spin_then_yield, Lane};
+use lanes::{merge_stats, Lane};
 use merger::Merger;
 pub use options::{By, SplitOptions};
 use parts::PartsReading;
@@ -79,7 +83,6 @@ use start::Started;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 pub(super) const MODULE: &str = "filter.split";
 
@@ -275,128 +278,6 @@ impl Split {
         }
     }
 
-    /// An empty batch for worker `index`, waiting for one to come back.
-    fn empty_batch(&mut self, index: usize) -> Result<Batch, StageError> {
-        let lane = self.workers[index].lane.clone();
-        let mut spins = 0u32;
-        loop {
-            if let Some(batch) = lane.free.pop() {
-                return Ok(batch);
-            }
-            self.check_failures(index)?;
-            if spin_then_yield(&mut spins) {
-                // The merger may be waiting for bytes this thread's lane wrote.
-                lane.merger.ring();
-                std::thread::sleep(Duration::from_micros(20));
-            }
-        }
-    }
-
-    fn check_failures(&mut self, index: usize) -> Result<(), StageError> {
-        if let Some(e) = self.workers[index].lane.failure() {
-            return Err(StageError::other(MODULE, format!("worker {index}: {e}")));
-        }
-        if self.merger_failed.load(Ordering::SeqCst) {
-            return Err(self.merger_error());
-        }
-        Ok(())
-    }
-
-    /// The error the merger stopped on (it has stopped: it said so), e.g. a
-    /// reader of standard output that went away.
-    fn merger_error(&mut self) -> StageError {
-        match self.merger.take().map(JoinHandle::join) {
-            Some(Ok(Err(e))) => e,
-            _ => StageError::other(MODULE, "the merged output failed"),
-        }
-    }
-
-    /// Hands worker `index` its pending batch (the inline lane: what its
-    /// chain wrote, to the merger). Merging in order, a lane not handed
-    /// anything for `stale_after` batches gets an empty batch: it tells the
-    /// merger that the lane has nothing before here.
-    fn hand_over(&mut self, index: usize) -> Result<(), StageError> {
-        let through = self.input;
-        // Merging in order, a lane that got nothing is handed an empty batch
-        // once the merger may be waiting on it: once it has not been told
-        // for a few batches (not at every hand-over: with many threads, most
-        // lanes would be woken for nothing most of the time).
-        let tell_idle = self.ordered && self.filled - self.told[index] >= self.stale_after;
-        if let Some(inline) = self.inline.as_mut().filter(|_| index == 0) {
-            if inline.pending() > 0 || tell_idle {
-                self.told[0] = self.filled;
-            }
-            if !inline.hand_over(&self.merger_failed, through, tell_idle) {
-                return Err(self.merger_error());
-            }
-            return Ok(());
-        }
-        let batch = match self.pending[index].take() {
-            Some(batch) => batch,
-            None if tell_idle => self.empty_batch(index)?,
-            None => return Ok(()),
-        };
-        if batch.is_empty() && !tell_idle {
-            self.pending[index] = Some(batch);
-            return Ok(());
-        }
-        self.told[index] = self.filled;
-        let mut batch = batch;
-        batch.upto = through;
-        let worker = &self.workers[index];
-        // Never full: as many batches as room in the queue.
-        let _ = worker.lane.full.push(batch);
-        if worker.lane.full.len() >= self.wake_at {
-            worker.lane.wake_worker();
-        }
-        Ok(())
-    }
-
-    /// A batch filled up: hands it over (ordered merging: every lane's).
-    #[inline(never)]
-    fn batch_full(&mut self, index: usize) -> Result<(), StageError> {
-        match self.ordered {
-            false => self.hand_over(index)?,
-            true => {
-                self.filled += 1;
-                self.hand_over_all()?
-            }
-        }
-        // The batch standalone objects go to is full: the next worker's turn.
-        if self.by != By::Client && index == self.next {
-            self.next = self.next_lane();
-        }
-        Ok(())
-    }
-
-    /// The lane the next batch of standalone objects goes to: the next in
-    /// turn; with an inline lane, the next worker whose queue is less than
-    /// half full, and the splitting thread itself only when every worker is
-    /// busy (it reads the input too: given an equal share, it would hold the
-    /// workers back).
-    fn next_lane(&self) -> usize {
-        let n = self.workers.len();
-        if self.inline.is_none() {
-            return (self.next + 1) % n;
-        }
-        (1..=n)
-            .map(|step| (self.next + step) % n)
-            .filter(|&index| index != 0)
-            .find(|&index| {
-                let queue = &self.workers[index].lane.full;
-                queue.len() < queue.capacity() / 2
-            })
-            .unwrap_or(0)
-    }
-
-    /// Hands every pending batch over.
-    fn hand_over_all(&mut self) -> Result<(), StageError> {
-        for index in 0..self.workers.len() {
-            self.hand_over(index)?;
-        }
-        Ok(())
-    }
-
     /// Takes `obj` by the general path: its lane (a hash, or the batch in
     /// turn), then into that lane's batch (whole copies too), or
     /// [`Split::receive_other`] when none is being filled.
@@ -551,6 +432,10 @@ impl Receiver for Split {
     fn clock_at_end(&mut self, ts_ns: i64) {
         // Passed to every thread's chain before it finishes.
         self.input_end_ns = ts_ns;
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {

@@ -318,3 +318,91 @@ fn the_source_hears_where_the_walk_is_at_least_every_chunk() {
         "{steps:?}"
     );
 }
+
+/// One of a split's workers in [`a_split_after_the_reader_takes_every_packet_once`]:
+/// keeps what its copy of the chain is handed, with the frame number, in
+/// the order it comes.
+struct ToWorker {
+    kept: ByWorker,
+    index: usize,
+}
+
+/// What each worker was handed: frame numbers and packets.
+type ByWorker = std::sync::Arc<std::sync::Mutex<Vec<Vec<(u64, Written)>>>>;
+
+impl Receiver for ToWorker {
+    fn receive(&mut self, obj: &mut Object<'_>) -> Result<(), StageError> {
+        let Object::Packet(p) = obj else {
+            panic!("not a packet: {obj:?}");
+        };
+        let written = (p.meta.ts_ns.unwrap(), p.meta.len, p.data.to_vec());
+        self.kept.lock().unwrap()[self.index].push((p.meta.frame, written));
+        Ok(())
+    }
+    fn stats(&self, _out: &mut Vec<StageStats>) {}
+}
+
+/// A split right after the reader takes the reader's packets in the
+/// reader's own loop (`Split::try_take`); what that loop cannot take (the
+/// first and last of a batch) goes the usual way. From every reader, with
+/// batches of 1, 5 and 256 handed to two workers in turn: each packet
+/// reaches one worker once, whole, with its frame number; each worker's in
+/// order, in runs of at most a batch; and the split counts every one.
+#[test]
+fn a_split_after_the_reader_takes_every_packet_once() {
+    use crate::filter::split::{By, Split, SplitOptions};
+    use std::sync::{Arc, Mutex};
+    let (bytes, written) = classic(5000, false);
+    let path = file("split", &bytes);
+    for batch in [1, 5, 256] {
+        for (how, mut reader) in readers(&path) {
+            let kept = Arc::new(Mutex::new(vec![Vec::new(), Vec::new()]));
+            let to_workers = kept.clone();
+            let options = SplitOptions {
+                threads: 2,
+                by: By::RoundRobin,
+                queue: 64,
+                batch,
+                ordered: false,
+                report: true,
+                inline: false,
+            };
+            let build: dnsluice_core::registry::DownstreamBuilder = Arc::new(move |index| {
+                let kept = to_workers.clone();
+                Ok(Box::new(ToWorker { kept, index }) as Box<dyn Receiver>)
+            });
+            let mut split = Split::new(&options, build, None).unwrap();
+            let mut moved = 0;
+            let pushed = reader.push_into(to(&mut split, None, &mut moved));
+            assert_eq!(pushed.unwrap().unwrap(), Pushed::End, "{how}, {batch}");
+            split.finish().unwrap();
+            assert_eq!(moved, 5000, "{how}, {batch}");
+            let mut out = Vec::new();
+            split.stats(&mut out);
+            assert_eq!(out[0].input, 5000, "{how}, {batch}: the split's count");
+            let by_worker = std::mem::take(&mut *kept.lock().unwrap());
+            let mut all = Vec::new();
+            for (worker, packets) in by_worker.into_iter().enumerate() {
+                let frames: Vec<u64> = packets.iter().map(|(frame, _)| *frame).collect();
+                assert!(frames.windows(2).all(|p| p[0] < p[1]), "{how}, {batch}");
+                // Runs of consecutive frames: a batch at most (a buffered
+                // reader's batches end early where its blocks do).
+                let longest = frames
+                    .chunk_by(|a, b| b == &(a + 1))
+                    .map(<[u64]>::len)
+                    .max();
+                assert!(
+                    longest <= Some(batch as usize),
+                    "{how}, {batch}: worker {worker} {frames:?}"
+                );
+                all.extend(packets);
+            }
+            all.sort_by_key(|(frame, _)| *frame);
+            let frames: Vec<u64> = all.iter().map(|(frame, _)| *frame).collect();
+            assert_eq!(frames, (1..=5000).collect::<Vec<u64>>(), "{how}, {batch}");
+            let packets: Vec<Written> = all.into_iter().map(|(_, packet)| packet).collect();
+            assert!(packets == written, "{how}, {batch}: the packets differ");
+        }
+    }
+    std::fs::remove_file(&path).unwrap();
+}

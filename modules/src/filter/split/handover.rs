@@ -1,0 +1,137 @@
+//! Handing batches over to the workers: the batch a lane fills is pushed
+//! to its worker's queue once full (or, merging in order, once a lane has
+//! been left without anything for a while: an empty one), the worker woken
+//! once half its queue waits, and the next lane for standalone objects
+//! chosen; an empty batch is taken back from the worker's free queue.
+
+use super::batch::Batch;
+use super::lanes::spin_then_yield;
+use super::{By, Split, MODULE};
+use dnsluice_core::StageError;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+impl Split {
+    /// An empty batch for worker `index`, waiting for one to come back.
+    pub(super) fn empty_batch(&mut self, index: usize) -> Result<Batch, StageError> {
+        let lane = self.workers[index].lane.clone();
+        let mut spins = 0u32;
+        loop {
+            if let Some(batch) = lane.free.pop() {
+                return Ok(batch);
+            }
+            self.check_failures(index)?;
+            if spin_then_yield(&mut spins) {
+                // The merger may be waiting for bytes this thread's lane wrote.
+                lane.merger.ring();
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+
+    pub(super) fn check_failures(&mut self, index: usize) -> Result<(), StageError> {
+        if let Some(e) = self.workers[index].lane.failure() {
+            return Err(StageError::other(MODULE, format!("worker {index}: {e}")));
+        }
+        if self.merger_failed.load(Ordering::SeqCst) {
+            return Err(self.merger_error());
+        }
+        Ok(())
+    }
+
+    /// The error the merger stopped on (it has stopped: it said so), e.g. a
+    /// reader of standard output that went away.
+    pub(super) fn merger_error(&mut self) -> StageError {
+        match self.merger.take().map(JoinHandle::join) {
+            Some(Ok(Err(e))) => e,
+            _ => StageError::other(MODULE, "the merged output failed"),
+        }
+    }
+
+    /// Hands worker `index` its pending batch (the inline lane: what its
+    /// chain wrote, to the merger). Merging in order, a lane not handed
+    /// anything for `stale_after` batches gets an empty batch: it tells the
+    /// merger that the lane has nothing before here.
+    pub(super) fn hand_over(&mut self, index: usize) -> Result<(), StageError> {
+        let through = self.input;
+        // Merging in order, a lane that got nothing is handed an empty batch
+        // once the merger may be waiting on it: once it has not been told
+        // for a few batches (not at every hand-over: with many threads, most
+        // lanes would be woken for nothing most of the time).
+        let tell_idle = self.ordered && self.filled - self.told[index] >= self.stale_after;
+        if let Some(inline) = self.inline.as_mut().filter(|_| index == 0) {
+            if inline.pending() > 0 || tell_idle {
+                self.told[0] = self.filled;
+            }
+            if !inline.hand_over(&self.merger_failed, through, tell_idle) {
+                return Err(self.merger_error());
+            }
+            return Ok(());
+        }
+        let batch = match self.pending[index].take() {
+            Some(batch) => batch,
+            None if tell_idle => self.empty_batch(index)?,
+            None => return Ok(()),
+        };
+        if batch.is_empty() && !tell_idle {
+            self.pending[index] = Some(batch);
+            return Ok(());
+        }
+        self.told[index] = self.filled;
+        let mut batch = batch;
+        batch.upto = through;
+        let worker = &self.workers[index];
+        // Never full: as many batches as room in the queue.
+        let _ = worker.lane.full.push(batch);
+        if worker.lane.full.len() >= self.wake_at {
+            worker.lane.wake_worker();
+        }
+        Ok(())
+    }
+
+    /// A batch filled up: hands it over (ordered merging: every lane's).
+    #[inline(never)]
+    pub(super) fn batch_full(&mut self, index: usize) -> Result<(), StageError> {
+        match self.ordered {
+            false => self.hand_over(index)?,
+            true => {
+                self.filled += 1;
+                self.hand_over_all()?
+            }
+        }
+        // The batch standalone objects go to is full: the next worker's turn.
+        if self.by != By::Client && index == self.next {
+            self.next = self.next_lane();
+        }
+        Ok(())
+    }
+
+    /// The lane the next batch of standalone objects goes to: the next in
+    /// turn; with an inline lane, the next worker whose queue is less than
+    /// half full, and the splitting thread itself only when every worker is
+    /// busy (it reads the input too: given an equal share, it would hold the
+    /// workers back).
+    pub(super) fn next_lane(&self) -> usize {
+        let n = self.workers.len();
+        if self.inline.is_none() {
+            return (self.next + 1) % n;
+        }
+        (1..=n)
+            .map(|step| (self.next + step) % n)
+            .filter(|&index| index != 0)
+            .find(|&index| {
+                let queue = &self.workers[index].lane.full;
+                queue.len() < queue.capacity() / 2
+            })
+            .unwrap_or(0)
+    }
+
+    /// Hands every pending batch over.
+    pub(super) fn hand_over_all(&mut self) -> Result<(), StageError> {
+        for index in 0..self.workers.len() {
+            self.hand_over(index)?;
+        }
+        Ok(())
+    }
+}
