@@ -43,24 +43,12 @@ struct Entry {
 }
 
 impl Entry {
-    /// The entry of an unparsed packet of `region` on link `link`, placed
-    /// at `key`, when its facts fit one (they do but for frame numbers and
-    /// times no capture has: those are copied).
+    /// The entry of an unparsed packet (its captured bytes `data`, its
+    /// capture facts `meta`) of `region` on link `link`, placed at `key`,
+    /// when its facts fit one (they do but for frame numbers and times no
+    /// capture has: those are copied).
     #[inline(always)]
     fn of(
-        packet: &Packet<'_>,
-        region: &SharedRegion,
-        link: Option<LinkType>,
-        key: u64,
-    ) -> Option<Entry> {
-        let entry = Entry::read(packet.data, &packet.meta, region, link, key);
-        entry.filter(|_| packet.layers.is_unparsed())
-    }
-
-    /// [`Entry::of`] for a packet just read, its bytes `data` and capture
-    /// facts `meta` (no layers parsed: a packet not made yet).
-    #[inline(always)]
-    fn read(
         data: &[u8],
         meta: &CaptureMeta,
         region: &SharedRegion,
@@ -159,7 +147,9 @@ impl Batch {
     #[inline(always)]
     fn entry_of(&self, obj: &Object<'_>, key: u64) -> Option<Entry> {
         match (obj, &self.region) {
-            (Object::Packet(packet), Some(region)) => Entry::of(packet, region, self.link, key),
+            (Object::Packet(packet), Some(region)) if packet.layers.is_unparsed() => {
+                Entry::of(packet.data, &packet.meta, region, self.link, key)
+            }
             _ => None,
         }
     }
@@ -211,7 +201,8 @@ impl Batch {
         }
     }
 
-    /// [`Batch::try_push`] for a packet just read (see [`Entry::read`]).
+    /// [`Batch::try_push`] for a packet just read, not made yet (see
+    /// [`Entry::of`]).
     #[inline(always)]
     pub fn try_push_read(&mut self, data: &[u8], meta: &CaptureMeta, key: u64) -> bool {
         if self.entries.is_empty() || self.entries.len() == self.entries.capacity() {
@@ -220,7 +211,7 @@ impl Batch {
         let Some(region) = &self.region else {
             return false;
         };
-        match Entry::read(data, meta, region, self.link, key) {
+        match Entry::of(data, meta, region, self.link, key) {
             Some(entry) => {
                 self.entries.push(entry);
                 true
