@@ -18,6 +18,12 @@
 #             capture alone, against two such runs at once (no threads
 #             ratio can beat two whole processes sharing nothing but the host)
 #
+# In the udp and tcp cases each round also runs two `--threads 1` at once on
+# the case's capture (CEILING=1, the default; CEILING=0 leaves them out), and
+# the case ends with each thread count's speed-up as a share of that
+# round's ceiling: on a virtual machine whose host's pace moves by 2x within
+# the hour, this share moves much less than the speed-up itself.
+#
 # Usage: benches/threads.sh
 #        CASES="udp tcp crossing" COUNT=20000000 CONNECTIONS=1000000 \
 #        THREADS="1 2" ROUNDS=3 SKIP_BUILD=1 benches/threads.sh
@@ -38,7 +44,7 @@
 # of mapping and unmapping the file differs by ~20x between the two.
 #
 # Environment: CASES (udp tcp crossing host), CROSSING_INPUT (input.mmpcap), COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
-# ("1 2"; "2u" is 2 threads, --unordered), ROUNDS (3), SKIP_BUILD=1, CACHE (as-is or disk),
+# ("1 2"; "2u" is 2 threads, --unordered), ROUNDS (3), CEILING (1), SKIP_BUILD=1, CACHE (as-is or disk),
 # DATA_DIR (bench-data/threads; the captures stay there, 1.6 GB for the
 # udp case). Run it on an idle machine, through `cpu-lock bench` where
 # sessions share one.
@@ -108,21 +114,60 @@ timed() {
         "$stats" "$label" >> "$TMP/threads"
     line="$label $wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }') $((rss / 1024)) $counted $apart"
     echo "$line $(placement "$apart")" >> "$TMP/runs"
+    [[ -n ${ROUND:-} ]] && echo "$ROUND $label $wall" >> "$TMP/rounds"
     printf '%-10s wall %7.2f s  cpu %7.2f s  rss %5s MB  packets %s  out %s  cores %s ns apart (before:after)\n' $line
 }
 
-# Alternating rounds of `dnsluice run configs/dump.toml` on capture $1 with each of THREADS.
+# Alternating rounds of `dnsluice run configs/dump.toml` on capture $1 with
+# each of THREADS; with CEILING=1 (the default), each round also runs two
+# `--threads 1` at once ("pair"): what this host gives two busy cores in that
+# round, against which the round's speed-ups are put (see `ceiling`).
 compare_threads() {
     local capture=$1
+    local one=("$BIN" run configs/dump.toml --set "0.path=$capture" --threads 1)
     for round in $(seq "$ROUNDS"); do
         order=($THREADS)
         ((round % 2 == 0)) && order=($(printf '%s\n' "${order[@]}" | tac))
         for threads in "${order[@]}"; do
             flags=(--threads "${threads%u}")
             [[ $threads == *u ]] && flags+=(--unordered)
-            PROBE=1 timed "$threads" "$BIN" run configs/dump.toml --set "0.path=$capture" "${flags[@]}"
+            ROUND=$round PROBE=1 timed "$threads" "$BIN" run configs/dump.toml --set "0.path=$capture" "${flags[@]}"
         done
+        if [[ ${CEILING:-1} == 1 ]]; then
+            ROUND=$round TIMED_TAG=a timed pair "${one[@]}" &
+            ROUND=$round TIMED_TAG=b timed pair "${one[@]}"
+            wait
+        fi
     done
+}
+
+# Each label's speed-up over one thread as a share of what the host gave two
+# busy cores in the same round (two one-thread runs at once: 1/wall of each
+# added up, over 1/wall of the round's one-thread run), medians of the
+# rounds' figures: a host whose pace moves between rounds moves both.
+ceiling() {
+    [[ -s $TMP/rounds ]] || return 0
+    python3 - "$TMP/rounds" "$1" <<'PY'
+import statistics, sys
+rounds = {}
+for line in open(sys.argv[1]):
+    round_, label, wall = line.split()
+    rounds.setdefault(round_, {}).setdefault(label, []).append(float(wall))
+full = [r for r in rounds.values() if "1" in r and len(r.get("pair", [])) == 2]
+if not full:
+    sys.exit(0)
+gain = lambda r: sum(r["1"][0] / w for w in r["pair"] if w)
+ceilings = [gain(r) for r in full]
+print(f"{sys.argv[2]}: two one-thread runs at once do {statistics.median(ceilings):.2f}x one's work "
+      f"(rounds {min(ceilings):.2f}-{max(ceilings):.2f}): the host's ceiling for two threads")
+labels = [l for l in full[0] if l not in ("1", "pair")]
+for label in labels:
+    speed = [r["1"][0] / r[label][0] for r in full if label in r]
+    share = [r["1"][0] / r[label][0] / gain(r) for r in full if label in r]
+    print(f"{sys.argv[2]}: {label:<3} threads {statistics.median(speed):.2f}x one thread, "
+          f"{100 * statistics.median(share):.0f} % of the round's ceiling "
+          f"(rounds {100 * min(share):.0f}-{100 * max(share):.0f} %)")
+PY
 }
 
 # Medians per label, speed-up against the first label, then each thread's
@@ -154,17 +199,20 @@ for label in order:
     wall = statistics.median(r[0] for r in rows)
     cpu = statistics.median(r[1] for r in rows)
     rss = statistics.median(r[2] for r in rows)
-    print(f"{label:<10} wall {wall:7.2f} s  cpu {cpu:7.2f} s ({1e9 * cpu / packets:6.1f} ns/packet)  rss {rss} MB  speed-up {speed_up(base, wall)}")
+    # Two runs at once (CEILING, the host case): each one's own time.
+    gain = "(each of two at once)" if label == "pair" else f"speed-up {speed_up(base, wall)}"
+    print(f"{label:<10} wall {wall:7.2f} s  cpu {cpu:7.2f} s ({1e9 * cpu / packets:6.1f} ns/packet)  rss {rss} MB  {gain}")
 threads = {}
 for line in open(sys.argv[3]):
     label, name, cpu = line.split()
     threads.setdefault(label, {}).setdefault(name, []).append(float(cpu))
-# By placement, where every label ran in it.
+# By placement, where every label ran in it (the pairs are not probed).
+probed = [label for label in order if label != "pair"]
 for where, by_label in sorted(placed.items()):
-    if set(by_label) != set(order):
+    if set(by_label) != set(probed):
         continue
-    base_wall = statistics.median(w for w, _, _ in by_label[order[0]])
-    for label in order:
+    base_wall = statistics.median(w for w, _, _ in by_label[probed[0]])
+    for label in probed:
         rows = by_label[label]
         wall = statistics.median(w for w, _, _ in rows)
         cpu = statistics.median(c for _, c, _ in rows)
@@ -181,6 +229,7 @@ echo "threads: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), rounds $RO
 for case in $CASES; do
     : > "$TMP/runs"
     : > "$TMP/threads"
+    : > "$TMP/rounds"
     case $case in
     udp)
         [[ -s $udp_capture ]] || python3 benches/gen-pcap.py --count "$COUNT" --out "$udp_capture" >&2
@@ -188,6 +237,7 @@ for case in $CASES; do
         echo "udp: $COUNT packets, layers -> DNS -> JSON lines to /dev/null"
         compare_threads "$udp_capture"
         summary "udp"
+        ceiling "udp"
         ;;
     tcp)
         [[ -s $tcp_capture ]] || python3 benches/gen-tcp-pcap.py --connections "$CONNECTIONS" --out "$tcp_capture"
@@ -195,6 +245,7 @@ for case in $CASES; do
         echo "tcp: $CONNECTIONS connections (9 packets, 2 messages each), layers -> DNS -> JSON lines to /dev/null"
         compare_threads "$tcp_capture"
         summary "tcp"
+        ceiling "tcp"
         ;;
     crossing)
         [[ -s $udp_capture ]] || python3 benches/gen-pcap.py --count "$COUNT" --out "$udp_capture" >&2

@@ -84,10 +84,18 @@ impl Split {
         let worker = &self.workers[index];
         // Never full: as many batches as room in the queue.
         let _ = worker.lane.full.push(batch);
-        if worker.lane.full.len() >= self.wake_at {
-            worker.lane.wake_worker();
-        }
+        self.wake_if_due(index);
         Ok(())
+    }
+
+    /// Wakes worker `index` once [`Split::wake_at`] batches were handed to
+    /// it while it slept (see [`SleepCount`]).
+    fn wake_if_due(&mut self, index: usize) {
+        let lane = &self.workers[index].lane;
+        let parked = lane.parked.load(Ordering::SeqCst);
+        if self.handed_while_parked[index].handed(parked, self.wake_at) {
+            lane.wake_worker();
+        }
     }
 
     /// A batch filled up: hands it over (ordered merging: every lane's).
@@ -133,5 +141,54 @@ impl Split {
             self.hand_over(index)?;
         }
         Ok(())
+    }
+}
+
+/// Batches handed to a worker since it was last seen awake: the split wakes
+/// a sleeping worker once half its queue waits. Counted by the split, not
+/// asked of the queue: the queue's length reads the line the worker writes
+/// at every batch it takes (one more trip between the cores a batch),
+/// whether it sleeps is written only when it goes to sleep or wakes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct SleepCount(usize);
+
+impl SleepCount {
+    /// One more batch handed over, the worker `parked` or not as seen just
+    /// after: true when it sleeps with `wake_at` batches handed over since
+    /// it was last seen awake (the count then starts again).
+    pub fn handed(&mut self, parked: bool, wake_at: usize) -> bool {
+        if !parked {
+            self.0 = 0;
+            return false;
+        }
+        self.0 += 1;
+        if self.0 < wake_at {
+            return false;
+        }
+        self.0 = 0;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SleepCount;
+
+    #[test]
+    fn a_sleeping_worker_is_woken_once_for_every_wake_at_batches() {
+        let mut count = SleepCount::default();
+        // Awake: never woken, however many batches.
+        assert!((0..10).all(|_| !count.handed(false, 3)));
+        // Asleep: the third batch wakes it, then the sixth.
+        let woken: Vec<bool> = (0..7).map(|_| count.handed(true, 3)).collect();
+        assert_eq!(woken, [false, false, true, false, false, true, false]);
+        // Seen awake in between: the count starts again.
+        assert!(!count.handed(false, 3));
+        assert!(!count.handed(true, 3));
+        assert!(!count.handed(true, 3));
+        assert!(count.handed(true, 3));
+        // A queue of two batches wakes at every one.
+        let mut small = SleepCount::default();
+        assert!((0..4).all(|_| small.handed(true, 1)));
     }
 }

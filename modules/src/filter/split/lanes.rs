@@ -52,7 +52,8 @@ pub(super) struct Lane {
     pub finished: AtomicBool,
     /// The worker stopped on an error (its text).
     pub failed: Mutex<Option<String>>,
-    /// Objects the worker handled.
+    /// Objects the worker handled, as of its last snapshot or the last time
+    /// it ran dry (exact once it has finished).
     pub handled: AtomicU64,
     /// The worker's chain's statistics, as of its last snapshot.
     pub snapshot: Mutex<Vec<StageStats>>,
@@ -189,12 +190,16 @@ pub(super) fn work(
     let lane = &*side.lane;
     let _said = OnPanic(|| lane.fail("it panicked".into()));
     let mut last_snapshot = Instant::now();
+    // Objects handled and not yet added to `lane.handled`: added with each
+    // snapshot and whenever the worker runs dry, not after every batch (the
+    // line it sits on is one the split reads).
+    let mut unpublished = 0u64;
     loop {
         if let Some(mut batch) = lane.full.pop() {
             let objects = batch.len();
             let upto = batch.upto;
             let result = run_batch(&mut *downstream, merging, &mut batch);
-            lane.handled.fetch_add(objects as u64, Ordering::Relaxed);
+            unpublished += objects as u64;
             // Never full: as many batches as room in the queue.
             let _ = lane.free.push(batch);
             if let Err(e) = result {
@@ -204,9 +209,14 @@ pub(super) fn work(
             if merging.is_some_and(|handle| !hand_over(lane, &side.merger_failed, handle, upto)) {
                 break;
             }
-            publish_snapshot(lane, &*downstream, &mut last_snapshot);
+            if publish_snapshot(lane, &*downstream, &mut last_snapshot) {
+                lane.handled
+                    .fetch_add(std::mem::take(&mut unpublished), Ordering::Relaxed);
+            }
             continue;
         }
+        lane.handled
+            .fetch_add(std::mem::take(&mut unpublished), Ordering::Relaxed);
         if lane.done.load(Ordering::SeqCst) && lane.full.is_empty() {
             let input_end_ns = lane.input_end_ns.load(Ordering::SeqCst);
             if input_end_ns != i64::MIN {
@@ -273,14 +283,17 @@ pub(super) fn merge_stats(into: &mut Vec<StageStats>, from: Vec<StageStats>) {
 }
 
 /// Publishes the chain's statistics in `lane`'s snapshot when the last was
-/// [`SNAPSHOT_EVERY`] ago or more (for interval statistics and progress).
-pub(super) fn publish_snapshot(lane: &Lane, chain: &dyn Receiver, last: &mut Instant) {
-    if last.elapsed() >= SNAPSHOT_EVERY {
-        let mut stats = Vec::new();
-        chain.stats(&mut stats);
-        *lock(&lane.snapshot) = stats;
-        *last = Instant::now();
+/// [`SNAPSHOT_EVERY`] ago or more (for interval statistics and progress);
+/// true when it did.
+pub(super) fn publish_snapshot(lane: &Lane, chain: &dyn Receiver, last: &mut Instant) -> bool {
+    if last.elapsed() < SNAPSHOT_EVERY {
+        return false;
     }
+    let mut stats = Vec::new();
+    chain.stats(&mut stats);
+    *lock(&lane.snapshot) = stats;
+    *last = Instant::now();
+    true
 }
 
 /// Hands the bytes written since the last batch to the merger, with how far

@@ -143,6 +143,8 @@ pub struct Split {
     /// microseconds). The merger wakes a worker whose next bytes it waits
     /// for sooner (merged in order, the split may be waiting for it).
     wake_at: usize,
+    /// Per worker: batches handed to it while it slept.
+    handed_while_parked: Vec<handover::SleepCount>,
 }
 
 impl Split {
@@ -168,6 +170,7 @@ impl Split {
             input_end_ns: i64::MIN,
             regions: RegionFinder::default(),
             wake_at: (batches / 2).max(1),
+            handed_while_parked: Vec::new(),
             ordered: false,
             told: Vec::new(),
             filled: 0,
@@ -192,6 +195,9 @@ impl Split {
             split.workers.push(Worker { lane, handle: None });
             split.pending.push(None);
             split.told.push(0);
+            split
+                .handed_while_parked
+                .push(handover::SleepCount::default());
         }
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         // The lanes the merger merges: one a thread; reading in parts, two.
@@ -220,6 +226,9 @@ impl Split {
             });
             split.pending.push(None);
             split.told.push(0);
+            split
+                .handed_while_parked
+                .push(handover::SleepCount::default());
         }
         drop(ready_tx);
         let mut first_error = None;

@@ -424,7 +424,7 @@ impl Reader<'_> {
     }
 
     fn snapshot(&mut self) {
-        publish_snapshot(
+        let _ = publish_snapshot(
             &self.thread.local,
             &*self.downstream,
             &mut self.last_snapshot,

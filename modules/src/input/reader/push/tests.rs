@@ -380,9 +380,17 @@ fn a_split_after_the_reader_takes_every_packet_once() {
             let mut out = Vec::new();
             split.stats(&mut out);
             assert_eq!(out[0].input, 5000, "{how}, {batch}: the split's count");
+            assert_eq!(out[0].output, 5000, "{how}, {batch}: the workers' count");
             let by_worker = std::mem::take(&mut *kept.lock().unwrap());
             let mut all = Vec::new();
             for (worker, packets) in by_worker.into_iter().enumerate() {
+                // Each worker's own count, as the split reports it.
+                let counted = out[0].counters.get(&format!("thread.{worker}")).copied();
+                assert_eq!(
+                    counted,
+                    Some(packets.len() as u64),
+                    "{how}, {batch}: worker {worker}"
+                );
                 let frames: Vec<u64> = packets.iter().map(|(frame, _)| *frame).collect();
                 assert!(frames.windows(2).all(|p| p[0] < p[1]), "{how}, {batch}");
                 // Runs of consecutive frames: a batch at most (a buffered
