@@ -264,6 +264,8 @@ pub(super) fn work(
         }
         lane.parked.store(false, Ordering::SeqCst);
     }
+    // Stopped on an error: what it ran before still counts.
+    lane.handled.fetch_add(unpublished, Ordering::Relaxed);
     lane.finish();
     let mut stats = Vec::new();
     downstream.stats(&mut stats);
@@ -373,25 +375,56 @@ mod tests {
         fn stats(&self, _: &mut Vec<StageStats>) {}
     }
 
-    /// A worker whose chain panics (a build that unwinds) records that it
-    /// failed: the split, which waits for its batches back, stops on it.
-    #[test]
-    fn a_worker_that_panics_says_it_failed() {
+    /// A chain that fails on its first object (an output whose disk is full).
+    struct Fails;
+
+    impl Receiver for Fails {
+        fn receive(&mut self, _: &mut Object<'_>) -> Result<(), StageError> {
+            Err(StageError::other("test", "no room left"))
+        }
+        fn stats(&self, _: &mut Vec<StageStats>) {}
+    }
+
+    /// A lane of two batches whose first holds `lines` text lines.
+    fn lane_with_lines(lines: u64) -> (Arc<Lane>, WorkerSide) {
         let lane = Arc::new(Lane::new(1, 2, Arc::new(Doorbell::default())));
         let side = WorkerSide {
             lane: lane.clone(),
             merger_failed: Arc::new(AtomicBool::new(false)),
         };
         let mut batch = lane.free.pop().expect("a free batch");
-        let line = Object::Text(Text {
-            kind: TextKind::Line,
-            number: 1,
-            text: "one",
-        });
-        batch.push(&line, 0, &mut RegionFinder::default());
+        for number in 1..=lines {
+            let line = Object::Text(Text {
+                kind: TextKind::Line,
+                number,
+                text: "one",
+            });
+            batch.push(&line, number - 1, &mut RegionFinder::default());
+        }
         assert!(lane.full.push(batch).is_ok());
+        (lane, side)
+    }
+
+    /// A worker whose chain panics (a build that unwinds) records that it
+    /// failed: the split, which waits for its batches back, stops on it.
+    #[test]
+    fn a_worker_that_panics_says_it_failed() {
+        let (lane, side) = lane_with_lines(1);
         let ran = std::thread::spawn(move || work(&side, None, Box::new(Panics))).join();
         assert!(ran.is_err(), "it panicked");
         assert_eq!(lane.failure().as_deref(), Some("it panicked"));
+    }
+
+    /// A worker whose chain fails stops with the error, and the batch it
+    /// was given still counts as handled (its count is not left unsaid).
+    #[test]
+    fn a_worker_whose_chain_fails_stops_and_counts_its_batch() {
+        let (lane, side) = lane_with_lines(3);
+        let ran = std::thread::spawn(move || work(&side, None, Box::new(Fails))).join();
+        assert!(ran.is_ok(), "no panic");
+        let failure = lane.failure().expect("it failed");
+        assert!(failure.contains("no room left"), "{failure}");
+        assert_eq!(lane.handled.load(Ordering::Relaxed), 3);
+        assert!(lane.finished.load(Ordering::SeqCst));
     }
 }

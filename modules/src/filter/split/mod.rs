@@ -192,12 +192,7 @@ impl Split {
             split.flow_lanes = FlowLanes::with_splitting_lane(options.threads);
             let lane = Arc::new(Lane::new(0, batches, merger_bell.clone()));
             split.inline = Some(InlineLane::new(lane.clone(), &target, &build)?);
-            split.workers.push(Worker { lane, handle: None });
-            split.pending.push(None);
-            split.told.push(0);
-            split
-                .handed_while_parked
-                .push(handover::SleepCount::default());
+            split.add_worker(Worker { lane, handle: None });
         }
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         // The lanes the merger merges: one a thread; reading in parts, two.
@@ -220,15 +215,10 @@ impl Split {
                 Some(reading) => started.reader(reading, threads, &mut merged_lanes)?,
             };
             let _ = lane.worker.set(handle.thread().clone());
-            split.workers.push(Worker {
+            split.add_worker(Worker {
                 lane,
                 handle: Some(handle),
             });
-            split.pending.push(None);
-            split.told.push(0);
-            split
-                .handed_while_parked
-                .push(handover::SleepCount::default());
         }
         drop(ready_tx);
         let mut first_error = None;
@@ -342,6 +332,15 @@ impl Split {
             true => self.batch_full(index),
             false => Ok(()),
         }
+    }
+
+    /// Adds a lane's worker, and the split's own state for that lane.
+    fn add_worker(&mut self, worker: Worker) {
+        self.workers.push(worker);
+        self.pending.push(None);
+        self.told.push(0);
+        self.handed_while_parked
+            .push(handover::SleepCount::default());
     }
 
     /// Hands everything over, tells every worker that nothing more comes,
