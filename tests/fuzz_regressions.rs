@@ -20,6 +20,7 @@ fn target_of(file: &str) -> (&'static str, fn(&[u8])) {
         "dnstap_file" => ("dnstap_file", fuzzing::dnstap_file),
         "reassembly" => ("reassembly", fuzzing::reassembly),
         "resolver_reply" => ("resolver_reply", fuzzing::resolver_reply),
+        "threads" => ("threads", fuzzing::threads),
         other => panic!("{file}: no fuzz target `{other}` (see fuzz/README.md)"),
     }
 }
@@ -48,7 +49,8 @@ fn fuzzer_findings_stay_fixed() {
             "dnstap_file",
             "layers",
             "reassembly",
-            "resolver_reply"
+            "resolver_reply",
+            "threads"
         ],
         "{replayed:?}"
     );
@@ -72,4 +74,30 @@ fn every_prefix_and_a_flipped_byte_of_small_captures_reads_cleanly() {
             fuzzing::capture_reader(&flipped);
         }
     }
+}
+
+/// The `threads` target's body on every corpus and field capture (those of
+/// `tests/threads.rs`, read there in the default parts and reads): here in
+/// parts and reads of 1 KiB, and through a split placed by hand with
+/// batches of three, on one to three threads, the same lines and counts.
+#[test]
+fn every_corpus_capture_runs_the_same_on_threads_in_small_parts() {
+    let field = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/field");
+    let mut ran = 0;
+    for dir in [testkit::corpus::corpus_dir(), field] {
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| {
+                let name = path.to_string_lossy();
+                name.ends_with(".pcap") || name.ends_with(".pcapng")
+            })
+            .collect();
+        files.sort();
+        for path in files {
+            fuzzing::threads(&std::fs::read(&path).unwrap());
+            ran += 1;
+        }
+    }
+    assert!(ran > 100, "the corpus and field captures: {ran}");
 }

@@ -11,6 +11,7 @@
 //! | `reassembly` | [`reassembly`] | segment and fragment headers with payloads |
 //! | `dnstap_file` | [`dnstap_file`] | a dnstap Frame Streams file |
 //! | `resolver_reply` | [`resolver_reply`] | a selector byte, then an authoritative server's response |
+//! | `threads` | [`threads`] | a capture file |
 
 mod capture;
 mod dns;
@@ -18,6 +19,7 @@ mod dnstap;
 mod layers;
 mod reassembly;
 mod resolver;
+mod threads;
 
 pub use capture::capture_reader;
 pub use dns::dns_message;
@@ -25,3 +27,4 @@ pub use dnstap::dnstap_file;
 pub use layers::{check_layers, layers};
 pub use reassembly::reassembly;
 pub use resolver::resolver_reply;
+pub use threads::threads;

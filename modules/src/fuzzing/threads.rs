@@ -1,0 +1,214 @@
+//! The `threads` target: one capture through the chain of
+//! `configs/dump.toml` (layers → DNS with TCP reassembly and
+//! defragmentation → JSON lines) on one thread, and on two and three
+//! threads (`threads = N`: the split reads a mapped capture in parts, a
+//! buffered one through the input's thread). Whatever the bytes, every run
+//! must end the same way (each succeeds, or each fails with the same
+//! message), write the same lines in the same order (`ordered`, the
+//! default), and give the same counts, errors and counters in every stage.
+//!
+//! Each is asked of the mapped input read in parts of 1 KiB, of the
+//! buffered input read 1 KiB at a time, of a split placed by hand after the
+//! buffered input with batches of three objects, and of the same bytes
+//! compressed with zstd (on two threads); and once with `ordered = false`,
+//! whose lines must be the same multiset.
+//!
+//! This is what `tests/threads.rs` checks on the corpus, asked of any
+//! bytes: a packet whose flow the split's quick glance places differently
+//! from its full look, a fragment or segment sent to another thread than
+//! the rest of its flow, or a part boundary that loses or repeats a record
+//! shows here as a line or a count that differs. The timeouts are set past
+//! any capture's time span, since a thread that sees only some of the
+//! packets also sees capture time pass differently (an idle flow is then
+//! dropped at another packet); everything else is the default.
+
+use super::capture::temp_path;
+use dnsluice_core::pipeline::Pipeline;
+use dnsluice_core::StageStats;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The `threads` target's body.
+pub fn threads(data: &[u8]) {
+    let capture = temp_path();
+    std::fs::write(&capture, data).expect("writing the capture for the fuzz input");
+    let out = temp_path();
+    let registry = crate::registry();
+    // Small parts and reads, so that a few KiB of input already make several
+    // parts (and blocks) for the threads to share; a split placed by hand
+    // with batches of three, so that batches end and cross often.
+    let mapped = format!("module = \"input.mmpcap\"\npath = {capture:?}\npart_kib = 1\n");
+    let buffered = format!("module = \"input.fpcap\"\npath = {capture:?}\nbuffer_kib = 1\n");
+    // The same bytes compressed: read through the decompressing reader
+    // (on a thread of its own where there is a core for it).
+    let packed = temp_path();
+    let zstd = zstd::encode_all(data, 1).expect("compressing the fuzz input");
+    std::fs::write(&packed, zstd).expect("writing the compressed capture");
+    let compressed = format!("module = \"input.fpcap\"\npath = {packed:?}\n");
+    let by_hand = format!(
+        "{buffered}[[stage]]\nmodule = \"filter.split\"\nthreads = 2\nby = \"flow\"\nbatch = 3\ninline = true\n"
+    );
+    let several = |threads, stages| Several {
+        threads,
+        stages,
+        ordered: true,
+    };
+    let unordered = Several {
+        ordered: false,
+        ..several(2, &mapped)
+    };
+    for (input, runs) in [
+        (
+            &mapped,
+            vec![several(2, &mapped), several(3, &mapped), unordered],
+        ),
+        (
+            &buffered,
+            vec![
+                several(2, &buffered),
+                several(3, &buffered),
+                several(1, &by_hand),
+            ],
+        ),
+        (&compressed, vec![several(2, &compressed)]),
+    ] {
+        let one = run(&registry, input, 1, true, &out);
+        for Several {
+            threads,
+            stages,
+            ordered,
+        } in runs
+        {
+            let many = run(&registry, stages, threads, ordered, &out);
+            let what =
+                format!("{stages}threads = {threads}, ordered = {ordered}, against one thread");
+            assert_eq!(one.outcome, many.outcome, "{what}: how the run ended");
+            if one.outcome.is_ok() {
+                let (mut expected, mut got) = (lines(&one.lines), lines(&many.lines));
+                if !ordered {
+                    expected.sort_unstable();
+                    got.sort_unstable();
+                }
+                assert!(
+                    expected == got,
+                    "{what}: the lines differ\none:\n{}\nmany:\n{}",
+                    String::from_utf8_lossy(&one.lines),
+                    String::from_utf8_lossy(&many.lines)
+                );
+                same_statistics(&one.stats, &many.stats, &what);
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&capture);
+    let _ = std::fs::remove_file(&packed);
+}
+
+/// A run on several threads, to hold to one thread's.
+struct Several<'a> {
+    /// The pipeline's `threads` key.
+    threads: usize,
+    /// The input's table, and any stage placed after it.
+    stages: &'a str,
+    /// The pipeline's `ordered` key: false, the lines are compared as a
+    /// multiset.
+    ordered: bool,
+}
+
+/// The lines of `text`.
+fn lines(text: &[u8]) -> Vec<&[u8]> {
+    text.split(|&byte| byte == b'\n').collect()
+}
+
+/// What one run gave.
+struct Ran {
+    /// How it ended: the error's message, if any. (The count of objects
+    /// the driver moved is left out: read in parts, the threads move them.)
+    outcome: Result<(), String>,
+    /// The JSON lines written.
+    lines: Vec<u8>,
+    /// Every stage's statistics but the split's, by module.
+    stats: BTreeMap<String, StageStats>,
+}
+
+/// Runs `first` (the input's table, and any stage after it) and the dump
+/// chain on `threads` threads, the lines to `out` (in input order when
+/// `ordered`).
+fn run(
+    registry: &dnsluice_core::registry::Registry,
+    first: &str,
+    threads: usize,
+    ordered: bool,
+    out: &Path,
+) -> Ran {
+    let text = format!(
+        "threads = {threads}\nordered = {ordered}\n\
+         [[stage]]\n{first}\
+         [[stage]]\nmodule = \"filter.layer\"\n\
+         [[stage]]\nmodule = \"filter.dns\"\n\
+         tcp_idle_timeout = \"{FOREVER}\"\nfragment_timeout = \"{FOREVER}\"\n\
+         [[stage]]\nmodule = \"output.json\"\npath = {out:?}\n"
+    );
+    let pipeline = Pipeline::parse("fuzz-threads.toml", &text).expect("the fuzz pipeline parses");
+    let (outcome, stats) = match pipeline.build(registry) {
+        Ok(mut chain) => {
+            let outcome = chain.run(None).map(|_| ()).map_err(|e| e.to_string());
+            let stats = chain
+                .stats()
+                .into_iter()
+                .filter(|s| s.module != "filter.split")
+                .map(|s| (s.module.clone(), s))
+                .collect();
+            (outcome, stats)
+        }
+        // Opening the input fails before any thread runs (not a capture).
+        Err(e) => (Err(e.to_string()), BTreeMap::new()),
+    };
+    let lines = std::fs::read(out).unwrap_or_default();
+    let _ = std::fs::remove_file(out);
+    Ran {
+        outcome,
+        lines,
+        stats,
+    }
+}
+
+/// A timeout past any capture's span (a pcap's 32-bit seconds reach 136
+/// years).
+const FOREVER: &str = "10000000000s";
+
+/// The stages' counts, errors and counters, as `tests/threads.rs` compares
+/// them: counters listing a breakdown's most frequent keys (`qtype A`) may
+/// list more keys once merged, each with its exact count.
+fn same_statistics(
+    one: &BTreeMap<String, StageStats>,
+    many: &BTreeMap<String, StageStats>,
+    what: &str,
+) {
+    assert_eq!(
+        one.keys().collect::<Vec<_>>(),
+        many.keys().collect::<Vec<_>>(),
+        "{what}: the stages"
+    );
+    for (module, a) in one {
+        let b = &many[module];
+        assert_eq!(
+            (a.input, a.output),
+            (b.input, b.output),
+            "{what}: {module} counts"
+        );
+        assert_eq!(a.errors, b.errors, "{what}: {module} errors");
+        for (name, value) in &a.counters {
+            assert_eq!(
+                b.counters.get(name),
+                Some(value),
+                "{what}: {module} counter {name}"
+            );
+        }
+        for (name, value) in &b.counters {
+            assert!(
+                a.counters.contains_key(name) || name.contains(' '),
+                "{what}: {module}: {name} = {value} only with threads"
+            );
+        }
+    }
+}
