@@ -78,8 +78,9 @@ fn every_prefix_and_a_flipped_byte_of_small_captures_reads_cleanly() {
 
 /// The `threads` target's body on every corpus and field capture (those of
 /// `tests/threads.rs`, read there in the default parts and reads): here in
-/// parts and reads of 1 KiB, and through a split placed by hand with
-/// batches of three, on one to three threads, the same lines and counts.
+/// parts and reads of 1 KiB, through a split placed by hand with batches of
+/// three, compressed, and unordered, on one to three threads: the same
+/// outcome, lines and statistics.
 #[test]
 fn every_corpus_capture_runs_the_same_on_threads_in_small_parts() {
     let field = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/field");
