@@ -82,6 +82,8 @@ pub fn threads(data: &[u8]) {
             let many = run(&registry, stages, threads, ordered, &out);
             let what =
                 format!("{stages}threads = {threads}, ordered = {ordered}, against one thread");
+            // Built, it must have run on threads: else nothing was compared.
+            assert!(many.built.is_none_or(|split| split), "{what}: no split ran");
             assert_eq!(one.outcome, many.outcome, "{what}: how the run ended");
             if one.outcome.is_ok() {
                 let (mut expected, mut got) = (lines(&one.lines), lines(&many.lines));
@@ -128,6 +130,10 @@ struct Ran {
     lines: Vec<u8>,
     /// Every stage's statistics but the split's, by module.
     stats: BTreeMap<String, StageStats>,
+    /// Built: whether it ran on several threads (`threads = N` planned
+    /// them, or a split placed by hand reports); not built (the input would
+    /// not open): `None`.
+    built: Option<bool>,
 }
 
 /// Runs `first` (the input's table, and any stage after it) and the dump
@@ -149,19 +155,22 @@ fn run(
          [[stage]]\nmodule = \"output.json\"\npath = {out:?}\n"
     );
     let pipeline = Pipeline::parse("fuzz-threads.toml", &text).expect("the fuzz pipeline parses");
-    let (outcome, stats) = match pipeline.build(registry) {
+    let (outcome, stats, built) = match pipeline.build(registry) {
         Ok(mut chain) => {
             let outcome = chain.run(None).map(|_| ()).map_err(|e| e.to_string());
-            let stats = chain
+            let (splits, stats): (Vec<_>, Vec<_>) = chain
                 .stats()
                 .into_iter()
-                .filter(|s| s.module != "filter.split")
-                .map(|s| (s.module.clone(), s))
-                .collect();
-            (outcome, stats)
+                .partition(|s| s.module == "filter.split");
+            let stats = stats.into_iter().map(|s| (s.module.clone(), s)).collect();
+            (
+                outcome,
+                stats,
+                Some(chain.threads.count > 1 || !splits.is_empty()),
+            )
         }
         // Opening the input fails before any thread runs (not a capture).
-        Err(e) => (Err(e.to_string()), BTreeMap::new()),
+        Err(e) => (Err(e.to_string()), BTreeMap::new(), None),
     };
     let lines = std::fs::read(out).unwrap_or_default();
     let _ = std::fs::remove_file(out);
@@ -169,6 +178,7 @@ fn run(
         outcome,
         lines,
         stats,
+        built,
     }
 }
 
