@@ -11,6 +11,15 @@
 //! read as one stream as `gzip -d` does) and `liblzma` (C; xz, several
 //! streams too).
 //!
+//! A decoder on a thread of its own is waited for when the stream ends
+//! (it has sent its last chunk, so it is ending), which makes its
+//! processor-time note ([`crate::cpu`]) part of the run's summary every
+//! time. A reader dropped before the end (the chain stopped early) waits
+//! for it too when the source is a regular file, whose reads always
+//! return: the thread stops at its next chunk. Reading a pipe, it is left
+//! to stop on its own, since a read of a pipe may never return
+//! ([`DecoderAt`]).
+//!
 //! A stream that ends inside a frame is a truncated file: the data ends
 //! there, with a note ([`Decompressed::cut_off`]) that the walk turns into a
 //! warning naming the file and how far it got. Any other decoder error
@@ -50,6 +59,32 @@ enum Inner {
     Thread(ThreadReader),
 }
 
+/// Where a compressed stream's decoder runs ([`decompressed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecoderAt {
+    /// On the thread that reads the stream.
+    Reader,
+    /// On a thread of its own. `source_ends`: the source is a regular file,
+    /// whose reads always return, so a reader dropped before the end waits
+    /// for the thread to stop; else (a pipe, a terminal) the thread is left
+    /// to stop on its own at its next chunk.
+    OwnThread {
+        /// The source is a regular file.
+        source_ends: bool,
+    },
+}
+
+impl DecoderAt {
+    /// On a thread of its own when `thread`, reading a regular file when
+    /// `source_ends`.
+    pub fn choose(thread: bool, source_ends: bool) -> DecoderAt {
+        match thread {
+            true => DecoderAt::OwnThread { source_ends },
+            false => DecoderAt::Reader,
+        }
+    }
+}
+
 /// A stream opened by [`decompressed`].
 pub struct Opened {
     /// The plain bytes.
@@ -61,9 +96,9 @@ pub struct Opened {
 }
 
 /// Peeks at the start of `source` and, when it is compressed, returns the
-/// decoder over it (on its own thread with `thread`); a stream that is not
+/// decoder over it (running where `at` says); a stream that is not
 /// compressed comes back as it was (with the peeked bytes in front).
-pub fn decompressed(mut source: Box<dyn Read + Send>, thread: bool) -> io::Result<Opened> {
+pub fn decompressed(mut source: Box<dyn Read + Send>, at: DecoderAt) -> io::Result<Opened> {
     let mut head = Vec::with_capacity(MAGIC_LEN);
     while head.len() < MAGIC_LEN {
         let mut byte = [0u8; MAGIC_LEN];
@@ -85,7 +120,7 @@ pub fn decompressed(mut source: Box<dyn Read + Send>, thread: bool) -> io::Resul
         });
     }
     let buffered = BufReader::with_capacity(CHUNK, whole);
-    let decoder = Decompressed::new(compression, buffered, thread)?;
+    let decoder = Decompressed::new(compression, buffered, at)?;
     Ok(Opened {
         cut_off: Some(decoder.cut_off()),
         reader: Box::new(decoder),
@@ -137,12 +172,12 @@ fn decoder<R: BufRead + Send + 'static>(
 }
 
 impl Decompressed {
-    /// Decodes `source` (compressed with `compression`), on a thread of its
-    /// own with `thread`.
+    /// Decodes `source` (compressed with `compression`), running where `at`
+    /// says.
     pub fn new<R: BufRead + Send + 'static>(
         compression: Compression,
         source: R,
-        thread: bool,
+        at: DecoderAt,
     ) -> io::Result<Self> {
         let compressed_read = Arc::new(AtomicU64::new(0));
         let counted = Counting {
@@ -150,10 +185,11 @@ impl Decompressed {
             read: compressed_read.clone(),
         };
         let decoder = decoder(compression, counted)?;
-        let inner = if thread {
-            Inner::Thread(ThreadReader::start(decoder)?)
-        } else {
-            Inner::Here(decoder)
+        let inner = match at {
+            DecoderAt::OwnThread { source_ends } => {
+                Inner::Thread(ThreadReader::start(decoder, source_ends)?)
+            }
+            DecoderAt::Reader => Inner::Here(decoder),
         };
         Ok(Decompressed {
             compression,
@@ -224,11 +260,15 @@ struct ThreadReader {
     /// The decoder's error, handed out once the data before it is read.
     ended: Option<io::Error>,
     done: bool,
+    /// The decoding thread, until it is waited for.
     thread: Option<JoinHandle<()>>,
+    /// The source is a regular file: dropped before the end, the reader
+    /// waits for the thread.
+    source_ends: bool,
 }
 
 impl ThreadReader {
-    fn start(mut decoder: Box<dyn Read + Send>) -> io::Result<Self> {
+    fn start(mut decoder: Box<dyn Read + Send>, source_ends: bool) -> io::Result<Self> {
         let (full_tx, full) = sync_channel::<Chunk>(CHUNKS_AHEAD);
         let (empty, empty_rx) = sync_channel::<Vec<u8>>(CHUNKS_AHEAD + 2);
         for _ in 0..CHUNKS_AHEAD + 1 {
@@ -266,7 +306,18 @@ impl ThreadReader {
             ended: None,
             done: false,
             thread: Some(thread),
+            source_ends,
         })
+    }
+
+    /// Waits for the decoding thread to end, once (it has sent its last
+    /// chunk or its error, or its channels are closed).
+    fn wait_for_thread(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            // A panic on that thread has already said itself; the reader
+            // has seen the channel close.
+            let _ = thread.join();
+        }
     }
 }
 
@@ -301,10 +352,17 @@ impl Read for ThreadReader {
             }
             self.at = 0;
             match self.full.recv() {
-                Ok(Ok(chunk)) if chunk.is_empty() => self.done = true,
+                Ok(Ok(chunk)) if chunk.is_empty() => {
+                    self.done = true;
+                    self.wait_for_thread();
+                }
                 Ok(Ok(chunk)) => self.current = chunk,
-                Ok(Err(e)) => self.ended = Some(e),
+                Ok(Err(e)) => {
+                    self.ended = Some(e);
+                    self.wait_for_thread();
+                }
                 Err(_) => {
+                    self.wait_for_thread();
                     return Err(io::Error::other("the decompressing thread stopped"));
                 }
             }
@@ -318,10 +376,14 @@ impl Read for ThreadReader {
 
 impl Drop for ThreadReader {
     fn drop(&mut self) {
-        // Closing both channels stops the thread at its next chunk. It is not
-        // waited for: it may be blocked reading a pipe that never ends.
+        // Closing both channels stops the thread at its next chunk. Reading
+        // a file, it gets there; reading a pipe, it may be blocked in a read
+        // that never returns, so it is not waited for.
         drop(std::mem::replace(&mut self.full, sync_channel(0).1));
         drop(std::mem::replace(&mut self.empty, sync_channel(0).0));
+        if self.source_ends {
+            self.wait_for_thread();
+        }
         drop(self.thread.take());
     }
 }
@@ -338,7 +400,8 @@ mod tests {
     }
 
     fn read_all(bytes: Vec<u8>, thread: bool) -> (io::Result<Vec<u8>>, Option<String>) {
-        let opened = decompressed(Box::new(io::Cursor::new(bytes)), thread).unwrap();
+        let at = DecoderAt::choose(thread, true);
+        let opened = decompressed(Box::new(io::Cursor::new(bytes)), at).unwrap();
         assert_eq!(opened.compression, Compression::Gzip);
         let mut reader = opened.reader;
         let mut out = Vec::new();
@@ -385,11 +448,126 @@ mod tests {
     #[test]
     fn a_plain_stream_comes_back_whole() {
         for data in [&b""[..], b"ab", b"\xd4\xc3\xb2\xa1 a pcap header and more"] {
-            let opened = decompressed(Box::new(io::Cursor::new(data.to_vec())), true).unwrap();
+            let at = DecoderAt::OwnThread { source_ends: true };
+            let opened = decompressed(Box::new(io::Cursor::new(data.to_vec())), at).unwrap();
             assert_eq!(opened.compression, Compression::None);
             let mut out = Vec::new();
             opened.reader.take(1000).read_to_end(&mut out).unwrap();
             assert_eq!(out, data);
+        }
+    }
+
+    /// A compressed source that says when the decoding thread has let go
+    /// of it (its drop takes a while, as a thread's end may), and that can
+    /// stand for a pipe: after `open` bytes, a read waits for `gate`.
+    struct Watched {
+        bytes: io::Cursor<Vec<u8>>,
+        open: u64,
+        gate: Option<std::sync::mpsc::Receiver<()>>,
+        dropped: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Read for Watched {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.bytes.position() >= self.open {
+                if let Some(gate) = &self.gate {
+                    let _ = gate.recv();
+                    return Ok(0);
+                }
+            }
+            let room = self.open.saturating_sub(self.bytes.position()) as usize;
+            let n = buf.len().min(room);
+            self.bytes.read(&mut buf[..n])
+        }
+    }
+
+    impl Drop for Watched {
+        fn drop(&mut self) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            self.dropped.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The reader of a gzip stream of several chunks, decoded on a thread
+    /// of its own, from a [`Watched`] source that opens `open` of its bytes
+    /// (the rest after `gate`, if any); the source's flag, set once it is
+    /// dropped; the plain length.
+    fn watched(
+        open: Option<u64>,
+        gate: Option<std::sync::mpsc::Receiver<()>>,
+        source_ends: bool,
+    ) -> (
+        Box<dyn Read + Send>,
+        Arc<std::sync::atomic::AtomicBool>,
+        usize,
+    ) {
+        // Bytes that do not compress, so that the compressed stream's
+        // bytes stand for as many plain ones.
+        let mut state = 0x2545_f491_u32;
+        let data: Vec<u8> = (0..CHUNK * 3)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state as u8
+            })
+            .collect();
+        let packed = gzip(&data);
+        let source = Watched {
+            open: open.unwrap_or(packed.len() as u64),
+            bytes: io::Cursor::new(packed),
+            gate,
+            dropped: Arc::default(),
+        };
+        let dropped = source.dropped.clone();
+        let at = DecoderAt::OwnThread { source_ends };
+        let reader = decompressed(Box::new(source), at).unwrap().reader;
+        (reader, dropped, data.len())
+    }
+
+    #[test]
+    fn the_decoding_thread_has_ended_when_the_stream_has() {
+        let (mut reader, dropped, len) = watched(None, None, false);
+        let mut out = Vec::new();
+        reader.read_to_end(&mut out).unwrap();
+        assert_eq!(out.len(), len);
+        // Waited for at the end, even reading what may be a pipe: the
+        // thread let go of its source before the last read returned.
+        assert!(dropped.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_reader_dropped_early_waits_for_its_thread_on_a_file_only() {
+        // A file: dropped after the first bytes, the reader waits for the
+        // thread, which stops at its next chunk.
+        let (mut reader, dropped, _) = watched(None, None, true);
+        reader.read_exact(&mut [0; 100]).unwrap();
+        drop(reader);
+        assert!(dropped.load(Ordering::SeqCst));
+
+        // A pipe whose writer is silent after half the stream (the first
+        // chunk's worth and more): the thread is blocked in a read, and the
+        // drop does not wait for it.
+        let (open_gate, gate) = std::sync::mpsc::channel();
+        let (mut reader, dropped, _) = watched(Some(CHUNK as u64 * 3 / 2), Some(gate), false);
+        reader.read_exact(&mut [0; 100]).unwrap();
+        let (done, dropping) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(reader);
+            let _ = done.send(());
+        });
+        let waited = dropping.recv_timeout(std::time::Duration::from_secs(30));
+        assert!(
+            waited.is_ok(),
+            "the drop waited for a thread blocked in a read"
+        );
+        assert!(!dropped.load(Ordering::SeqCst));
+        // The pipe ends: the thread ends on its own.
+        open_gate.send(()).unwrap();
+        let start = std::time::Instant::now();
+        while !dropped.load(Ordering::SeqCst) {
+            assert!(start.elapsed().as_secs() < 30, "the thread never ended");
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::format::dnstap::{Dnstap, CONTENT_TYPE, TYPE_MESSAGE};
 use crate::format::framestream::reader::{FrameStreamReader, Next};
 use crate::format::framestream::{Frame, START};
 use crate::format::stream::BufferedStream;
-use crate::input::decompress::decompressed;
+use crate::input::decompress::{decompressed, DecoderAt};
 use dnsluice_core::dns::check;
 use dnsluice_core::object::{CaptureMeta, DnsMessage, Flow, PacketRef};
 use dnsluice_core::registry::ModuleEntry;
@@ -325,12 +325,15 @@ impl Producer for DnstapInput {
 }
 
 fn open_file(path: &std::path::Path) -> Result<FrameStreamReader, StageError> {
-    let reader: Box<dyn Read + Send> = if path.as_os_str() == "-" {
-        Box::new(io::stdin())
+    let (reader, regular): (Box<dyn Read + Send>, bool) = if path.as_os_str() == "-" {
+        (Box::new(io::stdin()), false)
     } else {
-        Box::new(std::fs::File::open(path).map_err(|e| StageError::io(path, e))?)
+        let file = std::fs::File::open(path).map_err(|e| StageError::io(path, e))?;
+        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        (Box::new(file), regular)
     };
-    let opened = decompressed(reader, super::decoder_thread::decoder_gets_a_thread())
+    let thread = super::decoder_thread::decoder_gets_a_thread();
+    let opened = decompressed(reader, DecoderAt::choose(thread, regular))
         .map_err(|e| StageError::io(path, e))?;
     let stream = BufferedStream::new(opened.reader, 1 << 20)
         .decompressed_from(opened.compression, opened.cut_off);

@@ -3,7 +3,7 @@
 //! A file or stream compressed with zstd, lz4, gzip or xz is decompressed
 //! on the way (told from its first bytes: [`super::decompress`]).
 
-use super::decompress::decompressed;
+use super::decompress::{decompressed, DecoderAt};
 use super::CaptureReader;
 use crate::format::compression::Compression;
 use crate::format::stream::BufferedStream;
@@ -74,6 +74,7 @@ pub fn open_as(
     chunk: usize,
     decompress_thread: bool,
 ) -> Result<CaptureReader<BufferedStream>, StageError> {
+    // The reader, and the size of a regular file (whose reads always return).
     let (reader, total): (Box<dyn Read + Send>, Option<u64>) = if path.as_os_str() == "-" {
         (Box::new(io::stdin()), None)
     } else {
@@ -89,7 +90,8 @@ pub fn open_as(
         (Box::new(file), size)
     };
     let thread = decompress_thread && super::decoder_thread::decoder_gets_a_thread();
-    let opened = decompressed(reader, thread).map_err(|e| StageError::io(&path, e))?;
+    let at = DecoderAt::choose(thread, total.is_some());
+    let opened = decompressed(reader, at).map_err(|e| StageError::io(&path, e))?;
     // A compressed file's size says nothing of how long its plain stream is.
     let total = total.filter(|_| opened.compression == Compression::None);
     let stream = BufferedStream::new(opened.reader, chunk)

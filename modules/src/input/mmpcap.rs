@@ -3,7 +3,7 @@
 //! (zstd, lz4, gzip, xz) is decompressed from the map on a thread of its
 //! own, and its packets are views into the decompressed buffer.
 
-use super::decompress::Decompressed;
+use super::decompress::{DecoderAt, Decompressed};
 use super::reader::ReadElsewhere;
 use super::CaptureReader;
 use crate::format::compression::Compression;
@@ -186,12 +186,10 @@ pub fn open_any(
         return Ok(Box::new(reader));
     }
     let bytes = MapBytes { map, at: 0 };
-    let decoder = Decompressed::new(
-        compression,
-        bytes,
-        super::decoder_thread::decoder_gets_a_thread(),
-    )
-    .map_err(|e| StageError::io(&path, e))?;
+    // A map's bytes are always there: the decoder's thread is waited for.
+    let at = DecoderAt::choose(super::decoder_thread::decoder_gets_a_thread(), true);
+    let decoder =
+        Decompressed::new(compression, bytes, at).map_err(|e| StageError::io(&path, e))?;
     let cut_off = Some(decoder.cut_off());
     let stream = BufferedStream::new(Box::new(decoder), 1 << 20)
         .shared()
