@@ -9,9 +9,11 @@
 //!
 //! Each is asked of the mapped input read in parts of 1 KiB, of the
 //! buffered input read 1 KiB at a time, of a split placed by hand after the
-//! buffered input with batches of three objects, and of the same bytes
-//! compressed with zstd (on two threads); and once with `ordered = false`,
-//! whose lines must be the same multiset.
+//! buffered input with batches of three objects, of a split by client
+//! (`by = "client"`, three threads) placed by hand after the layers, and of
+//! the same bytes compressed with zstd (on two threads); and once with
+//! `ordered = false`, and once with a file a thread (`{thread}` in the
+//! output's path), whose lines must be the same multiset.
 //!
 //! This is what `tests/threads.rs` checks on the corpus, asked of any
 //! bytes: a packet whose flow the split's quick glance places differently
@@ -26,7 +28,7 @@ use super::capture::temp_path;
 use dnsluice_core::pipeline::Pipeline;
 use dnsluice_core::StageStats;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The `threads` target's body.
 pub fn threads(data: &[u8]) {
@@ -48,19 +50,37 @@ pub fn threads(data: &[u8]) {
     let by_hand = format!(
         "{buffered}[[stage]]\nmodule = \"filter.split\"\nthreads = 2\nby = \"flow\"\nbatch = 3\ninline = true\n"
     );
+    // By client, after the layers (the client is read from them), on
+    // three threads: a connection's two directions, and a datagram's
+    // fragments, must still meet.
+    let by_client =
+        "[[stage]]\nmodule = \"filter.split\"\nthreads = 3\nby = \"client\"\nbatch = 3\n";
     let several = |threads, stages| Several {
         threads,
         stages,
+        after_layers: "",
         ordered: true,
+        per_thread: false,
     };
     let unordered = Several {
         ordered: false,
         ..several(2, &mapped)
     };
+    // Each thread's lines to a file of its own (`{thread}` in the path).
+    let per_thread = Several {
+        ordered: false,
+        per_thread: true,
+        ..several(2, &mapped)
+    };
     for (input, runs) in [
         (
             &mapped,
-            vec![several(2, &mapped), several(3, &mapped), unordered],
+            vec![
+                several(2, &mapped),
+                several(3, &mapped),
+                unordered,
+                per_thread,
+            ],
         ),
         (
             &buffered,
@@ -68,20 +88,22 @@ pub fn threads(data: &[u8]) {
                 several(2, &buffered),
                 several(3, &buffered),
                 several(1, &by_hand),
+                Several {
+                    after_layers: by_client,
+                    ..several(1, &buffered)
+                },
             ],
         ),
         (&compressed, vec![several(2, &compressed)]),
     ] {
-        let one = run(&registry, input, 1, true, &out);
-        for Several {
-            threads,
-            stages,
-            ordered,
-        } in runs
-        {
-            let many = run(&registry, stages, threads, ordered, &out);
-            let what =
-                format!("{stages}threads = {threads}, ordered = {ordered}, against one thread");
+        let one = run(&registry, &several(1, input), &out);
+        for many in runs {
+            let ordered = many.ordered;
+            let what = format!(
+                "{}{}threads = {}, ordered = {ordered}, per-thread files {}, against one thread",
+                many.stages, many.after_layers, many.threads, many.per_thread
+            );
+            let many = run(&registry, &many, &out);
             // Built, it must have run on threads: else nothing was compared.
             assert!(many.built.is_none_or(|split| split), "{what}: no split ran");
             assert_eq!(one.outcome, many.outcome, "{what}: how the run ended");
@@ -111,9 +133,14 @@ struct Several<'a> {
     threads: usize,
     /// The input's table, and any stage placed after it.
     stages: &'a str,
+    /// Any stage placed after the layers.
+    after_layers: &'a str,
     /// The pipeline's `ordered` key: false, the lines are compared as a
     /// multiset.
     ordered: bool,
+    /// Each thread writes its own file (`{thread}` in the output's path);
+    /// the files' lines together are compared.
+    per_thread: bool,
 }
 
 /// The lines of `text`.
@@ -136,23 +163,34 @@ struct Ran {
     built: Option<bool>,
 }
 
-/// Runs `first` (the input's table, and any stage after it) and the dump
-/// chain on `threads` threads, the lines to `out` (in input order when
-/// `ordered`).
-fn run(
-    registry: &dnsluice_core::registry::Registry,
-    first: &str,
-    threads: usize,
-    ordered: bool,
-    out: &Path,
-) -> Ran {
+/// Runs the dump chain as `run` says (its input's table, any stage after
+/// it and after the layers, on its `threads`), the lines to `out` (or to
+/// `out` and the thread's number, one file a thread).
+fn run(registry: &dnsluice_core::registry::Registry, run: &Several<'_>, out: &Path) -> Ran {
+    let Several {
+        threads,
+        stages,
+        after_layers,
+        ordered,
+        per_thread,
+    } = run;
+    let files: Vec<PathBuf> = match per_thread {
+        true => (0..*threads)
+            .map(|thread| PathBuf::from(format!("{}-{thread}", out.display())))
+            .collect(),
+        false => vec![out.to_path_buf()],
+    };
+    let path = match per_thread {
+        true => format!("{}-{{thread}}", out.display()),
+        false => out.display().to_string(),
+    };
     let text = format!(
         "threads = {threads}\nordered = {ordered}\n\
-         [[stage]]\n{first}\
-         [[stage]]\nmodule = \"filter.layer\"\n\
+         [[stage]]\n{stages}\
+         [[stage]]\nmodule = \"filter.layer\"\n{after_layers}\
          [[stage]]\nmodule = \"filter.dns\"\n\
          tcp_idle_timeout = \"{FOREVER}\"\nfragment_timeout = \"{FOREVER}\"\n\
-         [[stage]]\nmodule = \"output.json\"\npath = {out:?}\n"
+         [[stage]]\nmodule = \"output.json\"\npath = {path:?}\n"
     );
     let pipeline = Pipeline::parse("fuzz-threads.toml", &text).expect("the fuzz pipeline parses");
     let (outcome, stats, built) = match pipeline.build(registry) {
@@ -172,8 +210,11 @@ fn run(
         // Opening the input fails before any thread runs (not a capture).
         Err(e) => (Err(e.to_string()), BTreeMap::new(), None),
     };
-    let lines = std::fs::read(out).unwrap_or_default();
-    let _ = std::fs::remove_file(out);
+    let mut lines = Vec::new();
+    for file in files {
+        lines.extend(std::fs::read(&file).unwrap_or_default());
+        let _ = std::fs::remove_file(&file);
+    }
     Ran {
         outcome,
         lines,
