@@ -1,5 +1,6 @@
 //! `filter.split`: the rest of the chain in N threads gives the same counts as
-//! one thread, and `by = "client"` keeps every source address on one thread.
+//! one thread, and `by = "client"` keeps every source address on one thread
+//! (and, after `filter.dns`, a client's fragmented answers with it).
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -113,6 +114,57 @@ fn generate(capture: &std::path::Path, clients: u32) {
         &["--count", "20000", "--clients", &clients],
         capture,
     );
+}
+
+#[test]
+fn by_client_after_the_dns_filter_keeps_fragmented_answers_with_their_client() {
+    // Six queries from one client and four answers from its server; three
+    // answers and one query came in fragments (tshark's reassembled
+    // messages in the truth).
+    let capture = testkit::corpus::corpus_dir().join("ipv4_fragments.pcap");
+    let truth = testkit::corpus::truth("ipv4_fragments.pcap");
+    let messages = testkit::corpus::truth_rows(&truth["dns_messages"]);
+    let client_of = |row: &serde_json::Map<String, Value>| {
+        let side = if row["sport"] == 53 { "dst" } else { "src" };
+        row[side].as_str().unwrap().to_string()
+    };
+    let frames_of_client: BTreeMap<u64, String> = messages
+        .iter()
+        .map(|row| (row["frame"].as_u64().unwrap(), client_of(row)))
+        .collect();
+    let fragmented = messages.iter().filter(|row| row["ip_reassembled"] == true);
+    assert_eq!(fragmented.count(), 4, "the truth's reassembled messages");
+    // Any number of threads: the server's and the client's addresses fall
+    // on different threads in some of them.
+    for threads in 2..=5 {
+        let prefix = temp_path("split-fragments");
+        let out_path = format!("{}-{{thread}}.jsonl", prefix.display());
+        let chain = format!(
+            "{LAYER}{DNS}{}[[stage]]\nmodule = \"output.json\"\npath = {out_path:?}\n",
+            split(threads, "client")
+        );
+        stats_of(&capture, &chain);
+        let mut thread_of_client: BTreeMap<String, u32> = BTreeMap::new();
+        let mut frames = BTreeSet::new();
+        for thread in 0..threads {
+            let path = format!("{}-{thread}.jsonl", prefix.display());
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let _ = std::fs::remove_file(&path);
+            for line in text.lines() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                let frame = v["frame"].as_u64().unwrap();
+                let client = &frames_of_client[&frame];
+                let first = *thread_of_client.entry(client.clone()).or_insert(thread);
+                assert_eq!(
+                    first, thread,
+                    "{threads} threads: frame {frame} of client {client} on thread {thread}, its other messages on {first}"
+                );
+                frames.insert(frame);
+            }
+        }
+        let expected: BTreeSet<u64> = frames_of_client.keys().copied().collect();
+        assert_eq!(frames, expected, "{threads} threads: every message once");
+    }
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! Objects go to the workers in batches: round-robin (`by = "round-robin"`,
 //! a whole batch to each worker in turn), by a hash of their client's address
 //! (`by = "client"`: the source, or the destination of a packet from a DNS
-//! server port, so a client's queries and answers meet on one thread), or by
+//! server port, so a client's queries and answers meet on one thread; a
+//! fragment's ports are known only after `filter.dns` has reassembled it), or by
 //! a hash of the pair of addresses (`by = "flow"`: both directions of a TCP
 //! connection and every fragment of a datagram meet on one thread, so
 //! `filter.dns` reassembles them as one thread would; a DNS datagram that

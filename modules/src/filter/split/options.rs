@@ -43,7 +43,9 @@ pub struct SplitOptions {
 pub enum By {
     /// A batch to each worker in turn.
     RoundRobin,
-    /// By a hash of the client's address: a client's queries and answers stay on one thread.
+    /// By a hash of the client's address: a client's queries and answers stay on one thread
+    /// (a fragmented answer too when the split comes after `filter.dns`; before it, a
+    /// fragment has no ports and goes by its source, the server).
     Client,
     /// TCP, fragments and the rest by a hash of the two addresses (both
     /// directions and every fragment stay on one thread); DNS datagrams that

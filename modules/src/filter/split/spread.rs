@@ -11,12 +11,22 @@ use std::net::IpAddr;
 /// server port (53, 853, 443, 5353) to another port, then its destination. So
 /// queries and their answers, and both directions of a TCP connection, meet
 /// on one thread.
+///
+/// A DNS message's ports are its flow's: the packet of a message reassembled
+/// from fragments is its last fragment, which has no ports of its own, so
+/// after `filter.dns` a fragmented answer meets its client's queries. A
+/// fragment before `filter.dns` has no ports to tell the client by: it goes
+/// by its source, as every fragment of its datagram does (so they are still
+/// reassembled), and a fragmented answer goes with its server's address.
 pub(super) fn client_address(obj: &Object<'_>) -> Option<IpAddr> {
     let packet = obj.packet()?;
     let src = packet.src()?;
     let server_port = |port: u16| matches!(port, 53 | 853 | 443 | 5353);
-    let layers = &packet.layers;
-    if server_port(layers.sport) && !server_port(layers.dport) {
+    let (sport, dport) = match obj {
+        Object::Dns(message) => (message.flow.sport, message.flow.dport),
+        _ => (packet.layers.sport, packet.layers.dport),
+    };
+    if server_port(sport) && !server_port(dport) {
         return packet.dst().or(Some(src));
     }
     Some(src)
