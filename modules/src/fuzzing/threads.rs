@@ -10,7 +10,8 @@
 //! Each is asked of the mapped input read in parts of 1 KiB, of the
 //! buffered input read 1 KiB at a time, of a split placed by hand after the
 //! buffered input with batches of three objects, of a split by client
-//! (`by = "client"`, three threads) placed by hand after the layers, and of
+//! (`by = "client"`, three threads) placed by hand after the layers and
+//! after the DNS filter, and of
 //! the same bytes compressed with zstd (on two threads); and once with
 //! `ordered = false`, and once with a file a thread (`{thread}` in the
 //! output's path), whose lines must be the same multiset.
@@ -59,6 +60,7 @@ pub fn threads(data: &[u8]) {
         threads,
         stages,
         after_layers: "",
+        after_dns: "",
         ordered: true,
         per_thread: false,
     };
@@ -92,6 +94,12 @@ pub fn threads(data: &[u8]) {
                     after_layers: by_client,
                     ..several(1, &buffered)
                 },
+                // The same after the DNS filter: messages (reassembled
+                // ones too) go by their flow's ports.
+                Several {
+                    after_dns: by_client,
+                    ..several(1, &buffered)
+                },
             ],
         ),
         (&compressed, vec![several(2, &compressed)]),
@@ -100,8 +108,8 @@ pub fn threads(data: &[u8]) {
         for many in runs {
             let ordered = many.ordered;
             let what = format!(
-                "{}{}threads = {}, ordered = {ordered}, per-thread files {}, against one thread",
-                many.stages, many.after_layers, many.threads, many.per_thread
+                "{}{}{}threads = {}, ordered = {ordered}, per-thread files {}, against one thread",
+                many.stages, many.after_layers, many.after_dns, many.threads, many.per_thread
             );
             let many = run(&registry, &many, &out);
             // Built, it must have run on threads: else nothing was compared.
@@ -135,6 +143,8 @@ struct Several<'a> {
     stages: &'a str,
     /// Any stage placed after the layers.
     after_layers: &'a str,
+    /// Any stage placed after the DNS filter.
+    after_dns: &'a str,
     /// The pipeline's `ordered` key: false, the lines are compared as a
     /// multiset.
     ordered: bool,
@@ -171,6 +181,7 @@ fn run(registry: &dnsluice_core::registry::Registry, run: &Several<'_>, out: &Pa
         threads,
         stages,
         after_layers,
+        after_dns,
         ordered,
         per_thread,
     } = run;
@@ -189,7 +200,7 @@ fn run(registry: &dnsluice_core::registry::Registry, run: &Several<'_>, out: &Pa
          [[stage]]\n{stages}\
          [[stage]]\nmodule = \"filter.layer\"\n{after_layers}\
          [[stage]]\nmodule = \"filter.dns\"\n\
-         tcp_idle_timeout = \"{FOREVER}\"\nfragment_timeout = \"{FOREVER}\"\n\
+         tcp_idle_timeout = \"{FOREVER}\"\nfragment_timeout = \"{FOREVER}\"\n{after_dns}\
          [[stage]]\nmodule = \"output.json\"\npath = {path:?}\n"
     );
     let pipeline = Pipeline::parse("fuzz-threads.toml", &text).expect("the fuzz pipeline parses");
