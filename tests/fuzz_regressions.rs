@@ -79,7 +79,8 @@ fn every_prefix_and_a_flipped_byte_of_small_captures_reads_cleanly() {
 /// The `threads` target's body on every corpus and field capture (those of
 /// `tests/threads.rs`, read there in the default parts and reads): here in
 /// parts and reads of 1 KiB, through a split placed by hand with batches of
-/// three, compressed, and unordered, on one to three threads: the same
+/// three, by client (after the layers and after the DNS filter), compressed,
+/// unordered, and a file a thread, on one to three threads: the same
 /// outcome, lines and statistics.
 #[test]
 fn every_corpus_capture_runs_the_same_on_threads_in_small_parts() {

@@ -116,6 +116,32 @@ fn generate(capture: &std::path::Path, clients: u32) {
     );
 }
 
+/// Runs `stages` (TOML after the input), then a split by client on
+/// `threads` threads, each writing its own JSON lines file, on `capture`:
+/// each thread's lines, in the order it wrote them.
+fn lines_by_thread(capture: &std::path::Path, stages: &str, threads: u32) -> Vec<Vec<Value>> {
+    let prefix = temp_path("split-out");
+    let out_path = format!("{}-{{thread}}.jsonl", prefix.display());
+    let chain = format!(
+        "{stages}{}[[stage]]\nmodule = \"output.json\"\npath = {out_path:?}\n",
+        split(threads, "client")
+    );
+    let stats = stats_of(capture, &chain);
+    let lines: Vec<Vec<Value>> = (0..threads)
+        .map(|thread| {
+            let path = format!("{}-{thread}.jsonl", prefix.display());
+            let text = std::fs::read_to_string(&path).unwrap();
+            let _ = std::fs::remove_file(&path);
+            text.lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect()
+        })
+        .collect();
+    let written: usize = lines.iter().map(Vec::len).sum();
+    assert_eq!(stage(&stats, "output.json")["in"], written as u64);
+    lines
+}
+
 #[test]
 fn by_client_after_the_dns_filter_keeps_fragmented_answers_with_their_client() {
     // Six queries from one client and four answers from its server; three
@@ -128,7 +154,7 @@ fn by_client_after_the_dns_filter_keeps_fragmented_answers_with_their_client() {
         let side = if row["sport"] == 53 { "dst" } else { "src" };
         row[side].as_str().unwrap().to_string()
     };
-    let frames_of_client: BTreeMap<u64, String> = messages
+    let client_of_frame: BTreeMap<u64, String> = messages
         .iter()
         .map(|row| (row["frame"].as_u64().unwrap(), client_of(row)))
         .collect();
@@ -137,32 +163,23 @@ fn by_client_after_the_dns_filter_keeps_fragmented_answers_with_their_client() {
     // Any number of threads: the server's and the client's addresses fall
     // on different threads in some of them.
     for threads in 2..=5 {
-        let prefix = temp_path("split-fragments");
-        let out_path = format!("{}-{{thread}}.jsonl", prefix.display());
-        let chain = format!(
-            "{LAYER}{DNS}{}[[stage]]\nmodule = \"output.json\"\npath = {out_path:?}\n",
-            split(threads, "client")
-        );
-        stats_of(&capture, &chain);
-        let mut thread_of_client: BTreeMap<String, u32> = BTreeMap::new();
-        let mut frames = BTreeSet::new();
-        for thread in 0..threads {
-            let path = format!("{}-{thread}.jsonl", prefix.display());
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let _ = std::fs::remove_file(&path);
-            for line in text.lines() {
-                let v: Value = serde_json::from_str(line).unwrap();
+        let by_thread = lines_by_thread(&capture, &format!("{LAYER}{DNS}"), threads);
+        let mut thread_of_client: BTreeMap<String, usize> = BTreeMap::new();
+        let mut frames = Vec::new();
+        for (thread, lines) in by_thread.iter().enumerate() {
+            for v in lines {
                 let frame = v["frame"].as_u64().unwrap();
-                let client = &frames_of_client[&frame];
+                let client = &client_of_frame[&frame];
                 let first = *thread_of_client.entry(client.clone()).or_insert(thread);
                 assert_eq!(
                     first, thread,
                     "{threads} threads: frame {frame} of client {client} on thread {thread}, its other messages on {first}"
                 );
-                frames.insert(frame);
+                frames.push(frame);
             }
         }
-        let expected: BTreeSet<u64> = frames_of_client.keys().copied().collect();
+        frames.sort_unstable();
+        let expected: Vec<u64> = client_of_frame.keys().copied().collect();
         assert_eq!(frames, expected, "{threads} threads: every message once");
     }
 }
@@ -171,23 +188,13 @@ fn by_client_after_the_dns_filter_keeps_fragmented_answers_with_their_client() {
 fn by_client_keeps_each_source_on_one_thread_in_order() {
     let capture = temp_path("split-clients.pcap");
     generate(&capture, 300);
-    let prefix = temp_path("split-out");
-    let out_path = format!("{}-{{thread}}.jsonl", prefix.display());
-    let chain = format!(
-        "{LAYER}{}[[stage]]\nmodule = \"output.json\"\npath = {out_path:?}\n",
-        split(3, "client")
-    );
-    let stats = stats_of(&capture, &chain);
+    let by_thread = lines_by_thread(&capture, LAYER, 3);
     let mut thread_of: BTreeMap<String, usize> = BTreeMap::new();
     let mut total = 0;
     let mut frames = BTreeSet::new();
-    for thread in 0..3 {
-        let path = format!("{}-{thread}.jsonl", prefix.display());
-        let text = std::fs::read_to_string(&path).unwrap();
+    for (thread, lines) in by_thread.iter().enumerate() {
         let mut last_frame = 0;
-        let mut lines = 0;
-        for line in text.lines() {
-            let v: Value = serde_json::from_str(line).unwrap();
+        for v in lines {
             let src = v["src"].as_str().unwrap().to_string();
             let frame = v["frame"].as_u64().unwrap();
             assert!(
@@ -198,17 +205,15 @@ fn by_client_keeps_each_source_on_one_thread_in_order() {
             frames.insert(frame);
             let first = *thread_of.entry(src.clone()).or_insert(thread);
             assert_eq!(first, thread, "{src} on threads {first} and {thread}");
-            lines += 1;
         }
+        let lines = lines.len();
         assert!(lines > 1000, "thread {thread} got only {lines} packets");
         total += lines;
-        let _ = std::fs::remove_file(&path);
     }
     let _ = std::fs::remove_file(&capture);
     assert_eq!(total, 20000);
     assert_eq!(frames.len(), 20000, "every packet once");
     assert_eq!(thread_of.len(), 300, "the generator's 300 clients");
-    assert_eq!(stage(&stats, "output.json")["in"], 20000);
 }
 
 /// Merged in input order, threads that get nothing hold nothing back: every

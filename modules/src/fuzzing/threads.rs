@@ -11,10 +11,10 @@
 //! buffered input read 1 KiB at a time, of a split placed by hand after the
 //! buffered input with batches of three objects, of a split by client
 //! (`by = "client"`, three threads) placed by hand after the layers and
-//! after the DNS filter, and of
-//! the same bytes compressed with zstd (on two threads); and once with
-//! `ordered = false`, and once with a file a thread (`{thread}` in the
-//! output's path), whose lines must be the same multiset.
+//! after the DNS filter, and of the same bytes compressed with zstd (on two
+//! threads); and once with `ordered = false`, and once with a file a thread
+//! (`{thread}` in the output's path), whose lines must be the same
+//! multiset.
 //!
 //! This is what `tests/threads.rs` checks on the corpus, asked of any
 //! bytes: a packet whose flow the split's quick glance places differently
@@ -174,8 +174,8 @@ struct Ran {
 }
 
 /// Runs the dump chain as `run` says (its input's table, any stage after
-/// it and after the layers, on its `threads`), the lines to `out` (or to
-/// `out` and the thread's number, one file a thread).
+/// it, after the layers and after the DNS filter, on its `threads`), the
+/// lines to `out` (or to `out` and the thread's number, one file a thread).
 fn run(registry: &dnsluice_core::registry::Registry, run: &Several<'_>, out: &Path) -> Ran {
     let Several {
         threads,
@@ -185,15 +185,15 @@ fn run(registry: &dnsluice_core::registry::Registry, run: &Several<'_>, out: &Pa
         ordered,
         per_thread,
     } = run;
-    let files: Vec<PathBuf> = match per_thread {
-        true => (0..*threads)
-            .map(|thread| PathBuf::from(format!("{}-{thread}", out.display())))
-            .collect(),
-        false => vec![out.to_path_buf()],
-    };
-    let path = match per_thread {
-        true => format!("{}-{{thread}}", out.display()),
-        false => out.display().to_string(),
+    // The output's path, and the files it names.
+    let (path, files): (String, Vec<PathBuf>) = match per_thread {
+        true => (
+            format!("{}-{{thread}}", out.display()),
+            (0..*threads)
+                .map(|thread| PathBuf::from(format!("{}-{thread}", out.display())))
+                .collect(),
+        ),
+        false => (out.display().to_string(), vec![out.to_path_buf()]),
     };
     let text = format!(
         "threads = {threads}\nordered = {ordered}\n\

@@ -503,15 +503,8 @@ mod tests {
     ) {
         // Bytes that do not compress, so that the compressed stream's
         // bytes stand for as many plain ones.
-        let mut state = 0x2545_f491_u32;
-        let data: Vec<u8> = (0..CHUNK * 3)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                state as u8
-            })
-            .collect();
+        let mut rng = testkit::rng::Rng(0x2545_f491);
+        let data: Vec<u8> = (0..CHUNK * 3).map(|_| rng.next_u64() as u8).collect();
         let packed = gzip(&data);
         let source = Watched {
             open: open.unwrap_or(packed.len() as u64),
