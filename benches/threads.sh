@@ -17,6 +17,16 @@
 #   host      what this machine gives two busy cores: --threads 1 on the tcp
 #             capture alone, against two such runs at once (no threads
 #             ratio can beat two whole processes sharing nothing but the host)
+#   instructions  what each of THREADS asks of the processor a packet,
+#             counted by valgrind (cachegrind, every thread), against one
+#             thread: the udp and tcp cases' chain, and the udp capture
+#             through configs/dns-null.toml (no JSON: the parts' reading
+#             weighs most there). Each count is taken on captures of two
+#             sizes (INSTRUCTION_SIZES packets, INSTRUCTION_CONNECTIONS
+#             connections) and a packet's cost is the difference over the
+#             difference in packets, so starting up drops out. Not time, but
+#             the same on any host, at any load (not among the default CASES:
+#             a few minutes under valgrind)
 #
 # In the udp and tcp cases each round also runs two `--threads 1` at once on
 # the case's capture (CEILING=1, the default; CEILING=0 leaves them out), and
@@ -43,8 +53,9 @@
 # just written sits in small folios). On Linux 6.18 here the kernel's cost
 # of mapping and unmapping the file differs by ~20x between the two.
 #
-# Environment: CASES (udp tcp crossing host), CROSSING_INPUT (input.mmpcap), COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
+# Environment: CASES (udp tcp crossing host; or instructions), CROSSING_INPUT (input.mmpcap), COUNT (20,000,000), CONNECTIONS (1,000,000), THREADS
 # ("1 2"; "2u" is 2 threads, --unordered), ROUNDS (3), CEILING (1), SKIP_BUILD=1, CACHE (as-is or disk),
+# INSTRUCTION_SIZES ("200000 400000"), INSTRUCTION_CONNECTIONS ("20000 40000"),
 # DATA_DIR (bench-data/threads; the captures stay there, 1.6 GB for the
 # udp case). Run it on an idle machine, through `cpu-lock bench` where
 # sessions share one.
@@ -225,6 +236,81 @@ sys.exit(0 if len(counts) == 1 else 1)
 PY
 }
 
+# Instructions of `dnsluice run $1 --threads $2` (and --unordered for "2u")
+# on capture $3, all threads, counted by valgrind; appends "label threads
+# packets instructions out" to $TMP/instructions, where out is what the
+# chain's last stage received (every thread count must match one thread's).
+count_instructions() {
+    local config=$1 threads=$2 capture=$3 label=$4
+    local flags=(--threads "${threads%u}")
+    [[ $threads == *u ]] && flags+=(--unordered)
+    valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+        "$BIN" run "$config" --set "0.path=$capture" "${flags[@]}" -q \
+        --stats-json "$TMP/stats.json" > /dev/null 2> "$TMP/valgrind" || {
+        cat "$TMP/valgrind" >&2
+        echo "threads: failed under valgrind: $config --threads $threads on $capture" >&2
+        exit 1
+    }
+    local refs counted
+    refs=$(sed -n 's/^==[0-9]*== I *refs: *//p' "$TMP/valgrind" | tr -d ,)
+    counted=$(python3 -c 'import json,sys; st=json.load(open(sys.argv[1]))["stages"]; print(st[0]["out"], st[-1]["in"])' "$TMP/stats.json")
+    echo "$label $threads $capture $refs $counted" >> "$TMP/instructions"
+}
+
+# The instructions case: each label's captures at both sizes, every thread
+# count; then a packet's cost and its share above one thread's.
+instructions_case() {
+    local udp_sizes=(${INSTRUCTION_SIZES:-200000 400000})
+    local tcp_sizes=(${INSTRUCTION_CONNECTIONS:-20000 40000})
+    ((${#udp_sizes[@]} == 2 && ${#tcp_sizes[@]} == 2)) || {
+        echo "threads: INSTRUCTION_SIZES and INSTRUCTION_CONNECTIONS take two counts each" >&2
+        exit 2
+    }
+    : > "$TMP/instructions"
+    local n capture
+    for n in "${udp_sizes[@]}"; do
+        capture=$DATA_DIR/udp-$n.pcap
+        [[ -s $capture ]] || python3 benches/gen-pcap.py --count "$n" --out "$capture" >&2
+        for threads in $THREADS; do
+            count_instructions configs/dump.toml "$threads" "$capture" udp
+            count_instructions configs/dns-null.toml "$threads" "$capture" udp-dns-null
+        done
+    done
+    for n in "${tcp_sizes[@]}"; do
+        capture=$DATA_DIR/tcp-$n.pcap
+        [[ -s $capture ]] || python3 benches/gen-tcp-pcap.py --connections "$n" --out "$capture" >&2
+        for threads in $THREADS; do
+            count_instructions configs/dump.toml "$threads" "$capture" tcp
+        done
+    done
+    echo "instructions: $(valgrind --version) (cachegrind, every thread), UDP captures of ${udp_sizes[*]} packets, TCP of ${tcp_sizes[*]} connections"
+    python3 - "$TMP/instructions" "${THREADS%% *}" <<'PY'
+import sys
+rows = {}
+for line in open(sys.argv[1]):
+    label, threads, capture, refs, packets, out = line.split()
+    rows.setdefault(label, {}).setdefault(threads, []).append((int(packets), int(refs), int(out)))
+failed = False
+print(f"{'chain':<14} {'threads':>7} {'a packet':>10} {'against ' + sys.argv[2]:>10} {'to start':>10}")
+for label, by_threads in rows.items():
+    first = None
+    for threads, runs in by_threads.items():
+        (small_n, small, small_out), (large_n, large, large_out) = sorted(runs)
+        per = (large - small) / (large_n - small_n)
+        start = (small - per * small_n) / 1e6
+        if first is None:
+            first, outs = per, (small_out, large_out)
+            against = "1.000x"
+        else:
+            against = f"{100 * (per / first - 1):+.1f} %"
+            if (small_out, large_out) != outs:
+                print(f"{label}: {threads} threads wrote {small_out} and {large_out} objects, not {outs}")
+                failed = True
+        print(f"{label:<14} {threads:>7} {per:10.1f} {against:>10} {start:8.1f} M")
+sys.exit(1 if failed else 0)
+PY
+}
+
 echo "threads: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), rounds $ROUNDS"
 for case in $CASES; do
     : > "$TMP/runs"
@@ -313,6 +399,9 @@ for line in open(sys.argv[1]):
 gain = 2 * statistics.median(wall["alone"]) / statistics.median(wall["pair"])
 print(f"host: two runs at once do {gain:.2f}x the work of one in the same time")
 PY
+        ;;
+    instructions)
+        instructions_case
         ;;
     *)
         echo "unknown case $case" >&2
