@@ -24,9 +24,11 @@
 #             weighs most there). Each count is taken on captures of two
 #             sizes (INSTRUCTION_SIZES packets, INSTRUCTION_CONNECTIONS
 #             connections) and a packet's cost is the difference over the
-#             difference in packets, so starting up drops out. Not time, but
-#             the same on any host, at any load (not among the default CASES:
-#             a few minutes under valgrind)
+#             difference in packets, so starting up drops out. Not time:
+#             one thread's count repeats on any host and load; with more,
+#             a thread that spins before it waits adds a little, more when
+#             the machine is busy (not among the default CASES: about a
+#             minute under valgrind)
 #
 # In the udp and tcp cases each round also runs two `--threads 1` at once on
 # the case's capture (CEILING=1, the default; CEILING=0 leaves them out), and
@@ -238,8 +240,9 @@ PY
 
 # Instructions of `dnsluice run $1 --threads $2` (and --unordered for "2u")
 # on capture $3, all threads, counted by valgrind; appends "label threads
-# packets instructions out" to $TMP/instructions, where out is what the
-# chain's last stage received (every thread count must match one thread's).
+# capture instructions packets out" to $TMP/instructions: the packets the
+# input read and the objects the chain's last stage received (every thread
+# count must match the first's).
 count_instructions() {
     local config=$1 threads=$2 capture=$3 label=$4
     local flags=(--threads "${threads%u}")
@@ -262,8 +265,9 @@ count_instructions() {
 instructions_case() {
     local udp_sizes=(${INSTRUCTION_SIZES:-200000 400000})
     local tcp_sizes=(${INSTRUCTION_CONNECTIONS:-20000 40000})
-    ((${#udp_sizes[@]} == 2 && ${#tcp_sizes[@]} == 2)) || {
-        echo "threads: INSTRUCTION_SIZES and INSTRUCTION_CONNECTIONS take two counts each" >&2
+    ((${#udp_sizes[@]} == 2 && ${#tcp_sizes[@]} == 2)) &&
+        ((udp_sizes[0] < udp_sizes[1] && tcp_sizes[0] < tcp_sizes[1])) || {
+        echo "threads: INSTRUCTION_SIZES and INSTRUCTION_CONNECTIONS take two counts each, the smaller first" >&2
         exit 2
     }
     : > "$TMP/instructions"
@@ -298,13 +302,14 @@ for label, by_threads in rows.items():
         (small_n, small, small_out), (large_n, large, large_out) = sorted(runs)
         per = (large - small) / (large_n - small_n)
         start = (small - per * small_n) / 1e6
+        counted = (small_n, large_n, small_out, large_out)
         if first is None:
-            first, outs = per, (small_out, large_out)
+            first, first_counted = per, counted
             against = "1.000x"
         else:
             against = f"{100 * (per / first - 1):+.1f} %"
-            if (small_out, large_out) != outs:
-                print(f"{label}: {threads} threads wrote {small_out} and {large_out} objects, not {outs}")
+            if counted != first_counted:
+                print(f"{label}: {threads} threads read and wrote {counted} (packets, packets, objects, objects), not {first_counted}")
                 failed = True
         print(f"{label:<14} {threads:>7} {per:10.1f} {against:>10} {start:8.1f} M")
 sys.exit(1 if failed else 0)
