@@ -136,6 +136,12 @@ impl LaneHandle {
         }
     }
 
+    /// Whether nothing was written since the last [`LaneHandle::take`].
+    pub fn is_empty(&self) -> bool {
+        let buffer = self.buffer.borrow();
+        buffer.bytes.is_empty() && buffer.marks.is_empty()
+    }
+
     /// The batch written so far, replaced by `empty` (a buffer to reuse);
     /// `through`: every object of this lane placed before it in the input
     /// has been handed to the chain.

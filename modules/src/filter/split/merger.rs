@@ -368,6 +368,10 @@ impl Sink {
 
 /// Gives an emptied buffer back to lane `lane`'s worker.
 fn recycle(lanes: &[Arc<Lane>], lane: usize, mut buffer: LaneBuffer) {
+    // One that only said how far its lane got holds no memory to reuse.
+    if buffer.bytes.capacity() == 0 && buffer.marks.capacity() == 0 {
+        return;
+    }
     buffer.clear();
     lock(&lanes[lane].spare).push(buffer);
 }
@@ -419,6 +423,28 @@ mod tests {
         (0..n)
             .map(|index| Arc::new(Lane::new(index, 8, bell.clone())))
             .collect()
+    }
+
+    /// A buffer written goes back to its lane emptied, its memory kept; one
+    /// that only said how far its lane got (no memory) is dropped, so a
+    /// spare taken for the next bytes is never one that must grow from
+    /// nothing.
+    #[test]
+    fn only_buffers_with_memory_go_back_to_their_lane() {
+        let lanes = lanes(2);
+        recycle(&lanes, 1, buffer(&[(0, "a line")], 1));
+        recycle(
+            &lanes,
+            1,
+            LaneBuffer {
+                through: 2,
+                ..LaneBuffer::default()
+            },
+        );
+        let spares = std::mem::take(&mut *lock(&lanes[1].spare));
+        assert_eq!(spares.len(), 1);
+        assert!(spares[0].bytes.is_empty() && spares[0].bytes.capacity() > 0);
+        assert!(lock(&lanes[0].spare).is_empty());
     }
 
     /// A merger of `lanes` into an output the test reads back.
