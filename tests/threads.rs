@@ -383,6 +383,22 @@ fn chains_that_cannot_run_in_copies_are_refused_or_run_on_one_thread() {
         let expected = format!("on {cores} threads by flow (the machine's cores)");
         assert!(dumping.contains(&expected), "{dumping}");
     }
+    // More threads than cores: said so.
+    let more = cores + 1;
+    let out = dnsluice()
+        .arg("run")
+        .arg(config.join("dump.toml"))
+        .args(["--set", &format!("0.path={}", capture.display())])
+        .args(["--threads", &more.to_string()])
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ok(&out, "more threads than cores");
+    let said = String::from_utf8_lossy(&out.stderr);
+    let expected = format!(
+        "on {more} threads by flow (threads = {more}, more than the machine's {cores} cores: they take turns)"
+    );
+    assert!(said.contains(&expected), "{said}");
     // A bad value names its line.
     std::fs::write(&file, text.replace("threads = 2", "threads = 0")).unwrap();
     let out = dnsluice().arg("run").arg(&file).output().unwrap();

@@ -176,11 +176,20 @@ impl Pipeline {
             }
         }
         let by = if by_flow { "flow" } else { "round-robin" };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         if let Some(count) = asked {
+            // Threads past the cores take turns: each waits for the others'
+            // parts and holds its output longer (docs/capture.md, Memory).
+            let why = match count > cores {
+                true => format!(
+                    "threads = {count}, more than the machine's {cores} cores: they take turns"
+                ),
+                false => format!("threads = {count}"),
+            };
             return Ok(ThreadPlan {
                 count,
                 by,
-                why: format!("threads = {count}"),
+                why,
                 in_parts: false,
             });
         }
@@ -195,7 +204,6 @@ impl Pipeline {
                 entries[0].name
             )));
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         if cores == 1 {
             return Ok(ThreadPlan::one("one core"));
         }
