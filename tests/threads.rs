@@ -360,41 +360,33 @@ fn chains_that_cannot_run_in_copies_are_refused_or_run_on_one_thread() {
     // A chain that only counts runs faster on one thread; one that writes
     // JSON takes every core.
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
-    let summary = |name: &str| {
+    let summary = |name: &str, more: &[&str]| {
         let out = dnsluice()
             .arg("run")
             .arg(config.join(name))
             .arg("--set")
             .arg(format!("0.path={}", capture.display()))
+            .args(more)
             .stdout(Stdio::null())
             .output()
             .unwrap();
         assert_ok(&out, name);
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    let counting = summary("dns-null.toml");
+    let counting = summary("dns-null.toml", &[]);
     assert!(
         counting.contains("on 1 thread (its stages cost less per object"),
         "{counting}"
     );
     let cores = std::thread::available_parallelism().unwrap().get();
     if cores > 1 {
-        let dumping = summary("dump.toml");
+        let dumping = summary("dump.toml", &[]);
         let expected = format!("on {cores} threads by flow (the machine's cores)");
         assert!(dumping.contains(&expected), "{dumping}");
     }
     // More threads than cores: said so.
     let more = cores + 1;
-    let out = dnsluice()
-        .arg("run")
-        .arg(config.join("dump.toml"))
-        .args(["--set", &format!("0.path={}", capture.display())])
-        .args(["--threads", &more.to_string()])
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
-    assert_ok(&out, "more threads than cores");
-    let said = String::from_utf8_lossy(&out.stderr);
+    let said = summary("dump.toml", &["--threads", &more.to_string()]);
     let expected = format!(
         "on {more} threads by flow (threads = {more}, more than the machine's {cores} cores: they take turns)"
     );

@@ -200,8 +200,10 @@ fn a_client_over_its_rate_is_dropped_past_the_limit() {
     let s = emu.stats(0);
     let allowed = 10.0 + 1000.0 * sending.as_secs_f64();
     let forwarded = s.up_forwarded.load(Relaxed) as f64;
-    // Never more than the limit; fewer when a busy host runs the emulator
-    // late (916 of 1,017 seen once in CI), but not most of them.
+    // No more than the limit (within 5 % and the burst); fewer when a busy
+    // host runs the emulator late, its bucket capped at the burst while
+    // datagrams wait in the socket (916 of 1,017 seen once in CI), but not
+    // fewer than three quarters.
     assert!(
         forwarded < 1.05 * allowed + 10.0 && forwarded > 0.75 * allowed,
         "{forwarded} forwarded, {allowed} allowed in {sending:?}"
