@@ -63,6 +63,7 @@ mod lanes;
 mod merger;
 mod options;
 mod parts;
+mod read_parts;
 mod spread;
 mod start;
 
@@ -202,6 +203,7 @@ impl Split {
             .iter()
             .map(|w| w.lane.clone())
             .collect::<Vec<_>>();
+        let idle_sleep = lanes::idle_sleep(threads);
         for index in usize::from(inline)..threads {
             let started = Started {
                 index,
@@ -210,6 +212,7 @@ impl Split {
                 ready: &ready_tx,
                 bell: &merger_bell,
                 merger_failed: &merger_failed,
+                idle_sleep,
             };
             let (lane, handle) = match &split.reading {
                 None => started.worker(batches, &mut merged_lanes)?,

@@ -9,10 +9,11 @@
 //! of its flow on one thread, in input order, whichever thread's part it
 //! lies in. The reader of a part puts those packets into one batch per
 //! thread that owns flows (by the flow's hash, as the split spreads them),
-//! and posts every batch, empty or not, to that thread's mailbox under the
-//! part's number; each thread takes its mailbox's batches in part order
-//! (between its own parts, and while it waits), so a flow's packets reach
-//! its chain in the order one thread would see them. Its own flows'
+//! posts each batch that has packets to that thread's mailbox under the
+//! part's number, and marks the part read ([`ReadParts`]); each thread
+//! takes its mailbox's batches in part order, up to the parts read without
+//! a gap (between its own parts, and while it waits), so a flow's packets
+//! reach its chain in the order one thread would see them. Its own flows'
 //! packets take the same way, through its own mailbox. The reader glances
 //! at a record's bytes where they lie in the map ([`glance_v4_at`]) and
 //! puts a flow's packet into its batch as the record's place and capture
@@ -38,6 +39,7 @@
 use super::batch::Batch;
 use super::lanes::{hand_over, hand_over_finish, publish_snapshot, run_batch, Lane, OnPanic};
 use super::options::{By, SplitOptions};
+use super::read_parts::ReadParts;
 use super::spread::{flow_hash, glance_v4_at, FlowLanes, Glance};
 use crate::input::mmpcap::parts::{MappedParts, Part, PartRecord};
 use dnsluice_core::merge::{LaneHandle, AT_FINISH};
@@ -62,11 +64,24 @@ fn parts_ahead(threads: usize) -> u64 {
 /// A thread takes no part while this many of its buffers wait for the
 /// merger in either of its lanes.
 const MERGER_BEHIND: usize = 8;
-/// Room in each merger lane: more than a thread can hand over between two
-/// looks at [`MERGER_BEHIND`] (a part's two buffers, and one per mailbox
-/// batch), so handing over never waits.
+/// Room in each merger lane, at most: what lets a thread run further
+/// ahead of the merger on its mailbox's batches, not what keeps it from
+/// waiting (see [`lane_room`]).
+const LANE_ROOM_MOST: usize = 64;
+
+/// Room in each merger lane: a part's batches for every thread and more,
+/// up to [`LANE_ROOM_MOST`] (rooms that grew with the threads made memory
+/// grow with their square: 1,024 threads held gigabytes).
+///
+/// Handing over never waits with any room above [`MERGER_BEHIND`] + 2: a
+/// thread takes a part only while fewer than [`MERGER_BEHIND`] of its
+/// buffers wait in either lane, and while reading it hands over to its
+/// datagrams' lane twice at most (as it starts and ends); it takes a
+/// mailbox's batch only while its flows' lane has room for it and one
+/// more (the hand-over of its end).
 pub(super) fn lane_room(threads: usize) -> usize {
-    MERGER_BEHIND + 2 * (parts_ahead(threads) as usize + threads) + 4
+    let room = MERGER_BEHIND + 2 * (parts_ahead(threads) as usize + threads) + 4;
+    room.min(LANE_ROOM_MOST)
 }
 
 /// Which thread a packet of the parts goes to: `None`, the thread that
@@ -120,9 +135,12 @@ pub(super) struct PartsReading {
     /// as such): each is pushed as a packet.
     map_region: Option<SharedRegion>,
     route: Route,
-    /// Per thread: the flow packets found for it, by part number.
+    /// Per thread: the flow packets found for it, by part number (a part
+    /// with none for it posts no batch).
     mailboxes: Vec<Mutex<BTreeMap<u64, Batch>>>,
-    /// Per thread: the part whose batch its mailbox gives next.
+    /// The parts whose batches are all posted.
+    read: ReadParts,
+    /// Per thread: every part below this one its mailbox has given.
     next_part: Vec<AtomicU64>,
     /// Emptied batches, for the next parts.
     spare: Mutex<Vec<Batch>>,
@@ -163,6 +181,7 @@ impl PartsReading {
             map_region,
             route,
             mailboxes: (0..threads).map(|_| Mutex::default()).collect(),
+            read: ReadParts::default(),
             next_part: (0..threads).map(|_| AtomicU64::new(0)).collect(),
             spare: Mutex::default(),
             failed: AtomicBool::new(false),
@@ -331,11 +350,15 @@ impl Reader<'_> {
         self.hand_over(local, part.end_key)?;
         self.told = part.end_key;
         for (owner, mailbox) in reading.mailboxes.iter().enumerate() {
+            if self.out[owner].is_empty() {
+                continue;
+            }
             let fresh = lock(&reading.spare).pop().unwrap_or_default();
             let mut batch = std::mem::replace(&mut self.out[owner], fresh);
             batch.upto = part.end_key;
             lock(mailbox).insert(part.index, batch);
         }
+        reading.read.mark(part.index, part.end_key);
         self.snapshot();
         Ok(())
     }
@@ -369,22 +392,39 @@ impl Reader<'_> {
         batch.push(&obj, record.key, &mut self.regions);
     }
 
-    /// Runs the batches the mailbox has in part order, as far as they have
-    /// come (and the merger has room); whether it ran any.
+    /// Runs the batches the mailbox has in part order, up to the parts read
+    /// without a gap (while the merger has room), and moves on past the
+    /// parts that had none for it; whether it got any further.
     fn take_mailbox(&mut self) -> Result<bool, StageError> {
         let reading = &*self.thread.reading;
         let index = self.thread.index;
         let flows = &*self.thread.flows;
-        let mut ran = false;
+        let mut moved = false;
         loop {
-            if self.merging.is_some() && flows.written.len() + 2 >= flows.written.capacity() {
-                return Ok(ran);
-            }
             let next = reading.next_part[index].load(Ordering::Acquire);
-            let Some(mut batch) = lock(&reading.mailboxes[index]).remove(&next) else {
-                return Ok(ran);
+            if reading.read.below() <= next {
+                return Ok(moved);
+            }
+            if self.merging.is_some() && flows.written.len() + 2 >= flows.written.capacity() {
+                return Ok(moved);
+            }
+            moved = true;
+            // Read before the mailbox is looked at: a part's batches are
+            // posted before it is marked read.
+            let read = reading.read.read_below();
+            let first = {
+                let mut mailbox = lock(&reading.mailboxes[index]);
+                match mailbox.first_entry() {
+                    Some(entry) if *entry.key() < read.below => Some(entry.remove_entry()),
+                    _ => None,
+                }
             };
-            ran = true;
+            let Some((part, mut batch)) = first else {
+                // Nothing for this thread in the parts read.
+                reading.next_part[index].store(read.below, Ordering::Release);
+                self.hand_over(flows, read.end_key)?;
+                continue;
+            };
             let objects = batch.len() as u64;
             let through = batch.upto;
             let result = run_batch(&mut *self.downstream, self.merging, &mut batch);
@@ -394,7 +434,7 @@ impl Reader<'_> {
                 .local
                 .handled
                 .fetch_add(objects, Ordering::Relaxed);
-            reading.next_part[index].store(next + 1, Ordering::Release);
+            reading.next_part[index].store(part + 1, Ordering::Release);
             self.hand_over(flows, through)?;
         }
     }

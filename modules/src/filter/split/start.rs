@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// A worker thread's handle: its chain's statistics when it ends.
 pub(super) type Handle = JoinHandle<Vec<StageStats>>;
@@ -29,6 +30,8 @@ pub(super) struct Started<'a> {
     /// The merger's doorbell.
     pub bell: &'a Arc<Doorbell>,
     pub merger_failed: &'a Arc<AtomicBool>,
+    /// How long a worker sleeps when idle, unless woken.
+    pub idle_sleep: Duration,
 }
 
 impl Started<'_> {
@@ -44,6 +47,7 @@ impl Started<'_> {
         let side = WorkerSide {
             lane: lane.clone(),
             merger_failed: self.merger_failed.clone(),
+            idle_sleep: self.idle_sleep,
         };
         let failed = lane.clone();
         let handle = self.spawn(
@@ -63,8 +67,8 @@ impl Started<'_> {
         lanes: &mut Vec<Arc<Lane>>,
     ) -> Result<(Arc<Lane>, Handle), StageError> {
         let room = parts::lane_room(threads);
-        let local = Arc::new(Lane::new(2 * self.index, room, self.bell.clone()));
-        let flows = Arc::new(Lane::new(2 * self.index + 1, room, self.bell.clone()));
+        let local = Arc::new(Lane::of_reader(2 * self.index, room, self.bell.clone()));
+        let flows = Arc::new(Lane::of_reader(2 * self.index + 1, room, self.bell.clone()));
         lanes.extend([local.clone(), flows.clone()]);
         let thread = PartsThread {
             index: self.index,
