@@ -38,9 +38,20 @@ const IDLE_SLEEP_MOST: Duration = Duration::from_secs(1);
 /// batches wait, the merger when it needs the worker's bytes, and every
 /// worker at the end: sleeping longer only lets a trickle wait longer.
 pub(super) fn idle_sleep(threads: usize) -> Duration {
+    IDLE_SLEEP
+        .saturating_mul(turns(threads))
+        .min(IDLE_SLEEP_MOST)
+}
+
+/// How many of `threads` each core of this machine takes turns between
+/// (1 with no more threads than cores): what a thread's naps are scaled
+/// by, so that idle threads looking around do not take the busy ones'
+/// turns.
+pub(super) fn turns(threads: usize) -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let turns = u32::try_from(threads.div_ceil(cores)).unwrap_or(u32::MAX);
-    IDLE_SLEEP.saturating_mul(turns.max(1)).min(IDLE_SLEEP_MOST)
+    u32::try_from(threads.div_ceil(cores))
+        .unwrap_or(u32::MAX)
+        .max(1)
 }
 
 /// What the split and one worker share.

@@ -37,7 +37,7 @@
 //! its batches are posted when it ends.
 
 use super::batch::Batch;
-use super::lanes::{hand_over, hand_over_finish, publish_snapshot, run_batch, Lane, OnPanic};
+use super::lanes::{self, hand_over, hand_over_finish, publish_snapshot, run_batch, Lane, OnPanic};
 use super::options::{By, SplitOptions};
 use super::read_parts::ReadParts;
 use super::spread::{flow_hash, glance_v4_at, FlowLanes, Glance};
@@ -82,6 +82,31 @@ const LANE_ROOM_MOST: usize = 64;
 pub(super) fn lane_room(threads: usize) -> usize {
     let room = MERGER_BEHIND + 2 * (parts_ahead(threads) as usize + threads) + 4;
     room.min(LANE_ROOM_MOST)
+}
+
+/// A reader's first naps while it waits (on other threads' parts or the
+/// merger), with no more threads than cores: short, as a part's batches
+/// come within a part's time.
+const READER_NAP: Duration = Duration::from_micros(20);
+/// How many naps a reader takes at [`READER_NAP`] before it naps longer.
+const READER_NAPS_SHORT: u32 = 100;
+/// A reader's nap after [`READER_NAPS_SHORT`] naps in a row (nothing has
+/// come for a while: a reader of the output that stopped reading), with no
+/// more threads than cores.
+const READER_NAP_LONG: Duration = Duration::from_millis(1);
+/// A reader's nap, at most (with many threads to a core).
+const READER_NAP_MOST: Duration = Duration::from_millis(50);
+
+/// How long a reader naps after `idle` naps in a row, when each core takes
+/// turns between `turns` threads: that many times longer, as each nap
+/// costs a core a switch of threads, and the thread it waits on gets a
+/// core only once in that many turns anyway.
+fn reader_nap(idle: u32, turns: u32) -> Duration {
+    let nap = match idle < READER_NAPS_SHORT {
+        true => READER_NAP,
+        false => READER_NAP_LONG,
+    };
+    nap.saturating_mul(turns).min(READER_NAP_MOST)
 }
 
 /// Which thread a packet of the parts goes to: `None`, the thread that
@@ -146,6 +171,9 @@ pub(super) struct PartsReading {
     spare: Mutex<Vec<Batch>>,
     /// A thread stopped on an error: the others stop waiting for it.
     pub failed: AtomicBool,
+    /// How many threads each core takes turns between ([`lanes::turns`]):
+    /// the readers' naps are that many times longer.
+    turns: u32,
 }
 
 impl PartsReading {
@@ -185,6 +213,7 @@ impl PartsReading {
             next_part: (0..threads).map(|_| AtomicU64::new(0)).collect(),
             spare: Mutex::default(),
             failed: AtomicBool::new(false),
+            turns: lanes::turns(threads),
         }
     }
 
@@ -218,12 +247,11 @@ pub(super) fn work(
         thread.reading.failed.store(true, Ordering::SeqCst);
         thread.reading.parts.stop();
     });
-    let threads = thread.reading.mailboxes.len();
     let mut reader = Reader {
         thread,
         merging,
         downstream,
-        out: (0..threads).map(|_| Batch::default()).collect(),
+        out: Vec::new(),
         regions: RegionFinder::default(),
         told: 0,
         last_snapshot: Instant::now(),
@@ -247,7 +275,10 @@ struct Reader<'a> {
     thread: &'a PartsThread,
     merging: Option<&'a LaneHandle>,
     downstream: Box<dyn Receiver>,
-    /// Per owner thread: the current part's flow packets for it.
+    /// Per owner thread: the current part's flow packets for it; empty
+    /// until the first flow packet (a capture of datagrams that stand alone,
+    /// or a round-robin split, needs none: at 1,024 threads, a batch for
+    /// each owner in each thread would be a million).
     out: Vec<Batch>,
     regions: RegionFinder,
     /// How far the datagrams' lane has told the merger it has got.
@@ -289,8 +320,7 @@ impl Reader<'_> {
                 self.thread.local.merger.ring();
             }
             idle = idle.saturating_add(1);
-            let nap = if idle < 100 { 20 } else { 1000 };
-            std::thread::sleep(Duration::from_micros(nap));
+            std::thread::sleep(reader_nap(idle, reading.turns));
         }
         self.finish()
     }
@@ -349,14 +379,14 @@ impl Reader<'_> {
         local.handled.fetch_add(handled, Ordering::Relaxed);
         self.hand_over(local, part.end_key)?;
         self.told = part.end_key;
-        for (owner, mailbox) in reading.mailboxes.iter().enumerate() {
-            if self.out[owner].is_empty() {
+        for (owner, out) in self.out.iter_mut().enumerate() {
+            if out.is_empty() {
                 continue;
             }
             let fresh = lock(&reading.spare).pop().unwrap_or_default();
-            let mut batch = std::mem::replace(&mut self.out[owner], fresh);
+            let mut batch = std::mem::replace(out, fresh);
             batch.upto = part.end_key;
-            lock(mailbox).insert(part.index, batch);
+            lock(&reading.mailboxes[owner]).insert(part.index, batch);
         }
         reading.read.mark(part.index, part.end_key);
         self.snapshot();
@@ -384,12 +414,22 @@ impl Reader<'_> {
         record: &PartRecord,
         map_region: Option<&SharedRegion>,
     ) {
+        if owner >= self.out.len() {
+            self.make_out();
+        }
         let batch = &mut self.out[owner];
         if map_region.is_some_and(|region| batch.push_record(record, region)) {
             return;
         }
         let obj = Object::Packet(Packet::new(data, record.meta()));
         batch.push(&obj, record.key, &mut self.regions);
+    }
+
+    /// A batch for every owner, for the first flow packet.
+    #[cold]
+    fn make_out(&mut self) {
+        let threads = self.thread.reading.mailboxes.len();
+        self.out.resize_with(threads, Batch::default);
     }
 
     /// Runs the batches the mailbox has in part order, up to the parts read
@@ -484,5 +524,26 @@ impl Reader<'_> {
             hand_over_finish(&self.thread.flows, &self.thread.merger_failed, lane_handle);
         }
         finished
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_nap_longer_as_threads_take_turns() {
+        let us = Duration::from_micros;
+        // No more threads than cores: 20 µs, then 1 ms after 100 naps.
+        assert_eq!(reader_nap(1, 1), us(20));
+        assert_eq!(reader_nap(99, 1), us(20));
+        assert_eq!(reader_nap(100, 1), us(1_000));
+        // Three threads to a core: three times as long.
+        assert_eq!(reader_nap(1, 3), us(60));
+        assert_eq!(reader_nap(100, 3), us(3_000));
+        // 512 to a core (1,024 threads on 2 cores): 10 ms, then 50 ms.
+        assert_eq!(reader_nap(1, 512), us(10_240));
+        assert_eq!(reader_nap(100, 512), us(50_000));
+        assert_eq!(reader_nap(u32::MAX, u32::MAX), us(50_000));
     }
 }
