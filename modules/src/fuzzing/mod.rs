@@ -27,4 +27,4 @@ pub use dnstap::dnstap_file;
 pub use layers::{check_layers, layers};
 pub use reassembly::reassembly;
 pub use resolver::resolver_reply;
-pub use threads::threads;
+pub use threads::{same_statistics, threads};

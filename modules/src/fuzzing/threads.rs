@@ -238,10 +238,14 @@ fn run(registry: &dnsluice_core::registry::Registry, run: &Several<'_>, out: &Pa
 /// years).
 const FOREVER: &str = "10000000000s";
 
-/// The stages' counts, errors and counters, as `tests/threads.rs` compares
-/// them: counters listing a breakdown's most frequent keys (`qtype A`) may
-/// list more keys once merged, each with its exact count.
-fn same_statistics(
+/// Panics unless `one` (one thread's statistics, by module) and `many`
+/// (several threads') have the same stages with the same counts, errors
+/// and counters: what must not change with the threads. Counters listing a
+/// breakdown's most frequent keys (`qtype A`) may list more keys once
+/// merged, each with its exact count; they are compared key by key from the
+/// one thread's side. The fuzz target and `tests/threads.rs` (from the
+/// summary's JSON) both compare with this.
+pub fn same_statistics(
     one: &BTreeMap<String, StageStats>,
     many: &BTreeMap<String, StageStats>,
     what: &str,
