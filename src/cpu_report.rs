@@ -6,9 +6,13 @@
 //! that limits a run (the input's walk, the merger, the map's helper) is
 //! read off the summary.
 
+use crate::progress::group;
 use dnsluice_modules::cpu::{self, ThreadCpu};
 use serde_json::{json, Value};
 use std::time::Duration;
+
+/// The most thread names [`CpuReport::line`] lists.
+pub const LINE_MOST: usize = 8;
 
 /// The processor time of a run, in all and by thread name.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,15 +53,33 @@ impl CpuReport {
     }
 
     /// One line: `cpu 1.530 s: split-0 0.690 s, split-1 0.680 s, mmpcap-helper ×2 0.080 s`.
+    /// At most [`LINE_MOST`] names: past that, the busiest but one, then
+    /// the rest together (`1,020 threads more 0.113 s`), so that a run on
+    /// a thousand threads still has a line to read; `--stats-json` has
+    /// every name.
     pub fn line(&self) -> String {
-        let parts: Vec<String> = self
-            .threads
+        let shown = if self.threads.len() > LINE_MOST {
+            LINE_MOST - 1
+        } else {
+            self.threads.len()
+        };
+        let mut parts: Vec<String> = self.threads[..shown]
             .iter()
             .map(|(name, count, cpu)| match count {
                 1 => format!("{name} {:.3} s", cpu.as_secs_f64()),
                 n => format!("{name} ×{n} {:.3} s", cpu.as_secs_f64()),
             })
             .collect();
+        let rest = &self.threads[shown..];
+        if !rest.is_empty() {
+            let count: usize = rest.iter().map(|(_, count, _)| count).sum();
+            let cpu: Duration = rest.iter().map(|(.., cpu)| *cpu).sum();
+            parts.push(format!(
+                "{} threads more {:.3} s",
+                group(count as u64),
+                cpu.as_secs_f64()
+            ));
+        }
         format!(
             "cpu {:.3} s: {}",
             self.total.as_secs_f64(),
@@ -131,5 +153,24 @@ mod tests {
             json!({"name": "mmpcap-helper", "count": 2, "cpu_s": 0.09})
         );
         assert_eq!(summary["threads"].as_array().map(Vec::len), Some(4));
+    }
+
+    #[test]
+    fn a_line_names_the_busiest_threads_and_adds_up_the_rest() {
+        let mut noted: Vec<ThreadCpu> = (0..1024)
+            .map(|i| thread(&format!("split-{i}"), 1 + u64::from(i == 7) * 100))
+            .collect();
+        noted.push(thread("mmpcap-helper", 6));
+        noted.push(thread("main", 150));
+        let report = CpuReport::of(ms(1500), noted);
+        // The busiest seven by name (then split-0 to split-5 at 1 ms, by
+        // name: split-0, split-1, split-10, split-100, ...), then the 1,019 others.
+        assert_eq!(
+            report.line(),
+            "cpu 1.500 s: main 0.150 s, split-7 0.101 s, mmpcap-helper 0.006 s, \
+             split-0 0.001 s, split-1 0.001 s, split-10 0.001 s, split-100 0.001 s, \
+             1,019 threads more 1.019 s"
+        );
+        assert_eq!(report.threads.len(), 1026, "the JSON keeps every name");
     }
 }
