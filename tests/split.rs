@@ -5,7 +5,8 @@
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use testkit::corpus::corpus;
-use testkit::{assert_ok, run_ok, run_pipeline, temp_path};
+use testkit::generated;
+use testkit::{assert_ok, run_pipeline, temp_path};
 
 /// Runs `stages` (TOML after the input) on `capture`; the stats JSON (a
 /// run that hangs is killed and fails the test: see `run_pipeline`).
@@ -94,22 +95,10 @@ fn counts_are_the_same_with_and_without_split() {
     }
 }
 
-/// Runs the capture generator `benches/{script}` with `args`, writing `capture`.
-fn generator(script: &str, args: &[&str], capture: &std::path::Path) {
-    let script = format!("{}/benches/{script}", env!("CARGO_MANIFEST_DIR"));
-    run_ok(
-        std::process::Command::new("python3")
-            .arg(script)
-            .args(args)
-            .arg("--out")
-            .arg(capture),
-    );
-}
-
 /// Writes 20,000 generated queries from `clients` client addresses to `capture`.
 fn generate(capture: &std::path::Path, clients: u32) {
     let clients = clients.to_string();
-    generator(
+    generated::generate(
         "gen-pcap.py",
         &["--count", "20000", "--clients", &clients],
         capture,
@@ -270,7 +259,7 @@ fn the_splitting_thread_takes_fewer_flows() {
     const CONNECTIONS: u32 = 4000;
     let capture = temp_path("split-tcp-flows.pcap");
     let connections = CONNECTIONS.to_string();
-    generator(
+    generated::generate(
         "gen-tcp-pcap.py",
         &["--connections", &connections],
         &capture,

@@ -10,27 +10,14 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use testkit::generated::udp_queries;
 use testkit::prometheus::{total, Prometheus};
 use testkit::queue::free_port;
 use testkit::{dnsluice, run_ok, temp_dir, wait_usage};
 
-/// `count` generated DNS queries over UDP (the benches' generator).
-fn udp_capture(dir: &Path, count: u32) -> PathBuf {
-    let out = dir.join(format!("udp-{count}.pcap"));
-    let generator = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gen-pcap.py");
-    run_ok(
-        // spawns: python3 (the benches' capture generator)
-        Command::new("python3")
-            .arg(generator)
-            .args(["--count", &count.to_string(), "--out"])
-            .arg(&out),
-    );
-    out
-}
-
-/// [`udp_capture`] compressed by `zstd`.
+/// [`udp_queries`] compressed by `zstd`.
 fn zstd_capture(dir: &Path, count: u32) -> PathBuf {
-    let capture = udp_capture(dir, count);
+    let capture = udp_queries(dir, count);
     run_ok(
         // spawns: zstd (compresses the capture)
         Command::new("zstd")
@@ -126,7 +113,7 @@ fn accounts_for_the_process(run: &Measured) {
 #[test]
 fn a_run_on_two_threads_says_what_each_thread_used() {
     let dir = temp_dir("thread-cpu-two");
-    let capture = udp_capture(&dir, 400_000);
+    let capture = udp_queries(&dir, 400_000);
     let run = run_measured(&dir, &dump_args(&capture, &["--threads", "2"]));
     let mut names: Vec<(String, u64)> = threads(&run.stats)
         .into_iter()
@@ -218,7 +205,7 @@ fn a_file_set_on_two_jobs_counts_both_jobs_and_their_threads() {
 #[test]
 fn prometheus_sees_each_threads_time_while_a_capture_runs_on_two_threads() {
     let dir = temp_dir("thread-cpu-prometheus");
-    let capture = udp_capture(&dir, 400_000);
+    let capture = udp_queries(&dir, 400_000);
     let port = free_port();
     let prometheus = Prometheus::start(port, &dir);
     let args = dump_args(&capture, &["--threads", "2"]);

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
+use testkit::generated::generate;
 use testkit::{assert_ok, dnsluice, output_within, run_ok, temp_dir, wait_usage};
 
 /// layer → dns → json, the chain of `configs/dump.toml`.
@@ -567,13 +568,8 @@ fn a_chain_without_flows_read_in_parts_round_robin_gives_one_threads_lines() {
 /// far apart in the capture.
 fn tcp_capture(dir: &Path) -> PathBuf {
     let tcp = dir.join("tcp.pcap");
-    let generator = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gen-tcp-pcap.py");
-    run_ok(
-        Command::new("python3")
-            .arg(generator)
-            .args(["--connections", "3000", "--open", "200", "--out"])
-            .arg(&tcp),
-    );
+    let args = ["--connections", "3000", "--open", "200"];
+    generate("gen-tcp-pcap.py", &args, &tcp);
     tcp
 }
 

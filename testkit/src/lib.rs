@@ -6,6 +6,7 @@
 //!   target directory; tests write nowhere else.
 //! - [`pipeline`]: pipelines written in the test, run, their JSON read back.
 //! - [`corpus`]: the test captures and what tshark reads in them.
+//! - [`generated`]: captures from the benches' generators, as many packets as a test needs.
 //! - [`readers`]: tshark, capinfos and tcpdump reading what we write.
 //! - [`replay`]: captures of queries built in the test, `dnsluice replay`
 //!   with its statistics.
@@ -36,6 +37,7 @@ pub mod daemon;
 pub mod duckdb;
 mod env_file;
 mod fault;
+pub mod generated;
 pub mod kdig;
 mod netem;
 pub mod pipeline;

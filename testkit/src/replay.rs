@@ -43,16 +43,23 @@ pub fn query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
     crate::wire::query(id, name, qtype, None)
 }
 
-/// Writes a classic pcap (LINKTYPE_RAW) with one IPv4/UDP query per packet
-/// from 10.0.0.SOURCE to 192.0.2.53:53.
-pub fn write_capture(path: &Path, queries: &[Q]) {
+/// The file header of a classic pcap (little-endian, microseconds, version
+/// 2.4, snaplen 65,535) whose records are of `link_type` (101: raw IP).
+pub fn pcap_header(link_type: u32) -> Vec<u8> {
     let mut f = Vec::new();
     f.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
     f.extend_from_slice(&2u16.to_le_bytes());
     f.extend_from_slice(&4u16.to_le_bytes());
     f.extend_from_slice(&[0; 8]);
     f.extend_from_slice(&65535u32.to_le_bytes());
-    f.extend_from_slice(&101u32.to_le_bytes());
+    f.extend_from_slice(&link_type.to_le_bytes());
+    f
+}
+
+/// Writes a classic pcap (LINKTYPE_RAW) with one IPv4/UDP query per packet
+/// from 10.0.0.SOURCE to 192.0.2.53:53.
+pub fn write_capture(path: &Path, queries: &[Q]) {
+    let mut f = pcap_header(101);
     for (i, q) in queries.iter().enumerate() {
         let dns = query(i as u16, &q.name, q.qtype);
         let udp_len = 8 + dns.len();

@@ -214,9 +214,13 @@ impl Split {
                 merger_failed: &merger_failed,
                 idle_sleep,
             };
-            let (lane, handle) = match &split.reading {
-                None => started.worker(batches, &mut merged_lanes)?,
-                Some(reading) => started.reader(reading, threads, &mut merged_lanes)?,
+            let started = match &split.reading {
+                None => started.worker(batches, &mut merged_lanes),
+                Some(reading) => started.reader(reading, threads, &mut merged_lanes),
+            };
+            let (lane, handle) = match started {
+                Ok(started) => started,
+                Err(e) => return Err(split.abandon(e)),
             };
             let _ = lane.worker.set(handle.thread().clone());
             split.add_worker(Worker {
@@ -232,13 +236,25 @@ impl Split {
             }
         }
         if let Some(e) = first_error {
-            split.stop();
-            return Err(StageError::other(MODULE, e));
+            return Err(split.abandon(StageError::other(MODULE, e)));
         }
         if let Some(output) = target.take() {
-            split.start_merger(merged_lanes, output, options.ordered)?;
+            if let Err(e) = split.start_merger(merged_lanes, output, options.ordered) {
+                return Err(split.abandon(e));
+            }
         }
         Ok(split)
+    }
+
+    /// Stops a split that could not start every thread, or its merger, and
+    /// gives back `error`. The threads that did start are told the merger
+    /// failed before they are joined: none will ever take their output, and
+    /// a thread reading in parts (which starts reading at once) would
+    /// otherwise wait for ever for room in its lanes.
+    fn abandon(mut self, error: StageError) -> StageError {
+        self.merger_failed.store(true, Ordering::SeqCst);
+        let _ = self.stop();
+        error
     }
 
     /// Starts the thread that writes the workers' shared stream.

@@ -339,9 +339,15 @@ impl ReadElsewhere for MappedParts {
     /// Waits (a few milliseconds at a time) until every part is taken,
     /// returning [`Pulled::Waiting`] instead once `due` is set: the
     /// handed-over input's side of the run (see `Producer::parts`). Ends
-    /// with the error a corrupt record gave.
+    /// with the error a corrupt record gave, and at once when a stop is
+    /// asked for ([`dnsluice_core::stop`]: SIGINT, SIGTERM), so that the
+    /// driver finishes the chain as one thread's run would (the threads
+    /// then take no more parts) instead of waiting for the whole capture.
     fn wait_for_end(&self, due: Option<&AtomicBool>) -> Result<Pulled<'static>, StageError> {
         loop {
+            if dnsluice_core::stop::requested().is_some() {
+                return Ok(Pulled::End);
+            }
             if self.ended() {
                 return match lock(&self.walk).error.clone() {
                     Some(message) => Err(StageError::format(&self.path, message)),

@@ -1,0 +1,105 @@
+//! SIGTERM stops a run on several threads as it stops a run on one: soon,
+//! with exit status 143, and with every message the run took written, in
+//! capture order. A mapped capture read in parts by the threads themselves
+//! (`input.mmpcap`) once went on to the end of the file, the input's thread
+//! waiting for the parts without looking for the stop; the buffered input
+//! (`input.fpcap`, read by the input's thread for the others) is checked
+//! the same way. No watcher runs (`-q`, stderr not a terminal): the stop is
+//! seen by the driver alone.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use testkit::generated::udp_queries;
+use testkit::{dnsluice, temp_dir, wait_within};
+
+/// Queries in the capture (`benches/gen-pcap.py`, one a record): long enough that a debug build on two threads
+/// is still reading it a second in (several seconds in all), and a stop
+/// then ends the run well before its end (the threads finish the parts
+/// they have taken: a few MiB).
+const PACKETS: u32 = 200_000;
+
+/// Runs layers → DNS → JSON lines on `input` (the module) over `capture`
+/// on two threads, sends SIGTERM a second in, and checks how it ended.
+fn stopped_on_two_threads(input: &str, capture: &Path, dir: &Path) {
+    let lines = dir.join(format!("{input}.jsonl"));
+    let stats = dir.join(format!("{input}-stats.json"));
+    let pipeline = dir.join(format!("{input}.toml"));
+    std::fs::write(
+        &pipeline,
+        format!(
+            "[[stage]]\nmodule = {input:?}\npath = {:?}\n\
+             [[stage]]\nmodule = \"filter.layer\"\n\
+             [[stage]]\nmodule = \"filter.dns\"\n\
+             [[stage]]\nmodule = \"output.json\"\npath = {:?}\n",
+            capture.display().to_string(),
+            lines.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let mut child = dnsluice()
+        .args(["run", "-q", "--threads", "2", "--stats-json"])
+        .arg(&stats)
+        .arg(&pipeline)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "{input}: the run ended within a second, before the signal (a capture too short for this machine)"
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = wait_within(&mut child, Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("{input}: the run did not stop"));
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(status.code(), Some(143), "{input}: {status:?}\n{stderr}");
+
+    // It stopped before the end of the capture...
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap())
+        .unwrap_or_else(|e| panic!("{input}: no summary ({e})\n{stderr}"));
+    let stages = summary["stages"].as_array().unwrap();
+    let read = stages[0]["out"].as_u64().unwrap();
+    assert!(
+        read < u64::from(PACKETS) * 3 / 4,
+        "{input}: {read} of {PACKETS} packets read after the stop; stderr:\n{stderr}"
+    );
+    // ...and wrote every message it took, in capture order: one query a
+    // record, so the frames 1, 2, 3, ... with none missing.
+    let written = stages.last().unwrap()["out"].as_u64().unwrap();
+    let text = std::fs::read_to_string(&lines).unwrap();
+    let frames: Vec<u64> = text
+        .lines()
+        .map(|line| {
+            let line: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{input}: a line that is not JSON ({e}): {line}"));
+            line["frame"].as_u64().unwrap()
+        })
+        .collect();
+    assert!(written > 0, "{input}: nothing written before the stop");
+    assert_eq!(
+        frames.len() as u64,
+        written,
+        "{input}: lines against the summary"
+    );
+    assert!(
+        frames.iter().copied().eq(1..=written),
+        "{input}: the frames written are not 1 to {written} in order"
+    );
+}
+
+#[test]
+fn sigterm_stops_two_threads_reading_a_mapped_capture_in_parts() {
+    let dir = temp_dir("threads-stop-mapped");
+    stopped_on_two_threads("input.mmpcap", &udp_queries(&dir, PACKETS), &dir);
+}
+
+#[test]
+fn sigterm_stops_two_threads_fed_by_the_buffered_input() {
+    let dir = temp_dir("threads-stop-buffered");
+    stopped_on_two_threads("input.fpcap", &udp_queries(&dir, PACKETS), &dir);
+}
