@@ -9,10 +9,9 @@
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 use testkit::generated::udp_queries;
-use testkit::{dnsluice, temp_dir, wait_within};
+use testkit::{dnsluice, stopped_by_sigterm, temp_dir};
 
 /// Queries in the capture (`benches/gen-pcap.py`, one a record): long enough that a debug build on two threads
 /// is still reading it a second in (several seconds in all), and a stop
@@ -38,25 +37,13 @@ fn stopped_on_two_threads(input: &str, capture: &Path, dir: &Path) {
         ),
     )
     .unwrap();
-    let mut child = dnsluice()
-        .args(["run", "-q", "--threads", "2", "--stats-json"])
-        .arg(&stats)
-        .arg(&pipeline)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "{input}: the run ended within a second, before the signal (a capture too short for this machine)"
+    let (status, stderr) = stopped_by_sigterm(
+        dnsluice()
+            .args(["run", "-q", "--threads", "2", "--stats-json"])
+            .arg(&stats)
+            .arg(&pipeline),
+        Duration::from_secs(1),
     );
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let status = wait_within(&mut child, Duration::from_secs(30))
-        .unwrap_or_else(|| panic!("{input}: the run did not stop"));
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(status.code(), Some(143), "{input}: {status:?}\n{stderr}");
 
     // It stopped before the end of the capture...

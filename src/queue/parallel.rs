@@ -9,14 +9,15 @@ use crate::metrics::board::Board;
 use crate::running::{run_collecting, Ran};
 use anyhow::{bail, Result};
 use dnsluice_core::pipeline::Pipeline;
-use dnsluice_core::Registry;
+use dnsluice_core::{Registry, StageError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Runs each `(file, pipeline)`, up to `jobs` at once; every run's
 /// counters in the order given, or the first failure, naming its file
-/// (runs not started yet are not started then).
+/// (runs not started yet are not started then, nor after a stop: SIGINT,
+/// SIGTERM).
 pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -> Result<Vec<Ran>> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -30,7 +31,7 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
             let job = std::thread::Builder::new().name("job".into());
             let started = job.spawn_scoped(scope, || {
                 let _cpu = dnsluice_modules::cpu::note_at_end();
-                while !failed.load(Ordering::Relaxed) {
+                while !failed.load(Ordering::Relaxed) && !stopped() {
                     let k = next.fetch_add(1, Ordering::Relaxed);
                     let Some((file, pipeline)) = runs.get(k) else {
                         break;
@@ -60,6 +61,35 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
         }
     }
     Ok(all)
+}
+
+/// Runs each `(file, pipeline)` in turn: every run's counters, or the
+/// first failure, naming its file. After a stop (SIGINT, SIGTERM), the
+/// files not started yet are not started: the run a signal cut short is
+/// the last.
+pub fn run_in_turn(
+    registry: &Registry,
+    runs: &[(PathBuf, Pipeline)],
+    quiet: bool,
+    metrics: Option<&Board>,
+) -> Result<Vec<Ran>> {
+    runs.iter()
+        .take_while(|_| !stopped())
+        .map(|(file, pipeline)| run_one(registry, file, pipeline, quiet, metrics))
+        .collect()
+}
+
+/// Whether a signal asked to stop (then no further file is started).
+fn stopped() -> bool {
+    dnsluice_core::stop::requested().is_some()
+}
+
+/// Whether a run failed because the reader of its output went away (a
+/// closed pipe: `dnsluice run ... | head`).
+pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error
+        .downcast_ref::<StageError>()
+        .is_some_and(StageError::is_broken_pipe)
 }
 
 /// Runs `pipeline` over `file` (a progress bar unless `quiet`, publishing

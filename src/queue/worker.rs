@@ -186,23 +186,39 @@ pub fn files(
         runs.push((path.clone(), run));
     }
     let ran = if set.jobs > 1 {
-        super::parallel::run_all(registry, &runs, set.jobs)?
+        super::parallel::run_all(registry, &runs, set.jobs)
     } else {
-        let one = |(path, run): &(PathBuf, Pipeline)| {
-            super::parallel::run_one(registry, path, run, quiet, board)
-        };
-        runs.iter().map(one).collect::<Result<Vec<Ran>>>()?
+        super::parallel::run_in_turn(registry, &runs, quiet, board)
+    };
+    let ran = match ran {
+        Ok(ran) => ran,
+        // The reader of our output went away (`| head`): stop quietly, as one run does.
+        Err(e) if super::parallel::is_broken_pipe(&e) => return Ok(ExitCode::SUCCESS),
+        Err(e) => return Err(e),
     };
     let mut merged = Merged::default();
-    for ran in ran {
+    for ran in &ran {
         let summary: Value = serde_json::from_str(&stats_json(&ran.stats, ran.elapsed))?;
         merged.add_summary(&summary).map_err(anyhow::Error::msg)?;
     }
     let cpu = CpuReport::take();
     let text = cpu.added_to_text(merged.to_json());
     let summary: Value = serde_json::from_str(&text)?;
+    // Warnings name their file (a capture cut off); printed even with -q, as one run's are.
+    for ran in &ran {
+        for warning in ran.stats.iter().flat_map(|s| &s.warnings) {
+            eprintln!("dnsluice: warning: {warning}");
+        }
+    }
     if !quiet {
-        eprintln!("dnsluice: {} files", merged.files());
+        match dnsluice_core::stop::requested() {
+            Some(_) => eprintln!(
+                "dnsluice: {} of {} files (stopped by a signal: the last one in part)",
+                merged.files(),
+                runs.len()
+            ),
+            None => eprintln!("dnsluice: {} files", merged.files()),
+        }
         print_summary(
             &stage_stats(&summary),
             summary["elapsed_s"].as_f64().unwrap_or(0.0),

@@ -92,6 +92,30 @@ pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// Starts `command` (standard output discarded, standard error kept),
+/// sends it SIGTERM once it has run for `after`, and waits for it to end
+/// (failing the test if it is still running 30 s on, or if it ended
+/// before the signal): how it ended, and what it wrote to stderr.
+#[track_caller]
+pub fn stopped_by_sigterm(command: &mut Command, after: Duration) -> (ExitStatus, String) {
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    std::thread::sleep(after);
+    assert!(
+        child.try_wait().expect("wait for a child").is_none(),
+        "the run ended within {after:?}, before the signal (an input too short for this machine)"
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = wait_within(&mut child, Duration::from_secs(30)).expect("the run did not stop");
+    let stderr = std::io::read_to_string(child.stderr.take().expect("stderr piped"))
+        .expect("read the run's stderr");
+    (status, stderr)
+}
+
 /// Runs `command` to its end as `Command::output` does (no standard
 /// input; its output captured), but a run still going after `limit` is
 /// killed and fails the test, with what it wrote to stderr: threads that
