@@ -90,3 +90,46 @@ fn sigterm_stops_two_threads_fed_by_the_buffered_input() {
     let dir = temp_dir("threads-stop-buffered");
     stopped_on_two_threads("input.fpcap", &udp_queries(&dir, PACKETS), &dir);
 }
+
+/// One thread's own output (`{thread}` in its path) fails (`/dev/full`)
+/// while the input's thread reads for both: the run stops soon, not at the
+/// end of the capture, and its error says how many of the objects handed
+/// to the failed thread it never ran.
+#[test]
+fn a_thread_whose_output_fails_stops_the_run_soon() {
+    let dir = temp_dir("threads-output-fails");
+    let capture = udp_queries(&dir, PACKETS);
+    std::os::unix::fs::symlink("/dev/full", dir.join("out-1.jsonl")).unwrap();
+    let stats = dir.join("stats.json");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = dnsluice()
+        .arg("run")
+        .arg(root.join("configs/dump.toml"))
+        .args(["--set", "0.module=input.fpcap", "--set"])
+        .arg(format!("0.path={}", capture.display()))
+        .arg("--set")
+        .arg(format!("3.path={}/out-{{thread}}.jsonl", dir.display()))
+        .args(["--threads", "2", "-q", "--stats-json"])
+        .arg(&stats)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("worker 1: ") && stderr.contains("No space left on device"),
+        "{stderr}"
+    );
+    let not_run: u64 = stderr
+        .split(" objects handed to it were not run")
+        .next()
+        .and_then(|before| before.rsplit('(').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("how many were not run: {stderr}"));
+    assert!(not_run > 0, "{stderr}");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let read = summary["stages"][0]["out"].as_u64().unwrap();
+    assert!(
+        read < u64::from(PACKETS) / 2,
+        "{read} of {PACKETS} packets read after a thread's output failed: {stderr}"
+    );
+}

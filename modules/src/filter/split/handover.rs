@@ -31,8 +31,8 @@ impl Split {
     }
 
     pub(super) fn check_failures(&mut self, index: usize) -> Result<(), StageError> {
-        if let Some(e) = self.workers[index].lane.failure() {
-            return Err(StageError::other(MODULE, format!("worker {index}: {e}")));
+        if let Some(e) = self.worker_error(index) {
+            return Err(e);
         }
         if self.merger_failed.load(Ordering::SeqCst) {
             return Err(self.merger_error());
@@ -110,7 +110,7 @@ impl Split {
         }
         // The batch standalone objects go to is full: the next worker's turn.
         if self.by != By::Client && index == self.next {
-            self.next = self.next_lane();
+            self.next = self.next_lane()?;
         }
         Ok(())
     }
@@ -119,20 +119,26 @@ impl Split {
     /// turn; with an inline lane, the next worker whose queue is less than
     /// half full, and the splitting thread itself only when every worker is
     /// busy (it reads the input too: given an equal share, it would hold the
-    /// workers back).
-    pub(super) fn next_lane(&self) -> usize {
+    /// workers back). A worker passed over as busy may have stopped on an
+    /// error (its queue then never empties): that error, then, so that the
+    /// run stops instead of reading on without it.
+    pub(super) fn next_lane(&mut self) -> Result<usize, StageError> {
         let n = self.workers.len();
         if self.inline.is_none() {
-            return (self.next + 1) % n;
+            return Ok((self.next + 1) % n);
         }
-        (1..=n)
-            .map(|step| (self.next + step) % n)
-            .filter(|&index| index != 0)
-            .find(|&index| {
-                let queue = &self.workers[index].lane.full;
-                queue.len() < queue.capacity() / 2
-            })
-            .unwrap_or(0)
+        let next = self.next;
+        for index in (1..=n).map(|step| (next + step) % n) {
+            if index == 0 {
+                continue;
+            }
+            let queue = &self.workers[index].lane.full;
+            if queue.len() < queue.capacity() / 2 {
+                return Ok(index);
+            }
+            self.check_failures(index)?;
+        }
+        Ok(0)
     }
 
     /// Hands every pending batch over.

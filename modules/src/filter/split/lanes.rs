@@ -85,7 +85,10 @@ pub(super) struct Lane {
     /// The worker has finished its chain and handed over its last bytes.
     pub finished: AtomicBool,
     /// The worker stopped on an error (its text).
-    pub failed: Mutex<Option<String>>,
+    failed: Mutex<Option<String>>,
+    /// Whether `failed` holds an error: looked at without the lock (the
+    /// split asks of every busy worker at every batch).
+    has_failed: AtomicBool,
     /// Objects the worker handled, as of its last snapshot or the last time
     /// it ran dry (exact once it has finished).
     pub handled: AtomicU64,
@@ -127,6 +130,7 @@ impl Lane {
             input_end_ns: AtomicI64::new(i64::MIN),
             finished: AtomicBool::new(false),
             failed: Mutex::new(None),
+            has_failed: AtomicBool::new(false),
             handled: AtomicU64::new(0),
             snapshot: Mutex::new(Vec::new()),
             index,
@@ -164,11 +168,26 @@ impl Lane {
     /// Records the worker's error (the first one stays).
     pub fn fail(&self, error: String) {
         lock(&self.failed).get_or_insert(error);
+        self.has_failed.store(true, Ordering::Release);
     }
 
     /// The worker's error, if it stopped on one.
     pub fn failure(&self) -> Option<String> {
+        if !self.has_failed.load(Ordering::Acquire) {
+            return None;
+        }
         lock(&self.failed).clone()
+    }
+
+    /// The objects in the batches that wait for the worker (once it has
+    /// stopped: what it will never run).
+    pub fn objects_waiting(&self) -> usize {
+        let mut objects = 0;
+        while let Some(batch) = self.full.pop() {
+            objects += batch.len();
+            let _ = self.free.push(batch);
+        }
+        objects
     }
 }
 

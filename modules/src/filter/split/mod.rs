@@ -399,10 +399,7 @@ impl Split {
         if !merged.is_empty() {
             self.merged = merged;
         }
-        let worker_error = self.workers.iter().enumerate().find_map(|(index, w)| {
-            let e = w.lane.failure()?;
-            Some(StageError::other(MODULE, format!("worker {index}: {e}")))
-        });
+        let worker_error = (0..self.workers.len()).find_map(|index| self.worker_error(index));
         if let Some(merger) = self.merger.take() {
             let merger_error = match merger.join() {
                 Ok(result) => result.err(),
@@ -411,6 +408,22 @@ impl Split {
             error = error.or(merger_error);
         }
         worker_error.or(error)
+    }
+}
+
+impl Split {
+    /// The error worker `index` stopped on, if it did, with how many of the
+    /// objects handed to it it never ran (said, not silently dropped).
+    fn worker_error(&self, index: usize) -> Option<StageError> {
+        let lane = &self.workers[index].lane;
+        let e = lane.failure()?;
+        let pending = self.pending.get(index).and_then(Option::as_ref);
+        let not_run = lane.objects_waiting() + pending.map_or(0, Batch::len);
+        let message = match not_run {
+            0 => format!("worker {index}: {e}"),
+            n => format!("worker {index}: {e} ({n} objects handed to it were not run)"),
+        };
+        Some(StageError::other(MODULE, message))
     }
 }
 
