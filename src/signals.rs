@@ -26,6 +26,6 @@ extern "C" fn on_signal(signal: libc::c_int) {
 /// The exit code of a run a signal stopped (128 + the signal, as a shell
 /// reports a process the signal ended), when one did.
 pub fn exit_code() -> Option<std::process::ExitCode> {
-    dnsluice_core::stop::requested()
+    dnsluice_core::stop::signal()
         .map(|s| std::process::ExitCode::from((128 + s).clamp(0, 255) as u8))
 }

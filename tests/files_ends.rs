@@ -118,3 +118,36 @@ fn a_signal_ends_a_file_set_after_the_file_it_cut_short() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_failing_file_stops_the_runs_beside_it() {
+    let dir = temp_dir("files-fail");
+    let long = udp_queries(&dir, 200_000);
+    let not_a_capture = dir.join("notes.pcap");
+    std::fs::write(&not_a_capture, "these are notes, not a capture\n").unwrap();
+    // Two jobs: one reads the long file, the other fails at once; the
+    // third file is not started.
+    let out = dnsluice()
+        .args(["run", "-q"])
+        .arg(dump())
+        .arg("--files")
+        .args([&long, &not_a_capture, &long])
+        .args(["--jobs", "2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&not_a_capture.display().to_string()),
+        "the failing file is named: {stderr}"
+    );
+    let lines = out
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    assert!(
+        lines < 100_000,
+        "{lines} lines: the long file's run went on after the other failed"
+    );
+}

@@ -16,11 +16,27 @@ pub fn request(signal: i32) {
     STOP.store(signal.max(1), Ordering::Relaxed);
 }
 
-/// The signal that asked to stop, when one did.
+/// What [`abandon`] leaves: a stop no signal asked for.
+const ABANDONED: i32 = -1;
+
+/// Asks every running driver to stop, as [`request`] does, but for no
+/// signal: the program has failed, and what else runs is abandoned (the
+/// other runs of a file set once one failed). A signal that came first
+/// stays the one said.
+pub fn abandon() {
+    let _ = STOP.compare_exchange(0, ABANDONED, Ordering::Relaxed, Ordering::Relaxed);
+}
+
+/// Whether a stop was asked for: the signal that asked, or -1 ([`abandon`]).
 #[inline(always)]
 pub fn requested() -> Option<i32> {
     match STOP.load(Ordering::Relaxed) {
         0 => None,
         signal => Some(signal),
     }
+}
+
+/// The signal that asked to stop, when one did (not [`abandon`]).
+pub fn signal() -> Option<i32> {
+    requested().filter(|signal| *signal > 0)
 }

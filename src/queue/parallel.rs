@@ -17,7 +17,7 @@ use std::sync::Mutex;
 /// Runs each `(file, pipeline)`, up to `jobs` at once; every run's
 /// counters in the order given, or the first failure, naming its file
 /// (runs not started yet are not started then, nor after a stop: SIGINT,
-/// SIGTERM).
+/// SIGTERM; the runs going on are stopped, [`dnsluice_core::stop::abandon`]).
 pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -> Result<Vec<Ran>> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -37,7 +37,11 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
                         break;
                     };
                     let ran = run_one(registry, file, pipeline, true, None);
-                    failed.fetch_or(ran.is_err(), Ordering::Relaxed);
+                    if ran.is_err() {
+                        // The others' work would be thrown away: they stop now.
+                        failed.store(true, Ordering::Relaxed);
+                        dnsluice_core::stop::abandon();
+                    }
                     dnsluice_core::sync::lock(&done)[k] = Some(ran);
                 }
             });

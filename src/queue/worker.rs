@@ -211,7 +211,7 @@ pub fn files(
         }
     }
     if !quiet {
-        match dnsluice_core::stop::requested() {
+        match dnsluice_core::stop::signal() {
             Some(_) => eprintln!(
                 "dnsluice: {} of {} files (stopped by a signal: the last one in part)",
                 merged.files(),
