@@ -202,6 +202,35 @@ fn a_truncated_compressed_file_keeps_every_complete_record_and_warns() {
     }
 }
 
+/// Cut off after its first 40 bytes (inside its first block: the tool
+/// itself gets no byte out of it), a compressed capture is an error that
+/// says the stream was cut off before a capture file header could be read,
+/// not that the file is empty.
+#[test]
+fn a_compressed_file_cut_off_before_a_header_says_so() {
+    let capture = big_capture();
+    for (tool, &(program, _, decompress)) in TOOLS.iter().enumerate() {
+        let packed = compress(tool, &capture);
+        let bytes = std::fs::read(&packed).unwrap();
+        let cut = temp_path(&format!("head.pcap.{program}"));
+        std::fs::write(&cut, &bytes[..40]).unwrap();
+        let partial = temp_path("head.pcap");
+        assert!(!pipe(program, decompress, &cut, &partial), "{program}");
+        let decoded = std::fs::metadata(&partial).unwrap().len();
+        assert!(decoded < 24, "{program}: {decoded} bytes decoded");
+        for input in ["input.mmpcap", "input.fpcap"] {
+            let (_, out) = count(input, &cut);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{input} {program}: {stderr}");
+            assert!(
+                stderr.contains(&format!("the {program} stream is cut off after"))
+                    && stderr.contains("no capture file header before the cut"),
+                "{input} {program}: {stderr}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_corrupt_compressed_file_is_an_error_that_says_so() {
     let capture = big_capture();

@@ -60,7 +60,10 @@ impl<S: RecordSource> CaptureReader<S> {
                 Ok(found) => break found,
                 Err(FormatError::NeedMore(n)) if more && n > source.window().len() => needed = n,
                 Err(FormatError::NeedMore(_)) => {
-                    let message = if source.window().is_empty() {
+                    let message = if let Some(note) = source.end_note() {
+                        // A compressed stream cut off before a whole header.
+                        format!("{note}: no capture file header before the cut")
+                    } else if source.window().is_empty() {
                         "empty file: not a pcap or pcapng capture".to_string()
                     } else {
                         format!(
