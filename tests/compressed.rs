@@ -168,20 +168,32 @@ fn big_capture() -> PathBuf {
     out
 }
 
+/// `capture` compressed by tool `tool`, cut to the first `keep(length)`
+/// bytes: the cut file, and what the tool itself decodes of it (it must
+/// fail on it).
+fn cut_compressed(
+    tool: usize,
+    capture: &Path,
+    keep: impl Fn(usize) -> usize,
+) -> (PathBuf, PathBuf) {
+    let (program, _, decompress) = TOOLS[tool];
+    let bytes = std::fs::read(compress(tool, capture)).unwrap();
+    let cut = temp_path(&format!("cut.pcap.{program}"));
+    std::fs::write(&cut, &bytes[..keep(bytes.len())]).unwrap();
+    let partial = temp_path("partial.pcap");
+    assert!(
+        !pipe(program, decompress, &cut, &partial),
+        "{program} must fail on a cut file"
+    );
+    (cut, partial)
+}
+
 #[test]
 fn a_truncated_compressed_file_keeps_every_complete_record_and_warns() {
     let capture = big_capture();
-    for (tool, &(program, _, decompress)) in TOOLS.iter().enumerate() {
-        let packed = compress(tool, &capture);
-        let bytes = std::fs::read(&packed).unwrap();
-        let cut = temp_path(&format!("cut.pcap.{program}"));
-        std::fs::write(&cut, &bytes[..bytes.len() * 9 / 10]).unwrap();
+    for (tool, &(program, ..)) in TOOLS.iter().enumerate() {
         // The truth: what the tool itself gets out of the cut file, read by tshark.
-        let partial = temp_path("partial.pcap");
-        assert!(
-            !pipe(program, decompress, &cut, &partial),
-            "{program} must fail on a cut file"
-        );
+        let (cut, partial) = cut_compressed(tool, &capture, |len| len * 9 / 10);
         let want = tshark_count(&partial);
         assert!(want > 1000, "{program}: {want} frames before the cut");
         for input in ["input.mmpcap", "input.fpcap"] {
@@ -209,13 +221,8 @@ fn a_truncated_compressed_file_keeps_every_complete_record_and_warns() {
 #[test]
 fn a_compressed_file_cut_off_before_a_header_says_so() {
     let capture = big_capture();
-    for (tool, &(program, _, decompress)) in TOOLS.iter().enumerate() {
-        let packed = compress(tool, &capture);
-        let bytes = std::fs::read(&packed).unwrap();
-        let cut = temp_path(&format!("head.pcap.{program}"));
-        std::fs::write(&cut, &bytes[..40]).unwrap();
-        let partial = temp_path("head.pcap");
-        assert!(!pipe(program, decompress, &cut, &partial), "{program}");
+    for (tool, &(program, ..)) in TOOLS.iter().enumerate() {
+        let (cut, partial) = cut_compressed(tool, &capture, |_| 40);
         let decoded = std::fs::metadata(&partial).unwrap().len();
         assert!(decoded < 24, "{program}: {decoded} bytes decoded");
         for input in ["input.mmpcap", "input.fpcap"] {
