@@ -16,8 +16,10 @@ pub struct TopEntry {
 ///
 /// Guarantees, for `counted` = N items and `capacity` = m counters: a listed
 /// key's true count is in `count - error ..= count`; a key not listed was
-/// seen at most `unlisted_max` times (0 until the table filled), and
-/// `unlisted_max <= N / m`; so every key seen more than N / m times is listed.
+/// seen at most `unlisted_max` times: the largest count cut from the list
+/// (0 when none was), or the table's bound (0 until it filled, then at most
+/// N / m), whichever is larger. A list as long as the table (`entries =
+/// capacity`) so lists every key seen more than N / m times.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TopList {
     /// The most frequent keys kept, most frequent first (at most the list length asked for).
@@ -67,11 +69,14 @@ impl TopList {
             }
         }
         merged.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
-        merged.truncate(keep.max(self.length).max(other.length));
+        let kept = keep.max(self.length).max(other.length);
+        // A key cut from the merged list was counted at most its count here.
+        let cut = merged.get(kept).map_or(0, |e| e.count);
+        merged.truncate(kept);
         self.entries = merged;
         self.counted += other.counted;
         self.capacity = self.capacity.max(other.capacity);
-        self.unlisted_max += other.unlisted_max;
+        self.unlisted_max = (self.unlisted_max + other.unlisted_max).max(cut);
         self.length = self.length.max(other.length);
     }
 }
@@ -110,5 +115,24 @@ mod tests {
             vec![entry("x", 14, 0), entry("z", 9, 5), entry("y", 8, 4)]
         );
         assert_eq!((a.counted, a.unlisted_max), (35, 5));
+    }
+
+    #[test]
+    fn keys_cut_from_a_merged_list_raise_its_bound() {
+        let mut a = TopList {
+            entries: vec![entry("x", 5, 0), entry("y", 3, 0)],
+            length: 2,
+            ..TopList::default()
+        };
+        let b = TopList {
+            entries: vec![entry("z", 4, 0), entry("w", 4, 0)],
+            length: 2,
+            ..TopList::default()
+        };
+        a.absorb(&b, 2);
+        // Ties by text: w before z; z (4) and y (3) are cut, so a key not
+        // listed may have been seen 4 times.
+        assert_eq!(a.entries, vec![entry("x", 5, 0), entry("w", 4, 0)]);
+        assert_eq!(a.unlisted_max, 4);
     }
 }

@@ -6,8 +6,9 @@
 //! Each list is a [`SpaceSaving`] table of `capacity` counters (m). After N
 //! messages a listed count overstates the true count by at most its error
 //! (shown beside it), every error is at most N / m, and any key seen more
-//! than N / m times is listed; a key not listed was seen at most
-//! `unlisted_max` times. Names are compared case-insensitively (lowercased).
+//! than N / m times is kept in the table; a key not listed was seen at most
+//! `unlisted_max` times (the largest count cut from the list, or the
+//! table's bound). Names are compared case-insensitively (lowercased).
 //!
 //! ```toml
 //! [[stage]]
@@ -178,25 +179,44 @@ impl Top {
     }
 }
 
-/// A table's report: its `k` largest counts with their errors.
+/// A table's report: its `k` largest counts with their errors. Keys tied
+/// at the cut are taken, and the list's ties ordered, by their text: what
+/// a merge of several threads' lists does ([`TopList::absorb`]), so that
+/// one thread lists what two list when the counts are the same. A key left
+/// out, of the list or of the table, was seen at most `unlisted_max` times:
+/// the largest count cut from the list, or the table's own bound.
 fn list<K: Clone + Eq + Hash + Ord>(
     table: &SpaceSaving<K>,
     k: usize,
     text: impl Fn(&K) -> String,
 ) -> TopList {
+    let ranked = table.top(usize::MAX, |a, b| a.cmp(b));
+    let entry = |&(key, count, error): &(&K, u64, u64)| TopEntry {
+        key: text(key),
+        count,
+        error,
+    };
+    let mut entries: Vec<TopEntry> = match k.checked_sub(1).and_then(|last| ranked.get(last)) {
+        // More keys than the list holds: every key counted above the last
+        // listed count, then the keys tied with it, by their text.
+        Some(&(_, last_count, _)) => {
+            let above = ranked.iter().take_while(|r| r.1 > last_count);
+            let tied = ranked
+                .iter()
+                .skip_while(|r| r.1 > last_count)
+                .take_while(|r| r.1 == last_count);
+            above.chain(tied).map(entry).collect()
+        }
+        None => ranked.iter().take(k).map(entry).collect(),
+    };
+    entries.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+    entries.truncate(k);
+    let cut = ranked.get(entries.len()).map_or(0, |&(_, count, _)| count);
     TopList {
-        entries: table
-            .top(k, |a, b| a.cmp(b))
-            .into_iter()
-            .map(|(key, count, error)| TopEntry {
-                key: text(key),
-                count,
-                error,
-            })
-            .collect(),
+        entries,
         counted: table.counted(),
         capacity: table.capacity() as u64,
-        unlisted_max: table.unlisted_max(),
+        unlisted_max: table.unlisted_max().max(cut),
         length: k,
     }
 }
