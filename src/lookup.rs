@@ -271,11 +271,17 @@ pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
     for warning in stats.iter().flat_map(|s| &s.warnings) {
         eprintln!("dnsluice: warning: {warning}");
     }
-    let lookup = stats.iter().find(|s| s.module == MODULE);
-    let summary = LookupSummary::from_stats(
-        lookup.context("the chain has no lookup.dns stage")?,
-        Duration::from_secs_f64(elapsed),
-    );
+    let lookup = stats
+        .iter()
+        .find(|s| s.module == MODULE)
+        .context("the chain has no lookup.dns stage")?;
+    let unanswered = lookup.input.saturating_sub(lookup.output);
+    if dnsluice_core::stop::signal().is_some() && unanswered > 0 {
+        eprintln!(
+            "dnsluice: warning: stopped by a signal: {unanswered} names read had no answer yet and have no record (--resume asks them again)"
+        );
+    }
+    let summary = LookupSummary::from_stats(lookup, Duration::from_secs_f64(elapsed));
     if !args.quiet {
         eprint!("{}", summary.to_text());
     }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 use testkit::generated::udp_queries;
-use testkit::{dnsluice, stopped_by_sigterm, temp_dir};
+use testkit::{dnsluice, number_before, stopped_by_sigterm, temp_dir};
 
 /// Queries in the capture (`benches/gen-pcap.py`, one a record): long enough that a debug build on two threads
 /// is still reading it a second in (several seconds in all), and a stop
@@ -119,12 +119,7 @@ fn a_thread_whose_output_fails_stops_the_run_soon() {
         stderr.contains("worker 1: ") && stderr.contains("No space left on device"),
         "{stderr}"
     );
-    let not_run: u64 = stderr
-        .split(" objects handed to it were not run")
-        .next()
-        .and_then(|before| before.rsplit('(').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("how many were not run: {stderr}"));
+    let not_run = number_before(&stderr, " objects handed to it were not run");
     assert!(not_run > 0, "{stderr}");
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     let read = summary["stages"][0]["out"].as_u64().unwrap();

@@ -412,6 +412,12 @@ impl Producer for LookupPull {
                 return Ok(Pulled::Object(record_object(done)));
             }
             if self.upstream_done {
+                if dnsluice_core::stop::requested().is_some() {
+                    // Stopped (SIGINT, SIGTERM): the names still in flight
+                    // get no record (the summary says how many; `--resume`
+                    // asks them again), rather than waiting out their tries.
+                    return Ok(Pulled::End);
+                }
                 match self.core.engine().next_result_within(LOOK) {
                     Waited::Record(done) => self.ready.push_back(done),
                     Waited::Nothing => return Ok(Pulled::End),

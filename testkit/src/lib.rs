@@ -58,7 +58,7 @@ pub use fault::{Behaviour, FaultKind, FaultServer};
 pub use netem::Netem;
 pub use pipeline::run_pipeline;
 pub use run::{
-    assert_ok, dnsluice, dnsluice_exe, output_within, run_new_executable_ok, run_ok,
+    assert_ok, dnsluice, dnsluice_exe, number_before, output_within, run_new_executable_ok, run_ok,
     stopped_by_sigterm, wait_usage, wait_within, Usage,
 };
 pub use servers::{lookup_address, servers, servers_dir, Servers};

@@ -92,6 +92,23 @@ pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// The number written just before `words` in `text` (`"(8192 objects
+/// handed"`, words `" objects handed"`: 8192), failing the test when there
+/// is none.
+#[track_caller]
+pub fn number_before(text: &str, words: &str) -> u64 {
+    text.split(words)
+        .next()
+        .filter(|before| before.len() < text.len())
+        .and_then(|before| {
+            let start = before
+                .rfind(|c: char| !c.is_ascii_digit())
+                .map_or(0, |i| i + 1);
+            before[start..].parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no number before {words:?} in: {text}"))
+}
+
 /// Starts `command` (standard output discarded, standard error kept),
 /// sends it SIGTERM once it has run for `after`, and waits for it to end
 /// (failing the test if it is still running 30 s on, or if it ended
