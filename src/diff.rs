@@ -104,7 +104,7 @@ pub fn diff(registry: &Registry, args: &DiffArgs) -> Result<ExitCode> {
         let queries = diff.and_then(|d| d.counters.get("queries").copied());
         input_position(stats, queries.unwrap_or(0), "queries")
     });
-    for warning in stats.iter().flat_map(|s| &s.warnings) {
+    for warning in stats.iter().flat_map(|s| s.warning_lines()) {
         eprintln!("dnsluice: warning: {warning}");
     }
     if !args.quiet {

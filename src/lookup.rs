@@ -268,7 +268,7 @@ pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
         // The reader of our records went away (`| head`): stop quietly.
         return Ok(ExitCode::SUCCESS);
     }
-    for warning in stats.iter().flat_map(|s| &s.warnings) {
+    for warning in stats.iter().flat_map(|s| s.warning_lines()) {
         eprintln!("dnsluice: warning: {warning}");
     }
     let lookup = stats

@@ -183,7 +183,7 @@ pub fn replay(registry: &Registry, args: &ReplayArgs) -> Result<ExitCode> {
         let sent = client_stage(stats).and_then(|c| c.counters.get(keys::SENT).copied());
         input_position(stats, sent.unwrap_or(0), "queries sent")
     });
-    for warning in stats.iter().flat_map(|s| &s.warnings) {
+    for warning in stats.iter().flat_map(|s| s.warning_lines()) {
         eprintln!("dnsluice: warning: {warning}");
     }
     if let Some(hint) = dnsluice_modules::output::dnscli::window_hint(&stats) {

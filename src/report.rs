@@ -113,7 +113,7 @@ pub fn stage_value(s: &StageStats, detail: bool) -> Value {
         "out": s.output,
         "errors": counts(&s.errors),
         "counters": counts(&s.counters),
-        "warnings": s.warnings,
+        "warnings": s.warning_lines().collect::<Vec<_>>(),
     });
     if !s.top.is_empty() {
         let top: Map<String, Value> = s

@@ -158,7 +158,7 @@ pub fn run_pipeline(
         // The reader of our output went away (`| head`): stop quietly, as other tools do.
         return Ok(ExitCode::SUCCESS);
     }
-    for warning in stats.iter().flat_map(|s| &s.warnings) {
+    for warning in stats.iter().flat_map(|s| s.warning_lines()) {
         eprintln!("dnsluice: warning: {warning}");
     }
     if !quiet {

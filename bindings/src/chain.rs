@@ -328,7 +328,7 @@ fn stats_table(lua: &Lua, stats: &[StageStats]) -> mlua::Result<Table> {
         t.set("counters", map(&stage.counters)?)?;
         t.set(
             "warnings",
-            lua.create_sequence_from(stage.warnings.iter().map(String::as_str))?,
+            lua.create_sequence_from(stage.warning_lines().map(String::as_str))?,
         )?;
         list.push(t)?;
     }

@@ -206,7 +206,7 @@ pub fn files(
     let summary: Value = serde_json::from_str(&text)?;
     // Warnings name their file (a capture cut off); printed even with -q, as one run's are.
     for ran in &ran {
-        for warning in ran.stats.iter().flat_map(|s| &s.warnings) {
+        for warning in ran.stats.iter().flat_map(|s| s.warning_lines()) {
             eprintln!("dnsluice: warning: {warning}");
         }
     }

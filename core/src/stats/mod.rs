@@ -29,6 +29,12 @@ pub struct StageStats {
     pub counters: BTreeMap<String, u64>,
     /// Human-readable warnings (a truncated file, ...), printed at the end.
     pub warnings: Vec<String>,
+    /// Lines describing examples of a problem counted in the counters (the
+    /// IP datagrams `filter.dns` gave up on), by the frame each began at:
+    /// the first [`EXAMPLES_MOST`] by frame. Threads' examples merge into
+    /// the first by frame of them all, the ones one thread gives. Printed
+    /// after the warnings ([`StageStats::warning_lines`]).
+    pub examples: BTreeMap<u64, String>,
     /// Named series of values over time (a client's answers per second, ...),
     /// for `--stats-json`; not shown in the summary.
     pub series: BTreeMap<String, Vec<u64>>,
@@ -60,7 +66,45 @@ pub struct Reading {
     pub last_ts_ns: Option<i64>,
 }
 
+/// The most examples a stage keeps ([`StageStats::examples`]).
+pub const EXAMPLES_MOST: usize = 10;
+
+/// Adds the example `line()` about frame `frame` to `examples` if it is
+/// among the first [`EXAMPLES_MOST`] by frame (the line is made only then;
+/// of two examples about one frame, the first stays).
+pub fn keep_example(
+    examples: &mut BTreeMap<u64, String>,
+    frame: u64,
+    line: impl FnOnce() -> String,
+) {
+    let full = examples.len() >= EXAMPLES_MOST;
+    if examples.contains_key(&frame)
+        || (full
+            && examples
+                .last_key_value()
+                .is_some_and(|(last, _)| *last < frame))
+    {
+        return;
+    }
+    examples.insert(frame, line());
+    while examples.len() > EXAMPLES_MOST {
+        examples.pop_last();
+    }
+}
+
 impl StageStats {
+    /// The warnings, then the examples in frame order: what is printed and
+    /// written as the stage's warnings.
+    pub fn warning_lines(&self) -> impl Iterator<Item = &String> {
+        self.warnings.iter().chain(self.examples.values())
+    }
+
+    /// Adds the example `line`, about frame `frame`, if it is among the
+    /// first [`EXAMPLES_MOST`] by frame.
+    pub fn add_example(&mut self, frame: u64, line: String) {
+        keep_example(&mut self.examples, frame, || line);
+    }
+
     /// Empty counters for `module`.
     pub fn new(module: &str) -> Self {
         StageStats {
@@ -203,6 +247,12 @@ impl StageStats {
             .filter(|w| !earlier.warnings.contains(w))
             .cloned()
             .collect();
+        out.examples = self
+            .examples
+            .iter()
+            .filter(|(frame, _)| !earlier.examples.contains_key(frame))
+            .map(|(frame, line)| (*frame, line.clone()))
+            .collect();
         out.reading = self.reading.map(|now| Reading {
             first_ts_ns: earlier
                 .reading
@@ -268,6 +318,9 @@ impl StageStats {
             if !self.warnings.contains(&warning) {
                 self.warnings.push(warning);
             }
+        }
+        for (frame, line) in other.examples {
+            self.add_example(frame, line);
         }
     }
 }
@@ -381,5 +434,35 @@ mod tests {
         let d = since(&late, &early);
         assert_eq!(d.len(), 2);
         assert_eq!(d[1].input, 7);
+    }
+
+    #[test]
+    fn examples_merge_into_the_first_by_frame_of_all() {
+        // Two threads' examples, each its own first ten of frames 2, 4, ...
+        // and 1, 3, ...: merged, the first ten of the frames 1 to 20.
+        let mut even = StageStats::new("filter.dns");
+        let mut odd = StageStats::new("filter.dns");
+        for frame in (1..=40).rev() {
+            let side = if frame % 2 == 0 { &mut even } else { &mut odd };
+            side.add_example(frame, format!("frame {frame}"));
+        }
+        assert_eq!(even.examples.keys().copied().max(), Some(20));
+        even.warnings.push("a warning".into());
+        even.absorb(odd);
+        let lines: Vec<&String> = even.warning_lines().collect();
+        let mut expected = vec!["a warning".to_string()];
+        expected.extend((1..=10).map(|f| format!("frame {f}")));
+        assert_eq!(lines, expected.iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn an_example_past_the_first_ten_is_not_made() {
+        let mut examples = BTreeMap::new();
+        for frame in 1..=10 {
+            keep_example(&mut examples, frame, || frame.to_string());
+        }
+        keep_example(&mut examples, 11, || panic!("made a line that is not kept"));
+        keep_example(&mut examples, 3, || panic!("made a line for a frame kept"));
+        assert_eq!(examples.len(), EXAMPLES_MOST);
     }
 }

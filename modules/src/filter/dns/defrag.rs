@@ -9,6 +9,8 @@
 //! capture time, or at the end of the input, are reported, not silently lost.
 
 use super::table::{idle_past, take_expired, take_quietest, KeyedTable};
+use dnsluice_core::stats::keep_example;
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 /// Bounds of the defragmenter.
@@ -78,12 +80,11 @@ pub struct Defragmenter {
     assembled: Vec<u8>,
     /// Counters.
     pub counters: DefragCounters,
-    /// One line per datagram given up (the first few), for the summary.
-    pub lost: Vec<String>,
+    /// One line per datagram given up, by the frame of its first fragment:
+    /// the first few by frame (as on one thread, so on several), for the
+    /// summary.
+    pub lost: BTreeMap<u64, String>,
 }
-
-/// How many lost datagrams are described one by one.
-const LOST_LINES: usize = 10;
 
 impl Defragmenter {
     /// An empty defragmenter.
@@ -95,7 +96,7 @@ impl Defragmenter {
             latest_ns: i64::MIN,
             assembled: Vec::new(),
             counters: DefragCounters::default(),
-            lost: Vec::new(),
+            lost: BTreeMap::new(),
         }
     }
 
@@ -223,20 +224,20 @@ impl Defragmenter {
     }
 
     fn describe_lost(&mut self, key: &DatagramKey, partial: &Partial, why: &str) {
-        if self.lost.len() < LOST_LINES {
+        keep_example(&mut self.lost, partial.first_frame, || {
             let held: u32 = partial.pieces.iter().map(|(_, b)| b.len() as u32).sum();
             let total = partial
                 .total
                 .map_or("unknown".to_string(), |t| t.to_string());
-            self.lost.push(format!(
+            format!(
                 "IP datagram id {} {} → {} (first fragment in frame {}): {why}; {} fragments, {held} of {total} bytes",
                 key.id,
                 key.src,
                 key.dst,
                 partial.first_frame,
                 partial.pieces.len()
-            ));
-        }
+            )
+        });
     }
 }
 
@@ -315,10 +316,9 @@ mod tests {
         d.finish(None);
         assert_eq!(d.counters.incomplete_at_end, 1);
         assert_eq!(d.lost.len(), 2);
+        let first = &d.lost[&7];
         assert!(
-            d.lost[0].contains("id 3")
-                && d.lost[0].contains("frame 7")
-                && d.lost[0].contains("expired"),
+            first.contains("id 3") && first.contains("frame 7") && first.contains("expired"),
             "{:?}",
             d.lost
         );
@@ -333,6 +333,6 @@ mod tests {
                 .is_none());
         }
         assert_eq!(d.counters.evicted, 1);
-        assert!(d.lost[0].contains("too many datagrams"), "{:?}", d.lost);
+        assert!(d.lost[&1].contains("too many datagrams"), "{:?}", d.lost);
     }
 }

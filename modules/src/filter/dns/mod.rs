@@ -388,7 +388,9 @@ impl FlatMap for DnsFilter {
         }
         if let Some(defrag) = &self.defrag {
             counters::report_defrag(&defrag.counters, &mut stats);
-            stats.warnings.extend(defrag.lost.iter().cloned());
+            for (frame, line) in &defrag.lost {
+                stats.add_example(*frame, line.clone());
+            }
         }
         stats
     }
