@@ -275,12 +275,6 @@ pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
         .iter()
         .find(|s| s.module == MODULE)
         .context("the chain has no lookup.dns stage")?;
-    let unanswered = lookup.input.saturating_sub(lookup.output);
-    if dnsluice_core::stop::signal().is_some() && unanswered > 0 {
-        eprintln!(
-            "dnsluice: warning: stopped by a signal: {unanswered} names read had no answer yet and have no record (--resume asks them again)"
-        );
-    }
     let summary = LookupSummary::from_stats(lookup, Duration::from_secs_f64(elapsed));
     if !args.quiet {
         eprint!("{}", summary.to_text());

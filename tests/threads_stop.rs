@@ -127,4 +127,14 @@ fn a_thread_whose_output_fails_stops_the_run_soon() {
         read < u64::from(PACKETS) / 2,
         "{read} of {PACKETS} packets read after a thread's output failed: {stderr}"
     );
+    // Every packet read was run by a thread's chain (the failed thread's up
+    // to the one it failed on) or is in the error's count.
+    let layer = summary["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["module"] == "filter.layer")
+        .expect("filter.layer in the summary");
+    let ran = layer["in"].as_u64().unwrap();
+    assert_eq!(ran + not_run, read, "{stderr}\n{summary}");
 }

@@ -252,6 +252,8 @@ pub fn entry() -> ModuleEntry {
 struct StageCore {
     engine: Option<LookupEngine>,
     lines: u64,
+    /// Lines that were names (not blank, not comments): each gets a record.
+    names: u64,
     passed_through: u64,
     not_lines: u64,
     records: u64,
@@ -264,6 +266,7 @@ impl StageCore {
         Ok(StageCore {
             engine: Some(engine),
             lines: 0,
+            names: 0,
             passed_through: 0,
             not_lines: 0,
             records: 0,
@@ -284,7 +287,27 @@ impl StageCore {
         if let Some(engine) = &self.engine {
             engine.summary().fill(&mut s);
         }
+        if let Some(warning) = self.stopped_warning() {
+            s.warnings.push(warning);
+        }
         s
+    }
+
+    /// Once the chain was stopped early, what that left: the names read
+    /// that have no record (every name read gets one otherwise): in flight,
+    /// not asked yet, or answered as the chain stopped pulling.
+    fn stopped_warning(&self) -> Option<String> {
+        let unrecorded = self.names.saturating_sub(self.records);
+        let why = match dnsluice_core::stop::requested()? {
+            signal if signal > 0 => "stopped by a signal",
+            _ => "stopped as another part of the run failed",
+        };
+        (unrecorded > 0).then(|| {
+            format!(
+                "{why}: {unrecorded} names read have no record \
+                 (in flight or not yet written; dnsluice lookup --resume asks them again)"
+            )
+        })
     }
 }
 
@@ -332,15 +355,16 @@ impl Receiver for LookupPush {
             self.core.passed_through += 1;
             return self.next.receive(obj);
         };
-        self.core.lines += u64::from(!text.is_empty());
         let mut failed = None;
         let next = &mut self.next;
         let records = &mut self.core.records;
         let engine = self.core.engine.as_mut().expect("engine present");
         let mut spent = Vec::new();
-        engine.submit_as(text, number.saturating_sub(1), &mut |done| {
+        let name = engine.submit_as(text, number.saturating_sub(1), &mut |done| {
             spent.push(Self::forward(next.as_mut(), records, done, &mut failed));
         });
+        self.core.lines += u64::from(!text.is_empty());
+        self.core.names += u64::from(name);
         while let Some(done) = engine.try_result() {
             spent.push(Self::forward(next.as_mut(), records, done, &mut failed));
         }
@@ -352,7 +376,21 @@ impl Receiver for LookupPush {
         let mut failed = None;
         let engine = self.core.engine.as_mut().expect("engine present");
         engine.close_input();
-        while let Some(done) = engine.next_result() {
+        // Stopped (SIGINT, SIGTERM): the records come that are already
+        // back; the names still in flight get none (the statistics say how
+        // many), rather than waiting out their tries.
+        loop {
+            let done = match dnsluice_core::stop::requested() {
+                Some(_) => match engine.try_result() {
+                    Some(done) => done,
+                    None => break,
+                },
+                None => match engine.next_result_within(LOOK) {
+                    Waited::Record(done) => done,
+                    Waited::Later => continue,
+                    Waited::Nothing => break,
+                },
+            };
             let done = Self::forward(
                 self.next.as_mut(),
                 &mut self.core.records,
@@ -413,9 +451,7 @@ impl Producer for LookupPull {
             }
             if self.upstream_done {
                 if dnsluice_core::stop::requested().is_some() {
-                    // Stopped (SIGINT, SIGTERM): the names still in flight
-                    // get no record (the summary says how many; `--resume`
-                    // asks them again), rather than waiting out their tries.
+                    // Stopped: as in `LookupPush::finish`.
                     return Ok(Pulled::End);
                 }
                 match self.core.engine().next_result_within(LOOK) {
@@ -427,6 +463,13 @@ impl Producer for LookupPull {
                 continue;
             }
             let engine = self.core.engine.as_mut().expect("engine present");
+            if dnsluice_core::stop::requested().is_some() {
+                // Stopped: no more names are read (the driver stops pulling
+                // at its next object; this loop may not return to it soon).
+                self.upstream_done = true;
+                engine.close_input();
+                continue;
+            }
             match self.upstream.produce_or_wait(due)? {
                 Pulled::End => {
                     self.upstream_done = true;
@@ -437,11 +480,12 @@ impl Producer for LookupPull {
                     text,
                     number,
                 })) => {
-                    self.core.lines += u64::from(!text.is_empty());
                     let ready = &mut self.ready;
-                    engine.submit_as(text, number.saturating_sub(1), &mut |done| {
+                    let name = engine.submit_as(text, number.saturating_sub(1), &mut |done| {
                         ready.push_back(done)
                     });
+                    self.core.lines += u64::from(!text.is_empty());
+                    self.core.names += u64::from(name);
                     while let Some(done) = engine.try_result() {
                         ready.push_back(done);
                     }

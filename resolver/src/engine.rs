@@ -31,6 +31,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How long a wait for room goes before looking again whether the run was
+/// stopped.
+const STOP_LOOK: Duration = Duration::from_millis(10);
+
 /// Which engine runs the names.
 enum Backend {
     /// The workers on their board, in a tokio runtime.
@@ -183,7 +187,10 @@ impl LookupEngine {
             }
             _ => None,
         };
-        self.wait_for_room(sink);
+        if !self.wait_for_room(sink) {
+            // Stopped while full: the name is read but not asked.
+            return true;
+        }
         self.outstanding += 1;
         match (self.backend.as_ref(), route) {
             (Some(Backend::Slots(engine)), _) => {
@@ -201,14 +208,22 @@ impl LookupEngine {
         sink(worker::bad_line_record(index, name, reason, &self.style));
     }
 
-    fn wait_for_room(&mut self, sink: &mut dyn FnMut(Finished)) {
+    /// Waits until fewer than `bound` names are in flight, handing `sink`
+    /// what finishes meanwhile; false when the run was stopped (SIGINT,
+    /// SIGTERM) before there was room: the name is not asked.
+    fn wait_for_room(&mut self, sink: &mut dyn FnMut(Finished)) -> bool {
         while self.outstanding >= self.bound {
-            match self.next_result() {
-                Some(done) => sink(done),
+            if dnsluice_core::stop::requested().is_some() {
+                return false;
+            }
+            match self.next_result_within(STOP_LOOK) {
+                Waited::Record(done) => sink(done),
+                Waited::Later => {}
                 // Nothing comes back (the engine is gone): never spin.
-                None => return,
+                Waited::Nothing => return true,
             }
         }
+        true
     }
 
     /// A finished record if one is ready, without waiting.

@@ -89,6 +89,9 @@ pub(super) struct Lane {
     /// Whether `failed` holds an error: looked at without the lock (the
     /// split asks of every busy worker at every batch).
     has_failed: AtomicBool,
+    /// Objects of the batch it failed on that came after the failing one
+    /// (never run; said in the split's error).
+    pub not_run: AtomicU64,
     /// Objects the worker handled, as of its last snapshot or the last time
     /// it ran dry (exact once it has finished).
     pub handled: AtomicU64,
@@ -131,6 +134,7 @@ impl Lane {
             finished: AtomicBool::new(false),
             failed: Mutex::new(None),
             has_failed: AtomicBool::new(false),
+            not_run: AtomicU64::new(0),
             handled: AtomicU64::new(0),
             snapshot: Mutex::new(Vec::new()),
             index,
@@ -270,11 +274,14 @@ pub(super) fn work(
         if let Some(mut batch) = lane.full.pop() {
             let objects = batch.len();
             let upto = batch.upto;
-            let result = run_batch(&mut *downstream, merging, &mut batch);
-            unpublished += objects as u64;
+            let (ran, result) = run_batch(&mut *downstream, merging, &mut batch);
+            unpublished += ran as u64;
             // Never full: as many batches as room in the queue.
             let _ = lane.free.push(batch);
             if let Err(e) = result {
+                // The batch's objects after the one that failed are not run.
+                lane.not_run
+                    .fetch_add((objects - ran) as u64, Ordering::Relaxed);
                 lane.fail(e.to_string());
                 break;
             }
@@ -341,18 +348,22 @@ pub(super) fn work(
 
 /// Runs `batch`'s objects through `chain` in order, emptying it; when
 /// `merging`, marks where each one's bytes end, by its place in the input.
+/// Gives how many it ran: all, or up to the one that failed.
 pub(super) fn run_batch(
     chain: &mut dyn Receiver,
     merging: Option<&merge::LaneHandle>,
     batch: &mut Batch,
-) -> Result<(), StageError> {
-    batch.drain(|key, obj| {
+) -> (usize, Result<(), StageError>) {
+    let mut ran = 0;
+    let result = batch.drain(|key, obj| {
+        ran += 1;
         let result = chain.receive(obj);
         if let Some(lane_handle) = merging {
             lane_handle.end_object(key);
         }
         result
-    })
+    });
+    (ran, result)
 }
 
 /// Adds `from` (one worker's statistics) into `into`, stage by stage.
@@ -560,8 +571,9 @@ mod tests {
         assert_eq!(lane.failure().as_deref(), Some("it panicked"));
     }
 
-    /// A worker whose chain fails stops with the error, and the batch it
-    /// was given still counts as handled (its count is not left unsaid).
+    /// A worker whose chain fails stops with the error; of the batch it was
+    /// given, the object it failed on counts as handled and the two after
+    /// it as not run (neither count left unsaid).
     #[test]
     fn a_worker_whose_chain_fails_stops_and_counts_its_batch() {
         let (lane, side) = lane_with_lines(3);
@@ -569,7 +581,8 @@ mod tests {
         assert!(ran.is_ok(), "no panic");
         let failure = lane.failure().expect("it failed");
         assert!(failure.contains("no room left"), "{failure}");
-        assert_eq!(lane.handled.load(Ordering::Relaxed), 3);
+        assert_eq!(lane.handled.load(Ordering::Relaxed), 1);
+        assert_eq!(lane.not_run.load(Ordering::Relaxed), 2);
         assert!(lane.finished.load(Ordering::SeqCst));
     }
 }

@@ -231,8 +231,17 @@ impl Split {
         drop(ready_tx);
         let mut first_error = None;
         for _ in usize::from(inline)..threads {
-            if let Ok(Err(e)) = ready_rx.recv() {
-                first_error.get_or_insert(e);
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_error.get_or_insert(
+                        "a thread ended before its chain was built (it panicked)".to_string(),
+                    );
+                    break;
+                }
             }
         }
         if let Some(e) = first_error {
@@ -418,7 +427,9 @@ impl Split {
         let lane = &self.workers[index].lane;
         let e = lane.failure()?;
         let pending = self.pending.get(index).and_then(Option::as_ref);
-        let not_run = lane.objects_waiting() + pending.map_or(0, Batch::len);
+        let not_run = lane.objects_waiting()
+            + pending.map_or(0, Batch::len)
+            + lane.not_run.load(Ordering::Relaxed) as usize;
         let message = match not_run {
             0 => format!("worker {index}: {e}"),
             n => format!("worker {index}: {e} ({n} objects handed to it were not run)"),

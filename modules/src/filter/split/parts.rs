@@ -467,7 +467,7 @@ impl Reader<'_> {
             };
             let objects = batch.len() as u64;
             let through = batch.upto;
-            let result = run_batch(&mut *self.downstream, self.merging, &mut batch);
+            let (_, result) = run_batch(&mut *self.downstream, self.merging, &mut batch);
             lock(&reading.spare).push(batch);
             result?;
             self.thread

@@ -109,6 +109,9 @@ impl Started<'_> {
                         // the shared stream for its merger.
                         let merging = target.is_claimed();
                         let _ = ready.send(Ok(()));
+                        // Said: the split's wait ends when every thread
+                        // has said or is gone (a build that panicked).
+                        drop(ready);
                         run(merging.then_some(&lane_handle), downstream)
                     }
                     Err(e) => {

@@ -345,14 +345,16 @@ impl ReadElsewhere for MappedParts {
     /// then take no more parts) instead of waiting for the whole capture.
     fn wait_for_end(&self, due: Option<&AtomicBool>) -> Result<Pulled<'static>, StageError> {
         loop {
-            if dnsluice_core::stop::requested().is_some() {
-                return Ok(Pulled::End);
-            }
+            // The end first: a corrupt record's error is said even when a
+            // stop came after it.
             if self.ended() {
                 return match lock(&self.walk).error.clone() {
                     Some(message) => Err(StageError::format(&self.path, message)),
                     None => Ok(Pulled::End),
                 };
+            }
+            if dnsluice_core::stop::requested().is_some() {
+                return Ok(Pulled::End);
             }
             if due.is_some_and(|due| due.load(Ordering::Relaxed)) {
                 return Ok(Pulled::Waiting);
