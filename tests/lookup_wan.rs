@@ -160,6 +160,35 @@ fn a_rate_limit_costs_no_name_and_little_time() {
     }
 }
 
+/// A rate cap of our own (`--rate 400`) with the names' budget shorter
+/// than the queue it builds (2,000 names in the in-flight table take 5 s to
+/// send; `--name-timeout 2s`): each name's budget starts at its first
+/// query, so every name is answered (the budget once started as the name
+/// entered the table, and names sent after 2 s had none left: TIMEOUT
+/// after one try), and the cap holds.
+#[test]
+fn a_slow_rate_cap_times_no_name_out_while_it_waits_its_turn() {
+    let _turn = one_at_a_time();
+    let servers = testkit::servers();
+    let count = 2_000;
+    let (names, out) = (names_file(count), temp_path("out.jsonl"));
+    let started = Instant::now();
+    let stats = lookup(
+        servers.knot,
+        &names,
+        &out,
+        &["--rate", "400", "--name-timeout", "2s"],
+    );
+    let took = started.elapsed();
+    assert_every_name_answered(&records(&out), count);
+    assert_eq!(stats["statuses"]["NOERROR"], count, "{stats}");
+    let ideal = Duration::from_secs_f64(f64::from(count) / 400.0);
+    assert!(
+        took >= ideal.mul_f64(0.9),
+        "{took:?} for {count} names under --rate 400: {stats}"
+    );
+}
+
 /// A limit that answers TC=1 over it (RRL's slip): the names it slips are
 /// asked again over TCP, which it does not limit; none is lost.
 #[test]

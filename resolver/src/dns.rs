@@ -72,7 +72,9 @@ pub struct LookupOptions {
     pub retries: u32,
     /// How long one name may take, every try (and, --iterative, every step
     /// and nested lookup) included: one budget (ZDNS's --timeout; our
-    /// --timeout is the wait for each answer, ZDNS's --network-timeout).
+    /// --timeout is the wait for each answer, ZDNS's --network-timeout),
+    /// counted from its first query (the wait for --rate to let it go is
+    /// not counted).
     #[option(default = Duration::from_secs(20), range = Duration::from_millis(1)..=Duration::from_secs(3600))]
     pub name_timeout: Duration,
     /// Answers with these RCODEs are asked again (on another nameserver

@@ -9,6 +9,7 @@
 //! the watch in that time (blocked on a full window, waiting for input) is
 //! served the last snapshot. Nothing is snapshotted while nobody scrapes.
 
+use super::render::{is_gauge, is_gauge_breakdown};
 use dnsluice_core::sync::lock;
 use dnsluice_core::StageStats;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -148,12 +149,28 @@ impl Board {
     }
 }
 
-/// Adds `more` to `sum` stage by stage (by position, when the modules
-/// agree; a stage with no counterpart is appended).
+/// Adds `more` (a later run's, or the running one's) to `sum` stage by
+/// stage (by position, when the modules agree; a stage with no counterpart
+/// is appended). Gauges are not added: `more`'s values replace `sum`'s
+/// (50 runs of a replay had 50 times its window's cap).
 fn add_stages(sum: &mut Vec<StageStats>, more: &[StageStats]) {
     for (i, stage) in more.iter().enumerate() {
         match sum.get_mut(i).filter(|s| s.module == stage.module) {
-            Some(s) => s.absorb(stage.clone()),
+            Some(s) => {
+                s.absorb(stage.clone());
+                s.counters.retain(|name, _| !is_gauge(name));
+                s.breakdowns.retain(|name, _| !is_gauge_breakdown(name));
+                for (name, n) in &stage.counters {
+                    if is_gauge(name) {
+                        s.counters.insert(name.clone(), *n);
+                    }
+                }
+                for (name, breakdown) in &stage.breakdowns {
+                    if is_gauge_breakdown(name) {
+                        s.breakdowns.insert(name.clone(), breakdown.clone());
+                    }
+                }
+            }
             None => sum.push(stage.clone()),
         }
     }
@@ -162,6 +179,30 @@ fn add_stages(sum: &mut Vec<StageStats>, more: &[StageStats]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gauges_are_the_latest_runs_not_a_sum() {
+        let run = |cap: u64, sent: u64| {
+            let mut s = StageStats::new("output.dnscli");
+            s.counters.insert("inflight_cap".into(), cap);
+            s.counters.insert("sent".into(), sent);
+            s.breakdowns
+                .entry("nameserver_rate".into())
+                .or_default()
+                .insert("127.0.0.1:53".into(), cap);
+            s
+        };
+        let mut sum = vec![run(100, 7)];
+        add_stages(&mut sum, &[run(100, 5)]);
+        assert_eq!(sum[0].counters["inflight_cap"], 100);
+        assert_eq!(sum[0].counters["sent"], 12);
+        assert_eq!(sum[0].breakdowns["nameserver_rate"]["127.0.0.1:53"], 100);
+        // A gauge the later run does not have (zero: left out) is gone.
+        let mut later = run(0, 1);
+        later.counters.remove("inflight_cap");
+        add_stages(&mut sum, &[later]);
+        assert!(!sum[0].counters.contains_key("inflight_cap"));
+    }
 
     fn stage(input: u64) -> StageStats {
         let mut s = StageStats::new("output.null");

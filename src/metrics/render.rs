@@ -364,7 +364,7 @@ fn per_server_latency(module: &str) -> ((&'static str, &'static str), &'static s
 
 /// Gauges of a stage (values at the snapshot), by counter or derived name:
 /// `(name, family, help)`.
-const GAUGES: [(&str, &str, &str); 6] = [
+const GAUGES: [(&str, &str, &str); 8] = [
     (
         "queries_in_flight",
         "dnsluice_queries_in_flight",
@@ -395,7 +395,35 @@ const GAUGES: [(&str, &str, &str); 6] = [
         "dnsluice_nats_held_lines",
         "Lines of the work items input.nats holds whose results are not yet stored.",
     ),
+    (
+        "unfinished_items",
+        "dnsluice_nats_unfinished_items",
+        "Work items output.nats is gathering the results of (not all stored yet).",
+    ),
+    (
+        "iterative_cache_entries",
+        "dnsluice_iterative_cache_entries",
+        "Entries in the iterative resolver's cache (expired ones leave it).",
+    ),
 ];
+
+/// The breakdowns of a lookup that are gauges (per nameserver).
+const GAUGE_BREAKDOWNS: [&str; 3] = [
+    "nameserver_rate",
+    "nameserver_in_flight",
+    "nameserver_srtt_us",
+];
+
+/// Whether a stage's counter `name` is a gauge: a value now, not a count
+/// (it is not added up over runs; the latest run's stands).
+pub fn is_gauge(name: &str) -> bool {
+    GAUGES.iter().any(|(n, _, _)| *n == name)
+}
+
+/// Whether a stage's breakdown `name` is a gauge (as [`is_gauge`]).
+pub fn is_gauge_breakdown(name: &str) -> bool {
+    GAUGE_BREAKDOWNS.contains(&name)
+}
 
 /// Gauge `name` (one of [`GAUGES`]) of a stage.
 fn gauge(f: &mut Families, stage: &Labels, name: &str, value: f64) {
@@ -417,8 +445,9 @@ fn in_flight(f: &mut Families, stage: &Labels, s: &StageStats) {
             sent.saturating_sub(ended) as f64,
         );
     }
-    if let Some(opened) = c("connections_opened") {
-        let closed = c("connections_closed").unwrap_or(0);
+    // Only where closes are counted (the DNS clients of replay; a lookup
+    // counts the connections it opened, not those it closed).
+    if let (Some(opened), Some(closed)) = (c("connections_opened"), c("connections_closed")) {
         gauge(
             f,
             stage,

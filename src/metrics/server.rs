@@ -17,8 +17,11 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// A request head larger than this is refused.
 const MAX_HEAD: usize = 8192;
 
-/// How long a client may take to send its request or read the answer.
+/// How long a client may take to send its request, or to read the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the server waits after a connection could not be accepted.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// Serves `board` on `listener` from a thread of its own, for the rest of
 /// the process.
@@ -27,8 +30,15 @@ pub fn spawn(listener: TcpListener, board: Arc<Board>) -> std::io::Result<()> {
         .name("dnsluice-metrics".into())
         .spawn(move || {
             for stream in listener.incoming() {
-                // A client that goes away or misbehaves costs only its own answer.
-                let _ = stream.and_then(|s| serve(s, &board));
+                match stream {
+                    // A client that goes away or misbehaves costs only its own answer.
+                    Ok(stream) => {
+                        let _ = serve(stream, &board);
+                    }
+                    // No connection taken (out of file descriptors: the
+                    // same error comes back at once): wait, not spin.
+                    Err(_) => std::thread::sleep(ACCEPT_PAUSE),
+                }
             }
         })
         .map(drop)
@@ -38,7 +48,7 @@ pub fn spawn(listener: TcpListener, board: Arc<Board>) -> std::io::Result<()> {
 fn serve(mut stream: TcpStream, board: &Board) -> std::io::Result<()> {
     stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let head = read_head(&mut stream)?;
+    let head = read_head(&mut stream, CLIENT_TIMEOUT)?;
     let request_line = head.lines().next().unwrap_or("");
     let mut words = request_line.split(' ');
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
@@ -64,13 +74,22 @@ fn serve(mut stream: TcpStream, board: &Board) -> std::io::Result<()> {
 }
 
 /// The request's head, up to the blank line (the body, if any, is ignored).
-fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
+/// A client that sends a byte now and then has `limit` ([`CLIENT_TIMEOUT`])
+/// for the whole head, not for each read (it would hold the server, which
+/// answers one connection at a time, for long).
+fn read_head(stream: &mut TcpStream, limit: Duration) -> std::io::Result<String> {
     let mut head = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
+    let deadline = std::time::Instant::now() + limit;
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         if head.len() > MAX_HEAD {
             return Err(std::io::Error::other("request head too large"));
         }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::other("request head too slow"));
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut chunk)?;
         if n == 0 {
             break;
@@ -83,6 +102,30 @@ fn read_head(stream: &mut TcpStream) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_that_trickles_its_head_is_cut_off_at_the_limit() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            // A byte every 50 ms: each read is quick, the head never ends.
+            for _ in 0..40 {
+                if s.write_all(b"G").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let (mut stream, _) = listener.accept().unwrap();
+        let started = std::time::Instant::now();
+        let error = read_head(&mut stream, Duration::from_millis(300)).unwrap_err();
+        let took = started.elapsed();
+        assert!(error.to_string().contains("too slow"), "{error}");
+        assert!(took < Duration::from_millis(1000), "{took:?}");
+        drop(stream);
+        client.join().unwrap();
+    }
 
     fn get(addr: std::net::SocketAddr, request: &str) -> String {
         let mut s = TcpStream::connect(addr).unwrap();

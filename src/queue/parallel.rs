@@ -36,6 +36,10 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
                     let Some((file, pipeline)) = runs.get(k) else {
                         break;
                     };
+                    // Asked again: a stop that came meanwhile starts no run.
+                    if stopped() {
+                        break;
+                    }
                     let ran = run_one(registry, file, pipeline, true, None);
                     if ran.is_err() {
                         // The others' work would be thrown away: they stop now.

@@ -213,9 +213,13 @@ pub fn files(
     if !quiet {
         match dnsluice_core::stop::signal() {
             Some(_) => eprintln!(
-                "dnsluice: {} of {} files (stopped by a signal: the last one in part)",
+                "dnsluice: {} of {} files (stopped by a signal: {})",
                 merged.files(),
-                runs.len()
+                runs.len(),
+                match set.jobs {
+                    0 | 1 => "the last one in part".to_string(),
+                    jobs => format!("the last ones, up to {jobs} going on at once, in part"),
+                }
             ),
             None => eprintln!("dnsluice: {} files", merged.files()),
         }

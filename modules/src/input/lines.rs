@@ -12,7 +12,7 @@ use dnsluice_core::registry::ModuleEntry;
 use dnsluice_core::Pulled;
 use dnsluice_core::{Object, Producer, Reading, StageError, StageStats, Text, TextKind};
 use dnsluice_options::Options;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -29,8 +29,9 @@ pub struct LinesOptions {
     pub shard: Shard,
     /// Skip the lines whose name already has a record in this file (JSON
     /// lines of lookup records, as `lookup.dns` writes them): a scan that
-    /// stopped goes on where it was (`dnsluice lookup --resume`). A file
-    /// that does not exist holds no record.
+    /// stopped goes on where it was (`dnsluice lookup --resume`). A name on
+    /// several lines skips as many as it has records. A file that does not
+    /// exist holds no record.
     pub skip_recorded: Option<PathBuf>,
 }
 
@@ -65,8 +66,11 @@ pub struct LineReader {
     not_utf8: u64,
     shard: Option<Shard>,
     other_shards: u64,
-    /// The names recorded already (`skip_recorded`), and the lines skipped for it.
-    recorded: Option<HashSet<String>>,
+    /// The names recorded already (`skip_recorded`), with their records
+    /// not yet matched to a line; the names there were; the lines skipped
+    /// for it.
+    recorded: Option<HashMap<String, u64>>,
+    recorded_names: u64,
     recorded_lines: u64,
     /// Bytes read, and the file's size when it is a regular file (for progress).
     offset: u64,
@@ -108,6 +112,7 @@ impl LineReader {
             shard: None,
             other_shards: 0,
             recorded: None,
+            recorded_names: 0,
             recorded_lines: 0,
             offset: 0,
             total: None,
@@ -120,8 +125,11 @@ impl LineReader {
         self
     }
 
-    /// Skips the lines whose name is in `recorded` (see [`name_of`]).
-    pub fn skipping(mut self, recorded: HashSet<String>) -> LineReader {
+    /// Skips the lines whose name is in `recorded` (see [`name_of`]): as
+    /// many lines of a name as it has records (a name on two lines with one
+    /// record is asked once more).
+    pub fn skipping(mut self, recorded: HashMap<String, u64>) -> LineReader {
+        self.recorded_names = recorded.len() as u64;
         self.recorded = Some(recorded);
         self
     }
@@ -162,8 +170,13 @@ impl Producer for LineReader {
                 self.skipped += 1;
                 continue;
             }
-            if let Some(recorded) = &self.recorded {
-                if recorded.contains(name_of(trimmed)) {
+            if let Some(records) = self
+                .recorded
+                .as_mut()
+                .and_then(|recorded| recorded.get_mut(name_of(trimmed)))
+            {
+                if *records > 0 {
+                    *records -= 1;
                     self.recorded_lines += 1;
                     continue;
                 }
@@ -205,8 +218,8 @@ impl Producer for LineReader {
         if self.shard.is_some() {
             s.add_counter("other_shards_lines", self.other_shards);
         }
-        if let Some(recorded) = &self.recorded {
-            s.add_counter("recorded_names", recorded.len() as u64);
+        if self.recorded.is_some() {
+            s.add_counter("recorded_names", self.recorded_names);
             s.add_counter("recorded_lines", self.recorded_lines);
         }
         s.add_error("not_utf8", self.not_utf8);
@@ -264,18 +277,20 @@ mod tests {
 
     #[test]
     fn recorded_names_are_skipped_and_counted() {
-        let text = b"a.example\nb.example,127.0.0.1\n\nc.example\n";
-        let recorded = ["b.example".to_string(), "z.example".to_string()].into();
+        // b.example is on three lines (three resolvers compared) and has
+        // two records: its third line is asked again.
+        let text = b"a.example\nb.example,127.0.0.1\n\nc.example\nb.example,127.0.0.2\nb.example,127.0.0.3\n";
+        let recorded = [("b.example".to_string(), 2), ("z.example".to_string(), 1)].into();
         let mut reader =
             LineReader::from_reader("t".into(), Box::new(&text[..])).skipping(recorded);
         let mut seen = Vec::new();
         while let Some(Object::Text(t)) = reader.produce().unwrap() {
             seen.push(t.text.to_string());
         }
-        assert_eq!(seen, ["a.example", "c.example"]);
+        assert_eq!(seen, ["a.example", "c.example", "b.example,127.0.0.3"]);
         let mut stats = Vec::new();
         reader.stats(&mut stats);
-        assert_eq!(stats[0].counters["recorded_lines"], 1);
+        assert_eq!(stats[0].counters["recorded_lines"], 2);
         assert_eq!(stats[0].counters["recorded_names"], 2);
     }
 

@@ -7,10 +7,11 @@
 //! name is asked again, and `output.json`'s `append` cuts the line off
 //! before it appends. A line in the middle that is not a record is an
 //! error: the file is not a lookup's output. Names are told apart by their
-//! text, as records carry them.
+//! text, as records carry them, and counted: a name on two lines of the
+//! input with one record has one line left to ask.
 
 use dnsluice_core::StageError;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -18,8 +19,8 @@ use std::path::Path;
 /// What an earlier run left in its records file.
 #[derive(Debug, Default)]
 pub struct Recorded {
-    /// The names that have their record.
-    pub names: HashSet<String>,
+    /// The names that have their record, with how many records each.
+    pub names: HashMap<String, u64>,
     /// Bytes of a last line cut short (no record), 0 when the file ends
     /// with a whole line.
     pub partial_bytes: u64,
@@ -57,7 +58,7 @@ pub fn read_recorded(module: &str, path: &Path) -> Result<Recorded, StageError> 
             .and_then(|text| serde_json::from_slice::<Named>(text).ok());
         match record {
             Some(record) => {
-                recorded.names.insert(record.name);
+                *recorded.names.entry(record.name).or_default() += 1;
                 whole += n as u64;
             }
             // The last line, cut short when the run was killed.
@@ -96,9 +97,13 @@ mod tests {
         let cut_short = "{\"name\":\"c.exa";
         std::fs::write(&path, format!("{whole}{cut_short}")).unwrap();
         let recorded = read_recorded("input.lines", &path).unwrap();
-        let mut names: Vec<&str> = recorded.names.iter().map(String::as_str).collect();
+        let mut names: Vec<(&str, u64)> = recorded
+            .names
+            .iter()
+            .map(|(name, n)| (name.as_str(), *n))
+            .collect();
         names.sort();
-        assert_eq!(names, ["a.example", "b.example"]);
+        assert_eq!(names, [("a.example", 1), ("b.example", 1)]);
         assert_eq!(recorded.partial_bytes, cut_short.len() as u64);
         // A bad line in the middle is not a lookup's output.
         std::fs::write(&path, format!("junk\n{whole}")).unwrap();

@@ -304,7 +304,9 @@ impl Receiver for NatsOutput {
             "duplicates_dropped",
             self.counts.duplicates.load(Ordering::Relaxed),
         );
-        s.add_counter("unfinished_items", self.gathering.len() as u64);
+        // A gauge: there at 0 too.
+        s.counters
+            .insert("unfinished_items".into(), self.gathering.len() as u64);
         s.add_counter(
             "republished",
             self.counts.republished.load(Ordering::Relaxed),

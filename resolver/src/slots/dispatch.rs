@@ -98,6 +98,13 @@ impl Engine {
             return;
         };
         let s = self.table.get_mut(slot);
+        if s.tries == 0 {
+            // The name's budget (and its duration) start at its first query,
+            // not as it entered the table: under a slow rate a name may wait
+            // there longer than its budget.
+            s.started = now;
+            s.deadline = now + self.config.name_timeout;
+        }
         s.kept[k] = Some(Try {
             socket,
             id,

@@ -454,7 +454,14 @@ impl Pace {
         } else if self.throttled {
             self.grow();
         }
-        self.rate = self.rate.clamp(MIN_RATE, self.config.max_rate);
+        self.rate = self.within_caps(self.rate);
+    }
+
+    /// `rate` no lower than [`MIN_RATE`] and no higher than the cap, which
+    /// wins when it is lower still (`--rate-per-nameserver 1.5`: a clamp
+    /// with its bounds crossed would panic).
+    fn within_caps(&self, rate: f64) -> f64 {
+        rate.max(MIN_RATE).min(self.config.max_rate)
     }
 
     /// Ends slow start at the rate just set, the base of the additive step;
@@ -472,7 +479,7 @@ impl Pace {
         } else {
             self.rate + (self.cut_at / 20.0).max(self.rate / 16.0).max(1.0)
         };
-        self.rate = self.rate.clamp(MIN_RATE, self.config.max_rate);
+        self.rate = self.within_caps(self.rate);
     }
 }
 
@@ -702,12 +709,7 @@ mod tests {
         let mut pace = Pace::new(capped, now);
         assert_eq!(pace.rate(), 500.0);
         // 5 s of rounds limited by the rate: never above the cap.
-        let mut t = now;
-        for _ in 0..5000 {
-            t += Duration::from_millis(1);
-            while pace.try_take(t) {}
-            pace.end_round_if_due(t, Duration::from_millis(1));
-        }
+        sends_all_it_may(&mut pace, now, 5000);
         assert_eq!(pace.rate(), 500.0);
         let fixed = Pace::new(
             PaceConfig {
@@ -718,6 +720,33 @@ mod tests {
         );
         assert!(fixed.rate().is_infinite());
         assert_eq!(fixed.wait(now), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_cap_below_the_floor_holds_without_a_panic() {
+        // --rate-per-nameserver 1.5: below MIN_RATE (a clamp with crossed
+        // bounds panicked at the first round's end).
+        let now = Instant::now();
+        let mut pace = Pace::new(
+            PaceConfig {
+                max_rate: 1.5,
+                adaptive: true,
+            },
+            now,
+        );
+        sends_all_it_may(&mut pace, now, 3000);
+        assert_eq!(pace.rate(), 1.5);
+    }
+
+    /// Every millisecond for `ms` from `now`, takes every token there is
+    /// (every query the pace lets go is answered at once).
+    fn sends_all_it_may(pace: &mut Pace, now: Instant, ms: u32) {
+        let mut t = now;
+        for _ in 0..ms {
+            t += Duration::from_millis(1);
+            while pace.try_take(t) {}
+            pace.end_round_if_due(t, Duration::from_millis(1));
+        }
     }
 
     #[test]

@@ -148,6 +148,11 @@ impl Tally {
                 keys::TLS_HANDSHAKES,
                 NetCounters::get(&counters.tls_handshakes),
             ),
+            // With the opened ones, the connections open now (a gauge).
+            (
+                keys::CONNECTIONS_CLOSED,
+                NetCounters::get(&counters.connections_closed),
+            ),
         ] {
             stats.counters.insert(key.to_string(), value);
         }
@@ -160,10 +165,6 @@ impl Tally {
             NetCounters::get(&counters.unmatched_responses),
         );
         stats.add_counter(keys::TCP_RETRIES, self.tcp_retries);
-        stats.add_counter(
-            keys::CONNECTIONS_CLOSED,
-            NetCounters::get(&counters.connections_closed),
-        );
         for (kind, n) in &self.errors {
             stats.add_error(kind, *n);
         }

@@ -85,6 +85,8 @@ pub struct ParquetWriter {
     output: Output,
     /// Rows handed to the writer thread for the open file (for `max_rows`).
     rows_in_file: u64,
+    /// Rows handed to the writer thread (written, or being encoded).
+    handed: u64,
     /// Objects with no row (packets that are not DNS, lines of text).
     skipped: u64,
     /// Lookup records that were not JSON objects.
@@ -138,6 +140,7 @@ impl ParquetWriter {
             columns: Box::new(Columns::new()),
             output,
             rows_in_file: 0,
+            handed: 0,
             skipped: 0,
             bad_records: 0,
         })
@@ -169,6 +172,7 @@ impl ParquetWriter {
                 let full = std::mem::take(&mut self.columns);
                 self.columns = background.hand_over(full)?;
                 self.rows_in_file += rows;
+                self.handed += rows;
                 // The thread starts the next file on the same count.
                 if self.options.max_rows > 0 && self.rows_in_file >= self.options.max_rows {
                     self.rows_in_file = 0;
@@ -224,9 +228,14 @@ impl Receiver for ParquetWriter {
     }
 
     fn stats(&self, out: &mut Vec<StageStats>) {
-        // Rows handed to the writer thread count once it wrote them, or
-        // while they wait here.
-        let (files, rows, row_groups) = self.written();
+        // Rows count once handed to the writer thread (its count of rows
+        // written lags while it encodes a row group: counts that went down
+        // mid-run), or while they wait here.
+        let (files, written, row_groups) = self.written();
+        let rows = match self.output {
+            Output::Here(_) => written,
+            Output::Thread(_) => self.handed,
+        };
         let held = self.columns.rows() as u64;
         let mut stats = StageStats::new(MODULE);
         stats.input = rows + held + self.skipped + self.bad_records;
