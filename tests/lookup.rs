@@ -365,6 +365,37 @@ fn faults_end_with_the_right_status() {
     }
 }
 
+/// A network that delivers every answer twice (the fault server sends two
+/// copies of each REFUSED): each copy after the first is an answer already
+/// taken, counted as unmatched, and each refusal counts once in the
+/// nameserver's refusals (and in the pace): 3 tries, 3 refusals, and the
+/// copies unmatched.
+#[test]
+fn a_duplicated_refusal_counts_once() {
+    let server = FaultServer::start(FaultKind::Udp);
+    let ns = server.addr().to_string();
+    let (records, stats) = lookup(
+        &[
+            "A",
+            "--name-servers",
+            &ns,
+            "--retries",
+            "2",
+            "--timeout",
+            "500ms",
+        ],
+        "refusedtwice.f\n",
+    );
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["status"], "REFUSED", "{}", records[0]);
+    assert_eq!(records[0]["attempts"], 3, "{}", records[0]);
+    assert_eq!(server.queries_received(), 3);
+    // The last copy may come after the run has ended.
+    let unmatched = stats["unmatched_responses"].as_u64().unwrap();
+    assert!((2..=3).contains(&unmatched), "{stats}");
+    assert_eq!(stats["per_nameserver"][&ns]["refusals"], 3, "{stats}");
+}
+
 /// Whether `error` says the connection went away: seen by the reader (closed),
 /// or by a write after the peer's reset (reset, broken pipe).
 fn connection_lost(error: &str) -> bool {

@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+mod behaviour;
 mod cert;
 pub mod chromium;
 pub mod corpus;

@@ -44,13 +44,21 @@ pub fn question_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Whether `response` answers a query whose first question is `asked` (as
-/// [`first_question`] gives it): the same question, or no question in the
-/// response at all (QDCOUNT 0: some servers drop it from errors such as
-/// FORMERR, and then the id alone decides).
+/// [`first_question`] gives it): the same question, or, for an error, no
+/// question in the response at all (QDCOUNT 0: some servers drop it from
+/// errors such as FORMERR, and then the id alone decides). A NOERROR
+/// without the question asked answers nothing: only the id would vouch
+/// for it.
 pub fn answers(asked: Option<&[u8]>, response: &[u8]) -> bool {
     match (asked, first_question(response)) {
         (Some(q), Some(r)) => question_eq(q, r),
-        (_, None) => response.len() >= 12 && u16::from_be_bytes([response[4], response[5]]) == 0,
+        // A query without a question: so is its answer.
+        (None, None) => response.len() >= 12 && u16::from_be_bytes([response[4], response[5]]) == 0,
+        (Some(_), None) => {
+            response.len() >= 12
+                && u16::from_be_bytes([response[4], response[5]]) == 0
+                && response[3] & 0x0f != 0
+        }
         (None, Some(_)) => false,
     }
 }
@@ -81,7 +89,12 @@ mod tests {
         build(7, "example.com", 65, &QueryOptions::default(), &mut q).unwrap();
         build(7, "example.com", 97, &QueryOptions::default(), &mut other).unwrap();
         assert!(!same_question(&q, &other));
-        // A bare header without a question (FORMERR style) is accepted.
+        // A bare header without a question (FORMERR style) is accepted,
+        // not a NOERROR one (it would end the name on its id alone).
         assert!(same_question(&q, &[0, 7, 0x81, 1, 0, 0, 0, 0, 0, 0, 0, 0]));
+        assert!(!same_question(
+            &q,
+            &[0, 7, 0x81, 0x80, 0, 0, 0, 0, 0, 0, 0, 0]
+        ));
     }
 }

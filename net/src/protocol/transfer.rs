@@ -82,7 +82,7 @@ impl TransferState {
         // RFC 5936 §2.2.1: later messages may leave the question out (and
         // a first one without it is judged by its id, as other answers are).
         let qdcount = u16::from_be_bytes([msg[4], msg[5]]);
-        if !answers(self.question.as_deref(), msg) {
+        if qdcount > 0 && !answers(self.question.as_deref(), msg) {
             return Err(TransferError::Unrelated);
         }
         self.messages += 1;

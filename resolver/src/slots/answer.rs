@@ -44,6 +44,15 @@ impl Engine {
         else {
             return;
         };
+        if t.answered {
+            // A copy of an answer already taken (a refusal keeps its try):
+            // the pace saw it once.
+            self.out
+                .net
+                .unmatched_responses
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let elapsed = now.duration_since(t.sent);
         if self.table.get(slot).trace.is_some() {
             let step = self.trace_step(t.ns, t.number, Some(message), None, elapsed, slot);
@@ -54,6 +63,7 @@ impl Engine {
         let s = self.table.get_mut(slot);
         if let Some(kept) = s.kept[k].as_mut() {
             kept.waiting = false;
+            kept.answered = true;
         }
         let latest = t.number + 1 == s.tries;
         let ns = self.nameservers.get_mut(t.ns);

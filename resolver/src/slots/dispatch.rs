@@ -112,6 +112,7 @@ impl Engine {
             number: s.tries,
             sent: now,
             waiting: true,
+            answered: false,
         });
         s.tries += 1;
         s.phase = Phase::Asked;

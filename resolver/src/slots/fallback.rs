@@ -115,11 +115,21 @@ async fn ask(context: Arc<Context>, name: Handover) {
         .max(Duration::from_millis(1));
     let started = Instant::now();
     let mut result = Err(NetError::Timeout);
+    // The names falling back to one server share its connection, dialled
+    // by one of them while the others wait: each waits no longer than its
+    // own budget (a server whose TCP is firewalled once held 3,000 names
+    // for one dial's timeout each, one after another).
+    let deadline = tokio::time::Instant::from_std(name.deadline);
     for _ in 0..2 {
-        let connection = match connection(&context, &kept, name.server).await {
-            Ok(connection) => connection,
-            Err(e) => {
+        let dialled = tokio::time::timeout_at(deadline, connection(&context, &kept, name.server));
+        let connection = match dialled.await {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(e)) => {
                 result = Err(e);
+                break;
+            }
+            Err(_) => {
+                result = Err(NetError::Timeout);
                 break;
             }
         };

@@ -27,6 +27,9 @@ pub struct Try {
     /// Still counted in its nameserver's queries in flight (no answer, not
     /// timed out).
     pub waiting: bool,
+    /// An answer came (a refusal keeps the try, whose copies would come
+    /// again: counted once).
+    pub answered: bool,
 }
 
 /// Where a slot's name stands.
@@ -178,6 +181,7 @@ mod tests {
                 number: slot.tries,
                 sent: now,
                 waiting: true,
+                answered: false,
             });
             slot.tries += 1;
         }

@@ -8,7 +8,8 @@
 //! the path) once a file holds that many rows or bytes. The footer is
 //! written by `finish`, which the driver calls at the end of the input, on
 //! a fatal error of the input and on SIGINT/SIGTERM: the file a run leaves
-//! is always one a reader opens.
+//! is one a reader opens, unless writing the file itself failed
+//! (docs/parquet.md).
 //!
 //! Written with the `parquet` crate's column writer API, without the arrow
 //! crates (docs/parquet.md says why).
