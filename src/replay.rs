@@ -101,6 +101,11 @@ impl ReplayPlan {
             timing.insert("speed".into(), toml::Value::Float(1.0));
         }
         let paced = !timing.is_empty() && timing.get("fast") != Some(&toml::Value::Boolean(true));
+        // Queries are batched only when they come as fast as a file is
+        // read: from a pipe, a socket or a live capture a query waits for
+        // the next ones, which may come seconds later (its timeout ran
+        // while it waited unsent).
+        let from_a_file = std::fs::metadata(&args.capture).is_ok_and(|m| m.is_file());
         if !timing.is_empty() {
             stages.push(("filter.timing".to_string(), timing));
         }
@@ -122,7 +127,7 @@ impl ReplayPlan {
                 );
             }
             output.remove("transport");
-            if paced {
+            if paced || !from_a_file {
                 // A paced query is sent when it comes, not with the next batch.
                 output.insert("batch".into(), toml::Value::Integer(1));
             }
@@ -133,6 +138,7 @@ impl ReplayPlan {
                 output.insert("grow_inflight".into(), toml::Value::Boolean(true));
             }
             if !paced
+                && from_a_file
                 && client.cli.client.transport != DnsTransport::Https
                 && !output.contains_key("send_batch")
             {

@@ -98,17 +98,22 @@ fn dnstap_ldns_messages(tap: &Path) -> Messages {
     out
 }
 
-#[test]
-fn a_capture_as_dnstap_reads_in_dnstap_ldns_and_fstrm_dump_as_in_tshark() {
-    let capture = corpus_dir().join("live_lo_en10mb.pcap");
-    let tap = temp_path("capture.tap");
+/// Writes the DNS messages of `capture` as the dnstap file `tap`
+/// (layer → dns → output.dnstap).
+fn write_as_dnstap(capture: &Path, tap: &Path) {
     let text = format!(
         "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.dnstap\"\npath = \"{}\"\n",
         capture.display(),
         tap.display()
     );
-    let out = run_pipeline(&text, &["-q"]);
-    assert_ok(&out, "dnsluice run");
+    assert_ok(&run_pipeline(&text, &["-q"]), "dnsluice run");
+}
+
+#[test]
+fn a_capture_as_dnstap_reads_in_dnstap_ldns_and_fstrm_dump_as_in_tshark() {
+    let capture = corpus_dir().join("live_lo_en10mb.pcap");
+    let tap = temp_path("capture.tap");
+    write_as_dnstap(&capture, &tap);
     let want = tshark_messages(&capture);
     assert_eq!(want.values().sum::<usize>(), 6081);
     let got = dnstap_ldns_messages(&tap);
@@ -136,13 +141,7 @@ fn broken_frames_are_counted_by_kind_and_the_good_ones_read() {
     // Good frames: a capture's messages, written by us.
     let capture = corpus_dir().join("live_lo_en10mb.pcap");
     let good = temp_path("good.tap");
-    let text = format!(
-        "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.dnstap\"\npath = \"{}\"\n",
-        capture.display(),
-        good.display()
-    );
-    let out = run_pipeline(&text, &["-q"]);
-    assert_ok(&out, "dnsluice run");
+    write_as_dnstap(&capture, &good);
     let bytes = std::fs::read(&good).unwrap();
     // Split it into START, the data frames, STOP, by the lengths.
     let start_len = 8 + u32::from_be_bytes(bytes[4..8].try_into().unwrap()) as usize;
@@ -192,4 +191,37 @@ fn broken_frames_are_counted_by_kind_and_the_good_ones_read() {
     assert_eq!(errors["bad_control_fields"], 1, "{errors}");
     assert_eq!(errors["no_dns_message"], 1, "{errors}");
     assert_eq!(errors["truncated_frame"], 1, "{errors}");
+}
+
+/// A dnstap file written by us, then zstd-compressed by `zstd` and cut in
+/// its middle: the run says the zstd stream is cut off (where the cut falls
+/// between two frames of the decompressed bytes, nothing else told) and how
+/// many frames it read.
+#[test]
+fn a_compressed_dnstap_file_cut_off_says_so() {
+    let tap = temp_path("whole.tap");
+    write_as_dnstap(&corpus_dir().join("live_lo_en10mb.pcap"), &tap);
+    let packed = temp_path("whole.tap.zst");
+    run_ok(
+        Command::new("zstd")
+            .arg("-q")
+            .arg("-f")
+            .arg(&tap)
+            .arg("-o")
+            .arg(&packed),
+    );
+    let bytes = std::fs::read(&packed).unwrap();
+    let cut = temp_path("cut.tap.zst");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let text = format!(
+        "[[stage]]\nmodule = \"input.dnstap\"\npath = \"{}\"\n[[stage]]\nmodule = \"output.null\"\n",
+        cut.display()
+    );
+    let out = run_pipeline(&text, &["-q"]);
+    assert_ok(&out, "dnsluice run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("file cut off") && stderr.contains("the zstd stream is cut off after"),
+        "{stderr}"
+    );
 }

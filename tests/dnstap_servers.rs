@@ -514,3 +514,36 @@ fn dnsdist_dnstap_log_actions_to_our_tcp_collector() {
         ("CLIENT_QUERY", "CLIENT_RESPONSE"),
     );
 }
+
+/// A collector that takes the connection and never answers READY: the
+/// run fails with an error saying so within the reply wait (10 s), rather
+/// than waiting for ever.
+#[test]
+fn a_silent_collector_is_an_error_not_a_hang() {
+    let dir = temp_dir("dnstap-silent");
+    let socket = dir.join("silent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let held = std::thread::spawn(move || {
+        let (connection, _) = listener.accept().unwrap();
+        // Held open, never read nor answered, until the run has given up.
+        std::thread::sleep(Duration::from_secs(20));
+        drop(connection);
+    });
+    let capture = testkit::corpus::corpus_dir().join("live_lo_en10mb.pcap");
+    let text = format!(
+        "[[stage]]\nmodule = \"input.mmpcap\"\npath = \"{}\"\n[[stage]]\nmodule = \"filter.layer\"\n[[stage]]\nmodule = \"filter.dns\"\n[[stage]]\nmodule = \"output.dnstap\"\nunix = \"{}\"\n",
+        capture.display(),
+        socket.display()
+    );
+    let started = Instant::now();
+    let out = run_pipeline(&text, &["-q"]);
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("answered with nothing within 10 s, not ACCEPT"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(18), "{took:?}");
+    drop(held);
+}

@@ -455,3 +455,56 @@ fn the_lua_replay_example_replays_and_reports() {
     assert!(outcomes.iter().all(|o| o["transport"] == "tls"));
     assert!(text.contains("answered\t400"), "{text}");
 }
+
+/// A capture that comes slowly on standard input (three queries 1.3 s
+/// apart, as from `tcpdump -w -`): each query is sent as it comes, not held
+/// for a batch of 16 until the input ends, so none times out (the 2 s
+/// timeout ran while a held query waited unsent) on UDP, TCP and TLS.
+#[test]
+fn queries_from_a_slow_pipe_go_out_as_they_come() {
+    use std::io::Write;
+    let s = servers();
+    let path = temp_path("slow.pcap");
+    write_capture(&path, &zone_queries(3, 1));
+    let bytes = std::fs::read(&path).unwrap();
+    // The file header, then each record (16 bytes of header, then its length).
+    let mut pieces = vec![&bytes[..24]];
+    let mut at = 24;
+    while at < bytes.len() {
+        let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        pieces.push(&bytes[at..at + 16 + len]);
+        at += 16 + len;
+    }
+    assert_eq!(pieces.len(), 4);
+    for (transport, server) in [("udp", &s["KNOT"]), ("tcp", &s["KNOT"]), ("tls", &s["DOT"])] {
+        let stats = temp_path("slow-stats.json");
+        let mut child = dnsluice()
+            .args([
+                "replay",
+                "-",
+                "-q",
+                "--transport",
+                transport,
+                "--server",
+                server,
+            ])
+            .args(["--ca-file", &s["CA_FILE"], "--tls-name", &s["TLS_NAME"]])
+            .arg("--stats-json")
+            .arg(&stats)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&[pieces[0], pieces[1]].concat()).unwrap();
+        for piece in &pieces[2..] {
+            std::thread::sleep(std::time::Duration::from_millis(1300));
+            stdin.write_all(piece).unwrap();
+        }
+        drop(stdin);
+        assert!(child.wait().unwrap().success(), "{transport}");
+        let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        assert_eq!(n(&stats, "sent"), 3, "{transport}: {stats}");
+        assert_eq!(n(&stats, "answered"), 3, "{transport}: {stats}");
+        assert_eq!(n(&stats, "timeouts"), 0, "{transport}: {stats}");
+    }
+}

@@ -9,7 +9,7 @@
 //! the watch in that time (blocked on a full window, waiting for input) is
 //! served the last snapshot. Nothing is snapshotted while nobody scrapes.
 
-use super::render::{is_gauge, is_gauge_breakdown};
+use dnsluice_core::stats::{is_gauge, is_gauge_breakdown};
 use dnsluice_core::sync::lock;
 use dnsluice_core::StageStats;
 use std::sync::atomic::{AtomicBool, Ordering};

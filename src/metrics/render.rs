@@ -407,24 +407,6 @@ const GAUGES: [(&str, &str, &str); 8] = [
     ),
 ];
 
-/// The breakdowns of a lookup that are gauges (per nameserver).
-const GAUGE_BREAKDOWNS: [&str; 3] = [
-    "nameserver_rate",
-    "nameserver_in_flight",
-    "nameserver_srtt_us",
-];
-
-/// Whether a stage's counter `name` is a gauge: a value now, not a count
-/// (it is not added up over runs; the latest run's stands).
-pub fn is_gauge(name: &str) -> bool {
-    GAUGES.iter().any(|(n, _, _)| *n == name)
-}
-
-/// Whether a stage's breakdown `name` is a gauge (as [`is_gauge`]).
-pub fn is_gauge_breakdown(name: &str) -> bool {
-    GAUGE_BREAKDOWNS.contains(&name)
-}
-
 /// Gauge `name` (one of [`GAUGES`]) of a stage.
 fn gauge(f: &mut Families, stage: &Labels, name: &str, value: f64) {
     if let Some((_, family, help)) = GAUGES.iter().find(|(n, _, _)| *n == name) {
@@ -520,6 +502,19 @@ fn family_name(what: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_gauge_counter_is_served_as_a_gauge_and_no_count_is() {
+        use dnsluice_core::stats::{is_gauge, GAUGE_COUNTERS};
+        for name in GAUGE_COUNTERS {
+            assert!(GAUGES.iter().any(|(n, _, _)| *n == name), "{name}");
+        }
+        // Derived from counts here, not counters of their own.
+        let derived = ["queries_in_flight", "connections_open"];
+        for (name, _, _) in GAUGES {
+            assert!(is_gauge(name) || derived.contains(&name), "{name}");
+        }
+    }
 
     #[test]
     fn histograms_count_each_bucket_under_the_first_bound_above_it() {

@@ -66,6 +66,36 @@ pub struct Reading {
     pub last_ts_ns: Option<i64>,
 }
 
+/// Counters that are a value now (gauges), not a count: an interval
+/// ([`StageStats::since`]) carries their value at its end, and a set of
+/// runs the latest run's, not a difference or a sum.
+pub const GAUGE_COUNTERS: [&str; 6] = [
+    "inflight_window",
+    "inflight_cap",
+    "held_items",
+    "held_lines",
+    "unfinished_items",
+    "iterative_cache_entries",
+];
+
+/// Breakdowns that are gauges (a lookup's, per nameserver), as
+/// [`GAUGE_COUNTERS`].
+pub const GAUGE_BREAKDOWNS: [&str; 3] = [
+    "nameserver_rate",
+    "nameserver_in_flight",
+    "nameserver_srtt_us",
+];
+
+/// Whether counter `name` is a gauge ([`GAUGE_COUNTERS`]).
+pub fn is_gauge(name: &str) -> bool {
+    GAUGE_COUNTERS.contains(&name)
+}
+
+/// Whether breakdown `name` is a gauge ([`GAUGE_BREAKDOWNS`]).
+pub fn is_gauge_breakdown(name: &str) -> bool {
+    GAUGE_BREAKDOWNS.contains(&name)
+}
+
 /// The most examples a stage keeps ([`StageStats::examples`]).
 pub const EXAMPLES_MOST: usize = 10;
 
@@ -211,6 +241,10 @@ impl StageStats {
         out.output = self.output.saturating_sub(earlier.output);
         out.errors = minus(&self.errors, &earlier.errors);
         for (name, breakdown) in &self.breakdowns {
+            if is_gauge_breakdown(name) {
+                out.breakdowns.insert(name.clone(), breakdown.clone());
+                continue;
+            }
             let empty = BTreeMap::new();
             let then = earlier.breakdowns.get(name).unwrap_or(&empty);
             let d = minus(breakdown, then);
@@ -228,7 +262,9 @@ impl StageStats {
         // Every counter present now, with its difference (zero included);
         // percentiles from the interval's histograms; breakdown views left out.
         for (key, value) in &self.counters {
-            if self.derived_value(key).is_none() {
+            if is_gauge(key) {
+                out.counters.insert(key.clone(), *value);
+            } else if self.derived_value(key).is_none() {
                 let before = earlier.counters.get(key).copied().unwrap_or(0);
                 out.counters
                     .insert(key.clone(), value.saturating_sub(before));
@@ -464,5 +500,25 @@ mod tests {
         keep_example(&mut examples, 11, || panic!("made a line that is not kept"));
         keep_example(&mut examples, 3, || panic!("made a line for a frame kept"));
         assert_eq!(examples.len(), EXAMPLES_MOST);
+    }
+
+    #[test]
+    fn an_interval_has_a_gauges_value_not_its_change() {
+        let snapshot = |cap: u64, window: u64, sent: u64| {
+            let mut s = StageStats::new("output.dnscli");
+            s.counters.insert("inflight_cap".into(), cap);
+            s.counters.insert("inflight_window".into(), window);
+            s.counters.insert("sent".into(), sent);
+            s.breakdowns
+                .entry("nameserver_in_flight".into())
+                .or_default()
+                .insert("127.0.0.1:53".into(), window);
+            s
+        };
+        let d = snapshot(100, 40, 900).since(&snapshot(100, 60, 500));
+        assert_eq!(d.counters["inflight_cap"], 100);
+        assert_eq!(d.counters["inflight_window"], 40);
+        assert_eq!(d.counters["sent"], 400);
+        assert_eq!(d.breakdowns["nameserver_in_flight"]["127.0.0.1:53"], 40);
     }
 }

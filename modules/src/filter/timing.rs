@@ -107,6 +107,12 @@ impl Timing {
 
     /// When the object with capture time `ts_ns` is due, counted from the first.
     fn due(&mut self, ts_ns: Option<i64>) -> Option<Instant> {
+        if matches!(self.pace, Pace::Capture(_)) && ts_ns.is_none() {
+            // No time to keep (a dnstap message without one): due at once,
+            // and not the start either (from 0, the next would be due
+            // decades later).
+            return None;
+        }
         let (t0, ts0) = *self
             .start
             .get_or_insert_with(|| (Instant::now(), ts_ns.unwrap_or(0)));
@@ -215,6 +221,16 @@ mod tests {
         );
         let took = run(&mut Timing::new(Pace::Fast, Duration::from_secs(1)), &ts);
         assert!(took < Duration::from_millis(20), "{took:?}");
+    }
+
+    #[test]
+    fn an_object_without_a_time_is_due_at_once_and_starts_nothing() {
+        let mut timing = Timing::new(Pace::Capture(1.0), Duration::from_secs(1));
+        assert_eq!(timing.due(None), None);
+        let first = timing.due(Some(1_700_000_000_000_000_000)).unwrap();
+        let next = timing.due(Some(1_700_000_000_100_000_000)).unwrap();
+        assert_eq!(next - first, Duration::from_millis(100));
+        assert_eq!(timing.due(None), None);
     }
 
     #[test]

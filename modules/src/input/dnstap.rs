@@ -216,8 +216,22 @@ impl DnstapInput {
                         Next::End { partial } => {
                             if partial > 0 {
                                 self.decoder.count("truncated_frame");
+                            }
+                            // A compressed stream cut off says so even
+                            // where the cut falls between two frames.
+                            let what = match (reader.end_note(), partial) {
+                                (None, 0) => None,
+                                (Some(note), 0) => Some(note),
+                                (Some(note), _) => Some(format!(
+                                    "{note}; the {partial} bytes of an incomplete frame before the cut were ignored"
+                                )),
+                                (None, _) => Some(format!(
+                                    "the {partial} bytes from byte offset {offset} are an incomplete frame and were ignored"
+                                )),
+                            };
+                            if let Some(what) = what {
                                 self.warnings.push(format!(
-                                    "{}: file cut off: the {partial} bytes from byte offset {offset} are an incomplete frame and were ignored; the {} frames before them were read",
+                                    "{}: file cut off: {what}; the {} frames before it were read",
                                     self.name.display(),
                                     self.decoder.frames
                                 ));

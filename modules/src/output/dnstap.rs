@@ -30,6 +30,9 @@ use std::path::PathBuf;
 
 const MODULE: &str = "output.dnstap";
 
+/// How long a collector may take to answer READY (ACCEPT) or STOP (FINISH).
+const REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Whose view the messages are written from (the dnstap type's first word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Choice)]
 pub enum DnstapRole {
@@ -111,6 +114,9 @@ impl DnstapWriter {
             } else if let Some(path) = o.unix {
                 let stream = UnixStream::connect(&path).map_err(|e| StageError::io(&path, e))?;
                 let reader = stream.try_clone().map_err(|e| StageError::io(&path, e))?;
+                reader
+                    .set_read_timeout(Some(REPLY_WAIT))
+                    .map_err(|e| StageError::io(&path, e))?;
                 (path, Box::new(stream), Some(Box::new(reader)))
             } else {
                 let tcp = o.tcp.unwrap_or_default();
@@ -120,6 +126,9 @@ impl DnstapWriter {
                 let name = PathBuf::from(&tcp);
                 let stream = TcpStream::connect(addr).map_err(|e| StageError::io(&name, e))?;
                 let reader = stream.try_clone().map_err(|e| StageError::io(&name, e))?;
+                reader
+                    .set_read_timeout(Some(REPLY_WAIT))
+                    .map_err(|e| StageError::io(&name, e))?;
                 (name, Box::new(stream), Some(Box::new(reader)))
             };
         let mut writer = DnstapWriter {
@@ -176,6 +185,14 @@ impl DnstapWriter {
             Ok(Next::Frame(Frame::Data(_))) => "a data frame".to_string(),
             Ok(Next::Malformed(e)) => format!("a malformed frame ({})", e.kind()),
             Ok(Next::End { .. }) => "the connection closed".to_string(),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                format!("nothing within {} s", REPLY_WAIT.as_secs())
+            }
             Err(e) => e.to_string(),
         };
         let want = if kind == ACCEPT {

@@ -164,6 +164,11 @@ pub(super) fn handshake(
     };
     let deadline = Instant::now() + timeout;
     let mut conn = client.session(server_name)?;
+    // No cap on what rustls holds to send: a server that reads slowly
+    // fills the socket, and then rustls' own 64 KiB; past that a write of
+    // queries failed and took the connection down (the window of queries
+    // in flight bounds what is held).
+    conn.set_buffer_limit(None);
     while conn.is_handshaking() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {

@@ -46,6 +46,12 @@ impl FrameStreamReader {
         self.offset
     }
 
+    /// At the end: why the stream ended early, when it did (a compressed
+    /// stream cut off, whatever frame it was in).
+    pub fn end_note(&self) -> Option<String> {
+        self.stream.end_note()
+    }
+
     /// The next frame.
     pub fn next_frame(&mut self) -> io::Result<Next<'_>> {
         self.stream.consume(std::mem::take(&mut self.pending));

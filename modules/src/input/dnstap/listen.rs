@@ -93,7 +93,13 @@ fn accept<S: Read + Write + Send + 'static>(
     clone: fn(&S) -> io::Result<S>,
     tx: SyncSender<Event>,
 ) {
-    for stream in incoming.flatten() {
+    for stream in incoming {
+        let Ok(stream) = stream else {
+            // No connection taken (out of file descriptors: the same error
+            // comes back at once): wait, not spin.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            continue;
+        };
         let Ok(reader) = clone(&stream) else { continue };
         let tx = tx.clone();
         if spawn("dnstap-conn", move || serve(Box::new(reader), stream, tx)).is_err() {
