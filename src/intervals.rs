@@ -52,8 +52,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if d < Duration::from_millis(1) {
         return Err("the interval must be at least 1ms".into());
     }
+    if d > MOST_INTERVAL {
+        return Err("the interval must be at most 1 day".into());
+    }
     Ok(d)
 }
+
+/// The longest interval taken (an absurd one overflowed the clock).
+const MOST_INTERVAL: Duration = Duration::from_secs(86_400);
 
 /// Default interval when only a file or a report is asked for.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);

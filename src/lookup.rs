@@ -212,6 +212,16 @@ pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
             "dnsluice: warning: no nameservers (none given, none in /etc/resolv.conf): \
              only lines pinned to a nameserver can be resolved"
         );
+    } else if !args.lookup.table.contains_key("name_servers")
+        && config.iterative.is_none()
+        && !args.quiet
+    {
+        // Said: a scan aimed at the system's resolver (often a local stub)
+        // is rarely what was meant.
+        eprintln!(
+            "dnsluice: no --name-servers: asking those of /etc/resolv.conf ({})",
+            options.name_servers.join(", ")
+        );
     }
     // Pulled from the output: the driver sees the chain between two
     // records, to the last one (pushed, the names still in flight when the

@@ -427,3 +427,63 @@ fn an_unknown_key_is_reported_before_the_roles_are_checked() {
     assert!(err.contains("pipeline.toml:3: key `paht`"), "{err}");
     assert!(err.contains("did you mean `path`?"), "{err}");
 }
+
+/// Absurd durations on the command line are usage errors naming the bound,
+/// not panics (exit status 101: a float out of Duration's range, an instant
+/// past the clock's end).
+#[test]
+fn absurd_durations_are_refused_not_a_panic() {
+    let names = temp_path("absurd-names.txt");
+    std::fs::write(&names, "a.example\n").unwrap();
+    let jsonl = temp_path("absurd.jsonl");
+    let huge = "10000000000000000000s";
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "queue",
+                "get",
+                "nats://127.0.0.1:1/R",
+                "--idle-exit",
+                "1e300",
+            ],
+            "over a year",
+        ),
+        (
+            vec![
+                "lookup",
+                "--name-servers",
+                "127.0.0.1:9",
+                "--stats-interval",
+                huge,
+                "--stats-jsonl",
+                jsonl.to_str().unwrap(),
+                "--input",
+                names.to_str().unwrap(),
+            ],
+            "at most 1 day",
+        ),
+        (
+            vec![
+                "lookup",
+                "--name-servers",
+                "127.0.0.1:9",
+                "--metrics-linger",
+                huge,
+                "--input",
+                names.to_str().unwrap(),
+            ],
+            "at most 1 day",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = dnsluice().args(&args).output().unwrap();
+        let err = stderr(&out);
+        // A usage error (2) or an error of the run (1), never a panic (101).
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "{args:?}: {:?} {err}",
+            out.status.code()
+        );
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+}

@@ -547,3 +547,25 @@ fn a_silent_collector_is_an_error_not_a_hang() {
     assert!(took < Duration::from_secs(18), "{took:?}");
     drop(held);
 }
+
+/// A collector waiting for its emitters (none connects) stopped by SIGTERM
+/// ends at once with status 143 (the first signal went unseen until a
+/// frame came; a second one killed it, outputs unfinished).
+#[test]
+fn a_waiting_collector_stopped_by_sigterm_ends_at_once() {
+    let dir = temp_dir("dnstap-stop");
+    let pipeline = dir.join("collector.toml");
+    std::fs::write(
+        &pipeline,
+        "[[stage]]\nmodule = \"input.dnstap\"\ntcp = \"127.0.0.1:0\"\n[[stage]]\nmodule = \"output.null\"\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (status, stderr) = testkit::stopped_by_sigterm(
+        dnsluice().arg("run").arg(&pipeline).arg("-q"),
+        Duration::from_secs(1),
+    );
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(took < Duration::from_secs(4), "{took:?}: {stderr}");
+}

@@ -128,6 +128,21 @@ fn tls_broker_with_a_password_and_a_wrong_one_that_consumes_nothing() {
         cmd.env("NATS_USER", &s.nats_user)
             .env("NATS_PASSWORD", password);
     };
+    // A password without its user is refused before any login (it logged
+    // in with no user at all, silently).
+    let mut cmd = dnsluice();
+    cmd.args(["queue", "status", &work])
+        .args(auth)
+        .env_remove("NATS_USER")
+        .env("NATS_PASSWORD", password);
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("$NATS_PASSWORD is set but $NATS_USER is not"),
+        "{err}"
+    );
+    assert!(!err.contains(password), "the password leaked: {err}");
     // Without the CA the certificate is refused; without a password the login.
     let mut cmd = dnsluice();
     cmd.args(["queue", "status", &work]);

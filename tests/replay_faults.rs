@@ -390,3 +390,25 @@ fn held_queries_go_out_at_the_end_and_when_the_window_fills() {
         );
     }
 }
+
+/// A paced replay stopped by SIGTERM while it waits for its next query
+/// (`--rate 0.1`: one every 10 s) ends at once with status 143, not when
+/// that query is due.
+#[test]
+fn a_paced_replay_stopped_while_it_waits_ends_at_once() {
+    let capture = temp_path("paced.pcap");
+    write_capture(&capture, &zone_queries(5, 1));
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let server = silent.local_addr().unwrap().to_string();
+    let started = Instant::now();
+    let (status, stderr) = testkit::stopped_by_sigterm(
+        dnsluice()
+            .arg("replay")
+            .arg(&capture)
+            .args(["--server", &server, "--rate", "0.1", "-q"]),
+        Duration::from_millis(1500),
+    );
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(took < Duration::from_secs(5), "{took:?}: {stderr}");
+}

@@ -41,7 +41,8 @@ pub struct LookupOptions {
     pub qtype: LookupType,
     /// Nameservers for the names not pinned to one (`name,nameserver` lines):
     /// IP, IP:PORT, [IPv6]:PORT, or for https a URL https://HOST:PORT/PATH;
-    /// @FILE reads them from a file, one per line (# comments).
+    /// @FILE reads them from a file, one per line (# comments). `dnsluice
+    /// lookup` without them asks those of /etc/resolv.conf (and says so).
     #[option(default)]
     pub name_servers: Vec<String>,
     /// Transport, timeout, TCP fallback, DoH method and certificates.

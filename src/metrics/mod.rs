@@ -34,8 +34,18 @@ pub struct MetricsFlags {
     /// taken the final values, at most DURATION (give it at least the
     /// scrape interval).
     #[arg(long, value_name = "DURATION", default_value = "0s",
-          value_parser = humantime::parse_duration)]
+          value_parser = parse_linger)]
     pub metrics_linger: Duration,
+}
+
+/// Reads `--metrics-linger`: a duration with a unit, at most a day (an
+/// absurd one overflowed the clock).
+fn parse_linger(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d > Duration::from_secs(86_400) {
+        return Err("at most 1 day".into());
+    }
+    Ok(d)
 }
 
 impl MetricsFlags {

@@ -215,14 +215,22 @@ impl Iterator for Batches<'_> {
 
 /// A duration with a unit, or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration> {
-    if let Ok(seconds) = text.trim().parse::<f64>() {
-        if seconds.is_finite() && seconds >= 0.0 {
-            return Ok(Duration::from_secs_f64(seconds));
+    let d = match text.trim().parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds >= 0.0 => {
+            Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX)
         }
-        bail!("`{text}` is not a duration");
+        Ok(_) => bail!("`{text}` is not a duration"),
+        Err(_) => humantime_duration(text)?,
+    };
+    if d > MOST_DURATION {
+        bail!("`{text}` is over a year: give at most 365d");
     }
-    humantime_duration(text)
+    Ok(d)
 }
+
+/// The longest duration a queue flag takes (an absurd one panicked or
+/// overflowed the clock).
+const MOST_DURATION: Duration = Duration::from_secs(365 * 86_400);
 
 fn humantime_duration(text: &str) -> Result<Duration> {
     use dnsluice_core::options::OptionValue;

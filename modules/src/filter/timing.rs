@@ -127,6 +127,23 @@ impl Timing {
     }
 }
 
+/// The longest sleep between two looks at whether the run was stopped.
+const STOP_LOOK: Duration = Duration::from_millis(100);
+
+/// Sleeps `wait`, or less when a stop is asked for meanwhile (SIGINT,
+/// SIGTERM: the driver then ends the run at the next object, not when a
+/// query due in an hour is); how long it slept.
+fn sleep_unless_stopped(wait: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let left = wait.saturating_sub(started.elapsed());
+        if left.is_zero() || dnsluice_core::stop::requested().is_some() {
+            return started.elapsed();
+        }
+        std::thread::sleep(left.min(STOP_LOOK));
+    }
+}
+
 impl Map for Timing {
     fn map(&mut self, obj: &mut Object<'_>) {
         let ts = obj.packet().and_then(|p| p.meta.ts_ns);
@@ -135,8 +152,7 @@ impl Map for Timing {
             if due > now {
                 let wait = due - now;
                 if wait >= MIN_SLEEP {
-                    std::thread::sleep(wait);
-                    self.slept += wait;
+                    self.slept += sleep_unless_stopped(wait);
                 }
             } else {
                 let drift = now - due;

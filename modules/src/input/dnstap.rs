@@ -34,9 +34,14 @@ use prost::Message as _;
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::PathBuf;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 const MODULE: &str = "input.dnstap";
+
+/// The longest a collector waits for a frame before it looks again whether
+/// the run was stopped.
+const STOP_LOOK: Duration = Duration::from_millis(100);
 
 /// Options of `input.dnstap`: one of `path`, `unix` and `tcp`.
 #[derive(Debug, Options)]
@@ -254,12 +259,21 @@ impl DnstapInput {
                         self.done = true;
                         continue;
                     }
-                    let event = match idle {
-                        None => collector.events.recv().ok(),
-                        Some(idle) => {
-                            let left = idle.saturating_sub(last.elapsed());
-                            collector.events.recv_timeout(left).ok()
+                    // Waited for in slices: a stop (SIGINT, SIGTERM) ends
+                    // the wait, as the end of the input does.
+                    let wait = match idle {
+                        None => STOP_LOOK,
+                        Some(idle) => idle.saturating_sub(last.elapsed()).min(STOP_LOOK),
+                    };
+                    let event = match collector.events.recv_timeout(wait) {
+                        Ok(event) => Some(event),
+                        Err(RecvTimeoutError::Timeout)
+                            if dnsluice_core::stop::requested().is_none()
+                                && idle.is_none_or(|idle| last.elapsed() < idle) =>
+                        {
+                            continue;
                         }
+                        Err(_) => None,
                     };
                     *last = Instant::now();
                     match event {

@@ -33,7 +33,9 @@ impl NatsAddress {
             ));
         };
         let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
-        if hosts.contains('@') {
+        // Anywhere, not only before the first `/`: a password may hold one
+        // (`nats://bob:pa/ss@host`), and a later error would show it.
+        if rest.contains('@') {
             return Err(format!(
                 "`{}`: no user or password in the URL (it would show in `ps` and in logs): \
                  give a credentials file (creds) or set NATS_USER and NATS_PASSWORD",
@@ -43,7 +45,7 @@ impl NatsAddress {
         let mut servers = Vec::new();
         for host in hosts.split(',') {
             if host.is_empty() {
-                return Err(format!("`{text}`: a server address is empty"));
+                return Err(format!("`{}`: a server address is empty", redact(text)));
             }
             let with_port = if has_port(host) {
                 host.to_string()
@@ -55,7 +57,7 @@ impl NatsAddress {
         let stream = match path.trim_end_matches('/') {
             "" => None,
             name => {
-                check_stream_name(name).map_err(|e| format!("`{text}`: {e}"))?;
+                check_stream_name(name).map_err(|e| format!("`{}`: {e}", redact(text)))?;
                 Some(name.to_string())
             }
         };
@@ -71,7 +73,8 @@ impl NatsAddress {
         let address = Self::parse(text)?;
         if address.stream.is_none() {
             return Err(format!(
-                "`{text}` names no stream: write nats://HOST:PORT/STREAM"
+                "`{}` names no stream: write nats://HOST:PORT/STREAM",
+                redact(text)
             ));
         }
         Ok(address)
@@ -125,7 +128,7 @@ pub fn check_stream_name(name: &str) -> Result<(), String> {
 
 /// `text` with anything between `//` and `@` replaced, for error messages.
 fn redact(text: &str) -> String {
-    match (text.find("//"), text.find('@')) {
+    match (text.find("//"), text.rfind('@')) {
         (Some(start), Some(at)) if start + 2 < at => {
             format!("{}//***{}", &text[..start], &text[at..])
         }
@@ -136,6 +139,22 @@ fn redact(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_is_never_echoed_even_with_a_slash_in_it() {
+        for url in [
+            "nats://bob:pa/ss@127.0.0.1:4222/W",
+            "nats://bob:secret@127.0.0.1:4222/W.X",
+            "tls://bob:p@ss/w@127.0.0.1/",
+        ] {
+            let e = NatsAddress::parse(url).unwrap_err();
+            assert!(
+                !e.contains("pa/ss") && !e.contains("secret") && !e.contains("p@ss"),
+                "{e}"
+            );
+            assert!(e.contains("no user or password in the URL"), "{e}");
+        }
+    }
 
     #[test]
     fn parses_servers_stream_and_scheme() {

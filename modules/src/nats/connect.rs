@@ -125,6 +125,14 @@ pub async fn connect(address: &NatsAddress, auth: &NatsAuthOptions) -> Result<Li
                 auth.user_env, auth.password_env
             )))
         }
+        // A password without its user (or with an empty one) would log in
+        // with no user at all, silently.
+        (Ok(_) | Err(_), Ok(_)) => {
+            return Err(named(format!(
+                "${} is set but ${} is not (or is empty): set both, or neither",
+                auth.password_env, auth.user_env
+            )))
+        }
         _ => {}
     }
     if auth.tls.server_name.is_some() {
