@@ -966,3 +966,28 @@ fn a_failing_nameserver_is_set_aside_for_the_healthy_one() {
     );
     assert_eq!(good.queries_received(), 60 - failed.len() as u64);
 }
+
+/// A `--tls-name` that is no DNS name is an error before any query (it
+/// gave every name an ERROR record after six tries, and exit status 0).
+#[test]
+fn a_bad_tls_name_is_refused_at_the_start() {
+    let out = dnsluice()
+        .args([
+            "lookup",
+            "--transport",
+            "tls",
+            "--name-servers",
+            "127.0.0.1:9",
+        ])
+        .args(["--tls-name", "bad name!"])
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("tls_name") && err.contains("bad name!"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no records");
+}

@@ -247,7 +247,7 @@ fn a_truncated_udp_answer_is_retried_over_tcp() {
 fn an_unverifiable_certificate_is_taken_with_insecure() {
     let s = servers();
     let capture = capture("cert.pcap");
-    let (stats, _) = replay(
+    let (stats, stderr) = replay(
         &capture,
         &[
             "--server",
@@ -259,6 +259,9 @@ fn an_unverifiable_certificate_is_taken_with_insecure() {
         ],
     );
     check_all_answered(&stats, "insecure");
+    // Said once, even with -q.
+    let said = "warning: insecure: TLS server certificates are not verified";
+    assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
 }
 
 #[test]

@@ -96,6 +96,14 @@ pub fn client_config(options: &TlsOptions, alpn: &[&[u8]]) -> Result<Arc<ClientC
         .with_safe_default_protocol_versions()
         .map_err(|e| NetError::TlsSetup(e.to_string()))?;
     let mut config = if options.insecure {
+        // Said once a process, even with -q: nothing else shows it.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "dnsluice: warning: insecure: TLS server certificates are not verified \
+                 (anyone on the path can answer)"
+            );
+        });
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(NoVerification(provider())))

@@ -151,6 +151,13 @@ impl LookupOptions {
         let transport = self.client.transport;
         let nameservers = super::nameserver_list::parse(&self.name_servers, transport)
             .map_err(|e| StageError::option(MODULE, Some("name_servers"), e))?;
+        // Checked now, not at each name's connection (a bad one gave every
+        // name an ERROR record, after six tries).
+        if self.client.tls.server_name.is_some() {
+            let any = std::net::Ipv4Addr::UNSPECIFIED.into();
+            dnsluice_net::tls::server_name(&self.client.tls, None, any)
+                .map_err(|e| StageError::option(MODULE, Some("tls_name"), e.to_string()))?;
+        }
         let iterative = self
             .iterative
             .to_config(&nameservers, self.name_timeout)
