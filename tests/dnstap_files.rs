@@ -225,3 +225,44 @@ fn a_compressed_dnstap_file_cut_off_says_so() {
         "{stderr}"
     );
 }
+
+/// A dnstap file whose writer was stopped between two frames: every frame is
+/// whole, but the STOP control frame that ends a Frame Streams stream is
+/// missing. The run reads every message and says the file was not finished.
+#[test]
+fn a_dnstap_file_without_its_stop_frame_says_so() {
+    let tap = temp_path("whole-for-stop.tap");
+    write_as_dnstap(&corpus_dir().join("live_lo_en10mb.pcap"), &tap);
+    let bytes = std::fs::read(&tap).unwrap();
+    // Frame Streams' STOP: an escape (length 0), the control frame's length
+    // (4), its type (3, STOP), and nothing else.
+    let stop = [0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 3];
+    assert!(
+        bytes.ends_with(&stop),
+        "the writer ends its stream with STOP"
+    );
+    let cut = temp_path("unstopped.tap");
+    std::fs::write(&cut, &bytes[..bytes.len() - stop.len()]).unwrap();
+    let read = |path: &Path| {
+        let stats = temp_path("unstopped.json");
+        let text = format!(
+            "[[stage]]\nmodule = \"input.dnstap\"\npath = \"{}\"\n[[stage]]\nmodule = \"output.null\"\n",
+            path.display()
+        );
+        let out = run_pipeline(&text, &["-q", "--stats-json", &stats.display().to_string()]);
+        assert_ok(&out, "dnsluice run");
+        let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (stats["stages"][0]["out"].clone(), stderr)
+    };
+    let (whole_out, whole_stderr) = read(&tap);
+    assert_eq!(whole_out, 6081);
+    assert!(!whole_stderr.contains("STOP"), "{whole_stderr}");
+    let (out, stderr) = read(&cut);
+    assert_eq!(out, 6081, "every message is still read");
+    assert!(
+        stderr.contains("file cut off: it ends without the STOP frame")
+            && stderr.contains("the 6081 frames before it were read"),
+        "{stderr}"
+    );
+}

@@ -19,7 +19,7 @@ pub mod message;
 
 use crate::format::dnstap::{Dnstap, CONTENT_TYPE, TYPE_MESSAGE};
 use crate::format::framestream::reader::{FrameStreamReader, Next};
-use crate::format::framestream::{Frame, START};
+use crate::format::framestream::{Frame, START, STOP};
 use crate::format::stream::BufferedStream;
 use crate::input::decompress::{decompressed, DecoderAt};
 use dnsluice_core::dns::check;
@@ -140,6 +140,9 @@ pub struct DnstapInput {
     messages: u64,
     warnings: Vec<String>,
     done: bool,
+    /// A file's stream was started (START) and not yet stopped (STOP): a
+    /// file that ends so was not finished by its writer.
+    unstopped: bool,
 }
 
 impl DnstapInput {
@@ -186,6 +189,7 @@ impl DnstapInput {
             messages: 0,
             warnings: Vec::new(),
             done: false,
+            unstopped: false,
         })
     }
 
@@ -202,6 +206,11 @@ impl DnstapInput {
                     match next {
                         Next::Frame(Frame::Data(data)) => self.decoder.decode(data),
                         Next::Frame(Frame::Control(c)) => {
+                            self.unstopped = match c.kind {
+                                START => true,
+                                STOP => false,
+                                _ => self.unstopped,
+                            };
                             if c.kind == START && !c.names(CONTENT_TYPE) {
                                 self.decoder.count("unsupported_content_type");
                                 self.warnings.push(format!(
@@ -225,6 +234,13 @@ impl DnstapInput {
                             // A compressed stream cut off says so even
                             // where the cut falls between two frames.
                             let what = match (reader.end_note(), partial) {
+                                // Whole frames, but the writer never said it
+                                // was done (killed, or still writing).
+                                (None, 0) if self.unstopped => Some(
+                                    "it ends without the STOP frame that ends a stream \
+                                     (its writer was stopped before it finished, or is still writing)"
+                                        .to_string(),
+                                ),
                                 (None, 0) => None,
                                 (Some(note), 0) => Some(note),
                                 (Some(note), _) => Some(format!(
