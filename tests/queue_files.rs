@@ -5,13 +5,13 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command};
 use std::time::Duration;
 use testkit::queue::{
     assert_one_right_answer_each, consumer, freeze_and_kill, json_lines, status, wait_for, wait_ok,
     work_and_results,
 };
-use testkit::{dnsluice, run_ok, temp_dir};
+use testkit::{dnsluice, run_ok, temp_dir, wait_within};
 
 /// Ten captures whose qtype and rcode kinds together fit the summary's
 /// top-10 lists (so no file's list is cut and sums are exact): the
@@ -121,10 +121,34 @@ fn comparable(summary: &Value) -> Vec<Value> {
 
 #[test]
 fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
-    let dir = temp_dir("queue-captures");
+    two_workers_one_ended("queue-captures", "cap", freeze_and_kill);
+}
+
+/// A worker stopped by SIGTERM in the middle of a file neither publishes
+/// that file's partial summary nor takes another file: it hands the file
+/// back to the queue and ends (status 143), and the merge of every summary
+/// is still one run's over all the files. (A SIGTERM used to end each run
+/// early and publish it "OK": the stopped file's part, then an empty
+/// summary for every file left in the queue, all acknowledged.)
+#[test]
+fn a_worker_stopped_by_sigterm_hands_its_file_back() {
+    two_workers_one_ended("queue-captures-term", "capterm", |first: &mut Child| {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGTERM) }, 0);
+        let status = wait_within(first, Duration::from_secs(30)).expect("the worker did not stop");
+        assert_eq!(status.code(), Some(143));
+    });
+}
+
+/// Ten capture files put as work; a first worker does the two small ones
+/// and is ended by `end` while it holds the long third one; a second worker
+/// does the rest. Every file has one summary, and their merge is one run's
+/// over all the files.
+fn two_workers_one_ended(dir_name: &str, queue: &str, end: impl FnOnce(&mut Child)) {
+    let dir = temp_dir(dir_name);
     // The third file takes about a second (2^15 copies of a capture).
     let files = capture_set_with(&dir, 15);
-    let (work, results) = work_and_results("cap");
+    let (work, results) = work_and_results(queue);
     let mut put_cmd = dnsluice();
     put_cmd
         .args(["queue", "put", &work, "--files"])
@@ -145,24 +169,24 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
         let err = std::fs::read_to_string(dir.join(format!("{name}.err"))).unwrap();
         err.lines().filter(|l| l.ends_with(": OK")).count()
     };
-    // The first worker alone does the two small files, and is killed
+    // The first worker alone does the two small files, and is ended
     // while it holds the long third one; the second does the rest.
     let mut first = worker("first");
     wait_for(&work, &[], Duration::from_secs(30), |st| {
         st["acked"].as_u64().unwrap_or(0) >= 2
             && consumer(st, "workers")["in_flight"].as_u64().unwrap_or(0) >= 1
     });
-    freeze_and_kill(&mut first);
-    let held = status(&work, &[]);
-    assert!(
-        consumer(&held, "workers")["in_flight"]
-            .as_u64()
-            .unwrap_or(0)
-            >= 1,
-        "the killed worker held no file: {held}"
-    );
+    end(&mut first);
     let by_first = files_done("first");
     assert!(by_first >= 2, "the first worker did {by_first} files");
+    // Its file and the ones it did not take are still in the queue (a file
+    // it said was done may be too, if it was ended before acknowledging it).
+    let left = status(&work, &[])["messages"].as_u64().unwrap_or(0);
+    assert!(
+        left >= 10 - by_first as u64,
+        "{left} files left in the queue after the first worker did {by_first}:\n{}",
+        std::fs::read_to_string(dir.join("first.err")).unwrap()
+    );
     let mut second = worker("second");
     wait_ok(&mut second, &dir, "second");
     let err = std::fs::read_to_string(dir.join("second.err")).unwrap();
@@ -174,7 +198,7 @@ fn capture_files_over_two_workers_one_killed_merge_to_one_run() {
         .unwrap_or(0);
     assert!(
         redelivered >= 1,
-        "the killed worker's file was not redelivered:\n{err}"
+        "the ended worker's file was not redelivered:\n{err}"
     );
     assert!(
         files_done("second") >= 10 - by_first,

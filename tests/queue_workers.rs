@@ -5,11 +5,12 @@
 use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use testkit::queue::free_port;
 use testkit::queue::{
-    assert_one_right_answer_each, get, json_lines, lookup_worker, names_file, put, status, stream,
-    url, wait_failed, work_and_results,
+    assert_one_right_answer_each, get, json_lines, lookup_worker, lookup_worker_asking, names_file,
+    put, status, stream, url, wait_failed, work_and_results,
 };
-use testkit::{assert_ok, dnsluice, run_ok, temp_dir};
+use testkit::{assert_ok, dnsluice, run_ok, temp_dir, wait_within};
 
 /// `--follow`: the worker makes the missing work stream, answers what is
 /// put later, and keeps waiting past `--idle-exit`; its `--replicas` apply
@@ -31,8 +32,21 @@ fn a_following_worker_makes_the_stream_and_waits_for_work() {
         "the worker stopped though it follows"
     );
     assert_eq!(status(&work, &[])["messages"], 0);
-    worker.kill().unwrap();
-    worker.wait().unwrap();
+    // Idle, it still ends at the first SIGTERM (it went on waiting for work).
+    let stopped = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(worker.id() as i32, libc::SIGTERM) }, 0);
+    let ended = wait_within(&mut worker, Duration::from_secs(10));
+    assert_eq!(
+        ended.and_then(|status| status.code()),
+        Some(143),
+        "an idle following worker did not end within 10 s of a SIGTERM"
+    );
+    assert!(
+        stopped.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        stopped.elapsed()
+    );
 
     let other = url(s.nats, &stream("follow_r3"));
     let mut worker = lookup_worker(
@@ -44,6 +58,40 @@ fn a_following_worker_makes_the_stream_and_waits_for_work() {
     );
     let err = wait_failed(&mut worker, &dir, "r3", Duration::from_secs(30));
     assert!(err.contains("cannot make the stream"), "{err}");
+}
+
+/// A worker stopped by SIGTERM hands the items it holds back to the queue
+/// (`-NAK`) as it ends: a second worker has them at once, not after the
+/// first's `--ack-wait` of a minute. The first asks a nameserver that never
+/// answers, so it holds its items unfinished when stopped.
+#[test]
+fn a_stopped_worker_hands_its_items_back_at_once() {
+    const NAMES: u32 = 200;
+    let dir = temp_dir("queue-hand-back");
+    let (work, results) = work_and_results("handback");
+    put(&work, &names_file(&dir, NAMES), &["--batch", "10"]);
+    let silent = format!("127.0.0.1:{}", free_port());
+    let flags = ["--ack-wait", "60s", "--idle-exit", "1"];
+    let mut first = lookup_worker_asking(&silent, &dir, "first", &work, &results, &flags);
+    testkit::queue::wait_for(&work, &[], Duration::from_secs(20), |st| {
+        testkit::queue::consumer(st, "workers")["in_flight"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1
+    });
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGTERM) }, 0);
+    let ended = wait_within(&mut first, Duration::from_secs(15));
+    assert_eq!(ended.and_then(|status| status.code()), Some(143));
+    let handed_back = Instant::now();
+    let mut second = lookup_worker(&dir, "second", &work, &results, &["--idle-exit", "1"]);
+    assert_one_right_answer_each(&get(&results, NAMES as usize, &[]), NAMES);
+    assert!(
+        handed_back.elapsed() < Duration::from_secs(30),
+        "the stopped worker's items came back after {:?}",
+        handed_back.elapsed()
+    );
+    let _ = wait_within(&mut second, Duration::from_secs(30));
 }
 
 /// Waits (at most 20 s) until stream `url` exists.

@@ -88,7 +88,19 @@ pub fn pipeline(
                 let prefix = tickets::result_id(ticket).unwrap_or_default();
                 run.set(&format!("{last}.id_prefix={prefix}/"))?;
             }
-            let record = summary_record(&item, run_collecting(registry, &run, true, board));
+            let ran = run_collecting(registry, &run, true, board);
+            if dnsluice_core::stop::requested().is_some() {
+                // Stopped (SIGINT, SIGTERM): the run's summary is not the
+                // whole file's. Neither published nor acknowledged: the input
+                // hands the item back, and another worker runs it whole.
+                if !quiet {
+                    eprintln!(
+                        "dnsluice: {item}: stopped before the end; handed back to the work queue"
+                    );
+                }
+                break;
+            }
+            let record = summary_record(&item, ran);
             if record["status"] == "OK" {
                 done += 1;
             } else {

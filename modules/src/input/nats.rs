@@ -430,6 +430,11 @@ impl Producer for NatsInput {
             if let Some(why) = tickets::failure(self.owner) {
                 return Err(self.lost_connection(why));
             }
+            // SIGINT/SIGTERM: no more work is taken (the items held are
+            // handed back when the input goes), even while none comes.
+            if dnsluice_core::stop::requested().is_some() {
+                return Ok(None);
+            }
             self.link
                 .check_alive()
                 .map_err(|why| self.lost_connection(why))?;
@@ -479,13 +484,22 @@ impl Producer for NatsInput {
 
 impl Drop for NatsInput {
     fn drop(&mut self) {
-        // Items still held were never stored: forgotten unacknowledged, so
-        // the broker redelivers them. Acks already sent leave before we go.
+        // Items still held were never stored (the run was stopped, or
+        // failed): handed back unacknowledged, so the broker redelivers them
+        // a second later (tickets::HAND_BACK_DELAY), not after their
+        // ack_wait. Acks already sent leave before we go.
         self.keeper.abort();
-        tickets::forget(self.owner);
+        let unfinished = tickets::forget(self.owner);
+        self.messages = None;
         let client = self.link.client.clone();
         runtime::block_on(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), client.flush()).await;
+            let handing_back = async {
+                for ticket in &unfinished {
+                    let _ = ticket.hand_back().await;
+                }
+                let _ = client.flush().await;
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(5), handing_back).await;
         });
     }
 }

@@ -28,6 +28,11 @@ use std::time::{Duration, Instant};
 /// The first ticket number.
 pub const TICKET_BASE: u64 = 1 << 48;
 
+/// How long after a worker hands an item back the server redelivers it.
+pub const HAND_BACK_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+/// The negative acknowledgement with [`HAND_BACK_DELAY`], in nanoseconds.
+const HAND_BACK: &[u8] = br#"-NAK {"delay": 1000000000}"#;
+
 /// What is held for one work item until its result is stored.
 pub struct Ticket {
     /// The input that took it (its id from [`new_owner`]).
@@ -46,6 +51,14 @@ impl Ticket {
     /// Acknowledges the item (`+ACK`): it is done and leaves the work queue.
     pub async fn ack(&self) -> Result<(), String> {
         self.send(b"+ACK").await
+    }
+
+    /// Hands the item back unfinished (`-NAK`): the server redelivers it
+    /// after [`HAND_BACK_DELAY`] instead of its `ack_wait`. (At once, the
+    /// server gives it to the pull request this worker opened last, which
+    /// nobody reads once the worker is gone.)
+    pub async fn hand_back(&self) -> Result<(), String> {
+        self.send(HAND_BACK).await
     }
 
     /// Tells the server the item is still being worked on (`+WPI`), which
@@ -204,12 +217,18 @@ pub fn due_for_keep_alive(owner: u64, older_than: Duration) -> Vec<Ticket> {
         .collect()
 }
 
-/// Drops every item of `owner` without acknowledging (they will be
-/// redelivered); how many lines they had.
-pub fn forget(owner: u64) -> usize {
+/// Takes every item of `owner` out of the table without acknowledging
+/// it: their tickets, to hand back ([`Ticket::hand_back`]) or to drop
+/// (the broker then redelivers them after their `ack_wait`).
+pub fn forget(owner: u64) -> Vec<Ticket> {
     let mut held = held();
-    held.items.retain(|_, item| item.ticket.owner != owner);
-    held.per_owner.remove(&owner).unwrap_or(0)
+    held.per_owner.remove(&owner);
+    let items = std::mem::take(&mut held.items);
+    let (theirs, others) = items
+        .into_iter()
+        .partition::<BTreeMap<_, _>, _>(|(_, item)| item.ticket.owner == owner);
+    held.items = others;
+    theirs.into_values().map(|item| item.ticket).collect()
 }
 
 /// Records that the result of the item ticket `number` belongs to could not
@@ -225,4 +244,20 @@ pub fn fail(number: u64, why: String) {
 /// Why one of `owner`'s results could not be stored, if one could not.
 pub fn failure(owner: u64) -> Option<String> {
     held().failures.get(&owner).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HAND_BACK, HAND_BACK_DELAY};
+
+    #[test]
+    fn the_hand_back_asks_for_its_delay_in_nanoseconds() {
+        let text = std::str::from_utf8(HAND_BACK).unwrap();
+        let json = text.strip_prefix("-NAK ").unwrap();
+        let delay: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            delay["delay"].as_u64(),
+            Some(HAND_BACK_DELAY.as_nanos() as u64)
+        );
+    }
 }
