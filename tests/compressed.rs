@@ -296,3 +296,133 @@ fn replay_reads_a_compressed_capture_by_default() {
     assert!(queries > 1000);
     assert_eq!(stats["sent"].as_u64().unwrap(), queries);
 }
+
+/// `capture` cut after its `records`th record: its file header and those
+/// records, and the records after them.
+fn split_capture(capture: &Path, records: usize) -> (Vec<u8>, Vec<u8>) {
+    let bytes = std::fs::read(capture).unwrap();
+    let mut at = 24;
+    for _ in 0..records {
+        let caplen = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += 16 + caplen;
+    }
+    assert!(at < bytes.len(), "more than {records} records");
+    (bytes[..at].to_vec(), bytes[at..].to_vec())
+}
+
+/// A capture compressed in two parts, one after the other in one file
+/// (`tool -c a > f; tool -c b >> f`: two lz4 frames, two zstd frames, two
+/// gzip members, two xz streams), reads whole, as the tool itself
+/// decompresses it. lz4 used to read its first frame only, and say nothing.
+#[test]
+fn a_file_of_two_compressed_parts_reads_whole() {
+    let capture = testkit::corpus::corpus_dir().join("live_lo_en10mb.pcap");
+    let (plain, _) = dump("input.fpcap", &capture);
+    let (first, rest) = split_capture(&capture, 1000);
+    let (first_path, rest_path) = (temp_path("first.pcap"), temp_path("rest.pcap"));
+    std::fs::write(&first_path, &first).unwrap();
+    std::fs::write(&rest_path, &rest).unwrap();
+    for (tool, &(program, _, decompress)) in TOOLS.iter().enumerate() {
+        let mut joined = std::fs::read(compress(tool, &first_path)).unwrap();
+        joined.extend(std::fs::read(compress(tool, &rest_path)).unwrap());
+        let path = temp_path(&format!("two-parts.pcap.{program}"));
+        std::fs::write(&path, &joined).unwrap();
+        let decoded = temp_path("two-parts-decoded.pcap");
+        assert!(pipe(program, decompress, &path, &decoded), "{program} -d");
+        assert!(
+            std::fs::read(&decoded).unwrap() == std::fs::read(&capture).unwrap(),
+            "{program} itself decodes both parts"
+        );
+        for input in ["input.mmpcap", "input.fpcap"] {
+            let (rows, out) = dump(input, &path);
+            assert_ok(&out, format_args!("{input} {program}"));
+            assert_eq!(rows.len(), plain.len(), "{input} {program}");
+            assert!(rows == plain, "{input} {program}: records differ");
+        }
+    }
+}
+
+/// The length of the frame header (magic number and descriptor) of the LZ4
+/// frame `lz4` starts with (the LZ4 frame format: the flags byte, the
+/// block-size byte, an optional content size and dictionary id, a checksum
+/// byte).
+fn lz4_header_len(lz4: &[u8]) -> usize {
+    assert_eq!(lz4[..4], [0x04, 0x22, 0x4d, 0x18], "an LZ4 frame");
+    let flags = lz4[4];
+    4 + 3 + if flags & 0x08 != 0 { 8 } else { 0 } + if flags & 0x01 != 0 { 4 } else { 0 }
+}
+
+/// Where each block of the one LZ4 frame of `lz4` ends: a block is a
+/// 4-byte size and the data, then a checksum if the flags say so; a size
+/// of 0 ends the frame.
+fn lz4_block_ends(lz4: &[u8]) -> Vec<usize> {
+    let checksum = if lz4[4] & 0x10 != 0 { 4 } else { 0 };
+    let mut at = lz4_header_len(lz4);
+    let mut ends = Vec::new();
+    loop {
+        let size = u32::from_le_bytes(lz4[at..at + 4].try_into().unwrap());
+        at += 4;
+        if size == 0 {
+            return ends;
+        }
+        at += (size & 0x7fff_ffff) as usize + checksum;
+        ends.push(at);
+    }
+}
+
+/// An LZ4 file cut between two of its blocks (as a killed `tcpdump -w - |
+/// lz4` leaves it), or right after its frame header, is a file cut off:
+/// the warning says so, and every complete record the lz4 tool decodes
+/// from it is read. The decoder's input ending at a block boundary looked
+/// like the end of the stream, and such a file read as whole.
+#[test]
+fn an_lz4_file_cut_between_blocks_says_so() {
+    let capture = big_capture();
+    let packed = temp_path("blocks.pcap.lz4");
+    // spawns: lz4 (64 KiB blocks: many in the file)
+    run_ok(
+        Command::new("lz4")
+            .args(["-q", "-f", "-B4"])
+            .arg(&capture)
+            .arg(&packed),
+    );
+    let bytes = std::fs::read(&packed).unwrap();
+    let ends = lz4_block_ends(&bytes);
+    assert!(ends.len() > 20, "{} blocks", ends.len());
+    let cut = temp_path("between-blocks.pcap.lz4");
+    std::fs::write(&cut, &bytes[..ends[9]]).unwrap();
+    let partial = temp_path("between-blocks.pcap");
+    assert!(
+        !pipe("lz4", &["-q", "-d", "-c"], &cut, &partial),
+        "lz4 says the file is unfinished"
+    );
+    let want = tshark_count(&partial);
+    assert!(want > 1000, "{want} frames before the cut");
+    for input in ["input.mmpcap", "input.fpcap"] {
+        let (records, out) = count(input, &cut);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ok(&out, format_args!("{input}"));
+        assert_eq!(records, want as u64, "{input}");
+        assert!(
+            stderr.contains(&format!(
+                "{}: file cut off: the lz4 stream is cut off after {} compressed bytes",
+                cut.display(),
+                ends[9]
+            )) && stderr.contains("between two blocks of a frame, before its end mark"),
+            "{input}: {stderr}"
+        );
+    }
+    // Cut right after the frame header: no block at all.
+    let header = temp_path("header-only.pcap.lz4");
+    std::fs::write(&header, &bytes[..lz4_header_len(&bytes)]).unwrap();
+    for input in ["input.mmpcap", "input.fpcap"] {
+        let (_, out) = count(input, &header);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{input}: {stderr}");
+        assert!(
+            stderr.contains("the lz4 stream is cut off after")
+                && stderr.contains("no capture file header before the cut"),
+            "{input}: {stderr}"
+        );
+    }
+}

@@ -6,7 +6,8 @@
 //!
 //! The decoders (docs/operators.md says why these, docs/benchmarks.md
 //! measures the zstd and lz4 ones):
-//! `zstd` (libzstd, C), `lz4_flex` (pure Rust, LZ4 frame format),
+//! `zstd` (libzstd, C), `lz4_flex` (pure Rust, LZ4 frame format; frames
+//! one after another and cut-off streams told by [`super::lz4_frames`]),
 //! `flate2` on the `zlib-rs` backend (pure Rust; gzip, several members
 //! read as one stream as `gzip -d` does) and `liblzma` (C; xz, several
 //! streams too).
@@ -182,7 +183,7 @@ fn decoder<R: BufRead + Send + 'static>(
             d.window_log_max(31)?;
             Box::new(InPieces(d))
         }
-        Compression::Lz4 => Box::new(InPieces(lz4_flex::frame::FrameDecoder::new(source))),
+        Compression::Lz4 => Box::new(InPieces(super::lz4_frames::Lz4Frames::new(source))),
         Compression::Gzip => Box::new(InPieces(flate2::bufread::MultiGzDecoder::new(source))),
         Compression::Xz => Box::new(InPieces(liblzma::bufread::XzDecoder::new_multi_decoder(
             source,

@@ -9,6 +9,7 @@ pub mod decompress;
 pub mod dnstap;
 pub mod fpcap;
 pub mod lines;
+mod lz4_frames;
 pub mod mmpcap;
 pub mod nats;
 pub mod pcap;
