@@ -208,9 +208,10 @@ fn geneve(data: &[u8], at: usize, end: usize) -> Option<Found> {
 }
 
 /// GTP-U (3GPP TS 29.281): version 1, protocol type GTP, message type
-/// G-PDU (0xff), the TEID; with any of E, S, PN set, four more bytes and
-/// a chain of extension headers (length in 4-byte units, next type last).
-/// The user's IP packet follows.
+/// G-PDU (0xff), the TEID; with any of E, S, PN set, four more bytes, and
+/// with E set a chain of extension headers (length in 4-byte units, next
+/// type last; the next type in the four bytes is read only with E set,
+/// §5.1). The user's IP packet follows.
 fn gtp_u(data: &[u8], at: usize, end: usize) -> Option<Found> {
     const G_PDU: u8 = 0xff;
     let flags = *data.get(at)?;
@@ -220,7 +221,12 @@ fn gtp_u(data: &[u8], at: usize, end: usize) -> Option<Found> {
     let teid = be32(data, at + 4)?;
     let mut pos = at + 8;
     if flags & 0x07 != 0 {
-        let mut next_type = *data.get(at + 11)?;
+        const E: u8 = 0x04;
+        let mut next_type = if flags & E != 0 {
+            *data.get(at + 11)?
+        } else {
+            0
+        };
         pos = at + 12;
         for _ in 0..MAX_GTP_EXTENSIONS {
             if next_type == 0 {

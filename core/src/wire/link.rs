@@ -29,6 +29,13 @@ pub(super) fn parse(
             if data.len() < at + 20 {
                 return Err(LayerError::TruncatedLink);
             }
+            if VLAN_TPIDS.contains(&ethertype) {
+                // A tag the kernel did not take off (VLAN offload off):
+                // its TCI, then the next type, start the payload.
+                let tci = be16(data, at + 20).ok_or(LayerError::TruncatedVlan)?;
+                note_vlan(layers, tci);
+                return ethertype_chain(data, at + 22, layers);
+            }
             Ok(by_ethertype(ethertype, at + 20))
         }
         LinkType::NULL | LinkType::LOOP => address_family(data, at),
@@ -62,10 +69,7 @@ fn ethertype_chain(
         let ethertype = be16(data, type_at).ok_or(LayerError::TruncatedLink)?;
         if VLAN_TPIDS.contains(&ethertype) {
             let tci = be16(data, type_at + 2).ok_or(LayerError::TruncatedVlan)?;
-            if (layers.vlan_count as usize) < MAX_VLAN {
-                layers.vlan_ids[layers.vlan_count as usize] = tci & 0x0fff;
-            }
-            layers.vlan_count = layers.vlan_count.saturating_add(1);
+            note_vlan(layers, tci);
             type_at += 4;
             continue;
         }
@@ -75,6 +79,14 @@ fn ethertype_chain(
         }
         return Ok(by_ethertype(ethertype, type_at + 2));
     }
+}
+
+/// Counts a VLAN tag, keeping its id (of the first [`MAX_VLAN`]).
+fn note_vlan(layers: &mut Layers, tci: u16) {
+    if (layers.vlan_count as usize) < MAX_VLAN {
+        layers.vlan_ids[layers.vlan_count as usize] = tci & 0x0fff;
+    }
+    layers.vlan_count = layers.vlan_count.saturating_add(1);
 }
 
 /// NULL and LOOP: a 4-byte family. NULL's is in the capturing host's byte

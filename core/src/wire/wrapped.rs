@@ -65,8 +65,12 @@ pub(super) fn pktap(data: &[u8], at: usize) -> Result<Next, LayerError> {
         return Err(LayerError::TruncatedLink);
     };
     let length = length as usize;
-    if record != 1 || length < 12 || data.len() < at + length {
+    if record != 1 || length < 12 {
         return Ok(Next::Stop(Network::UnsupportedLink));
+    }
+    if data.len() < at + length {
+        // The header is longer than what was captured.
+        return Err(LayerError::TruncatedLink);
     }
     match LinkType(inner) {
         // One PKTAP header per frame: a nested one is not followed.

@@ -26,8 +26,9 @@ use parts::MappedParts;
 #[derive(Debug, Options)]
 pub struct MmpcapOptions {
     /// The capture file (pcap or pcapng, plain or compressed with zstd, lz4,
-    /// gzip or xz) to map into memory; `-` (standard input, which cannot be
-    /// mapped) is read with buffered reads instead, with a note.
+    /// gzip or xz) to map into memory; `-` (standard input) and pipes
+    /// (`<(zstdcat f)`), which cannot be mapped, are read with buffered
+    /// reads instead, with a note.
     pub path: PathBuf,
     /// Run a helper thread that maps the file's pages ahead of the walk and
     /// releases what the walk is done with (false: one thread).
@@ -46,13 +47,12 @@ pub fn entry() -> ModuleEntry {
         "input.mmpcap",
         "read a pcap/pcapng file through mmap (fastest; zero-copy)",
         |o: MmpcapOptions| {
-            if o.path.as_os_str() == "-" {
+            if let Some(what) = unmappable(&o.path) {
                 let chunk = super::fpcap::DEFAULT_BUFFER_KIB * 1024;
                 let mut reader = super::fpcap::open_as("input.mmpcap", o.path, chunk, true)?;
-                reader.note(
-                    "input.mmpcap: standard input cannot be memory-mapped: read with buffered reads (as input.fpcap does)"
-                        .into(),
-                );
+                reader.note(format!(
+                    "input.mmpcap: {what} cannot be memory-mapped: read with buffered reads (as input.fpcap does)"
+                ));
                 return Ok(Box::new(reader));
             }
             open_any(o.path, o.helper, o.part_kib as usize * 1024)
@@ -60,6 +60,19 @@ pub fn entry() -> ModuleEntry {
     )
     // A file: the stages after it may run in threads (`threads = auto`).
     .parallel(Parallel::Any)
+}
+
+/// What `path` is when it is no file that can be mapped: standard input
+/// (`-`), or a pipe, a socket or a device (`<(zstdcat f)`, a FIFO), which
+/// are read as a stream instead. (A file that cannot be opened is left to
+/// the map's own error.)
+fn unmappable(path: &std::path::Path) -> Option<String> {
+    if path.as_os_str() == "-" {
+        return Some("standard input".into());
+    }
+    let metadata = std::fs::metadata(path).ok()?;
+    (!metadata.is_file() && !metadata.is_dir())
+        .then(|| format!("{} is not a regular file (a pipe?): it", path.display()))
 }
 
 /// Read in parts, about how many KiB of records a part holds: a few

@@ -119,10 +119,10 @@ impl Read {
         // With nanosecond precision libpcap puts nanoseconds in tv_usec.
         // (time_t and suseconds_t are i64 here but not on every platform.)
         #[allow(clippy::useless_conversion)]
-        let ts_ns = i64::from(ts.tv_sec) * 1_000_000_000 + i64::from(ts.tv_usec);
+        let ts_ns = nanoseconds(i64::from(ts.tv_sec), i64::from(ts.tv_usec));
         CaptureMeta {
             frame: self.frames,
-            ts_ns: Some(ts_ns),
+            ts_ns,
             len: header.len.max(header.caplen),
             link: self.link,
         }
@@ -232,5 +232,57 @@ impl Producer for LibpcapInput {
         }
         stats.warnings = self.read.warnings.clone();
         out.push(stats);
+    }
+}
+
+/// A time of `seconds` and `nanos` as nanoseconds since 1970; `None` past
+/// what an `i64` holds (about the year 2262), as the native readers say of
+/// such times. (A pcapng timestamp of 64 bits in microseconds reaches far
+/// beyond: it overflowed here.)
+fn nanoseconds(seconds: i64, nanos: i64) -> Option<i64> {
+    seconds.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::tests::{epb, idb, shb};
+    use dnsluice_core::Producer;
+    use dnsluice_options::Options;
+
+    #[test]
+    fn times_past_what_nanoseconds_hold_are_none() {
+        assert_eq!(
+            nanoseconds(1_700_000_000, 5),
+            Some(1_700_000_000_000_000_005)
+        );
+        assert_eq!(nanoseconds(72_057_594_037, 927_936), None);
+        assert_eq!(nanoseconds(i64::MIN / 2, 0), None);
+    }
+
+    /// A pcapng packet whose microseconds since 1970 need 57 bits: libpcap
+    /// hands it over with 72 billion seconds, which made nanoseconds
+    /// overflow (a panic in a debug build, a wrapped time otherwise).
+    #[test]
+    fn a_packet_from_the_far_future_reads_without_a_time() {
+        let mut file = shb(false);
+        file.extend(idb(false, 1, 65535, &[]));
+        let frame = [0u8; 60];
+        file.extend(epb(false, 0, 1 << 56, &frame, 60));
+        file.extend(epb(false, 0, 1_700_000_000_000_000, &frame, 60));
+        let path = std::env::temp_dir().join(format!("far-future-{}.pcapng", std::process::id()));
+        std::fs::write(&path, &file).unwrap();
+        let options = PcapOptions::from_table(toml::Table::from_iter([(
+            "path".to_string(),
+            toml::Value::String(path.display().to_string()),
+        )]))
+        .unwrap();
+        let mut input = LibpcapInput::open(options).unwrap();
+        let mut times = Vec::new();
+        while let Some(object) = input.produce().unwrap() {
+            times.push(object.packet().map(|p| p.meta.ts_ns));
+        }
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(times, [Some(None), Some(Some(1_700_000_000_000_000_000))]);
     }
 }
