@@ -5,7 +5,8 @@
 //! the last fragment (more-fragments clear); it is then credited to the
 //! fragment that completed it. A fragment that overlaps bytes already held is
 //! dropped and counted (overlaps are how fragment attacks work; a correct
-//! sender never produces them). Datagrams still incomplete after `timeout` of
+//! sender never produces them). A copy of a fragment of a datagram completed
+//! within the timeout is a duplicate, not a new datagram's start. Datagrams still incomplete after `timeout` of
 //! capture time, or at the end of the input, are reported, not silently lost.
 
 use super::table::{idle_past, take_expired, take_quietest, KeyedTable};
@@ -35,6 +36,22 @@ pub struct DatagramKey {
     pub protocol: u8,
 }
 
+/// A datagram completed within the timeout: its fragments, each as its
+/// offset, length and a hash of its bytes, so that a copy of one coming
+/// later (a network or a mirror port that duplicates) is told from the
+/// first fragment of a new datagram that reuses the IP id.
+#[derive(Debug)]
+struct Completed {
+    at_ns: i64,
+    pieces: Vec<(u32, u32, u64)>,
+}
+
+/// The hash of a fragment's bytes, under the table's seed.
+fn piece_hash(table: &KeyedTable<DatagramKey, Completed>, data: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    table.hasher().hash_one(data)
+}
+
 #[derive(Debug, Default)]
 struct Partial {
     /// (offset, bytes) of each fragment held.
@@ -54,7 +71,8 @@ pub struct DefragCounters {
     pub reassembled: u64,
     /// Fragments dropped because they overlapped bytes already held.
     pub overlapping: u64,
-    /// Exact duplicates of a fragment already held (ignored).
+    /// Exact duplicates of a fragment already held, or of one of a datagram
+    /// completed within the timeout (ignored).
     pub duplicates: u64,
     /// Datagrams given up after the timeout.
     pub expired: u64,
@@ -74,6 +92,8 @@ const MAX_DATAGRAM: u32 = 65_535;
 pub struct Defragmenter {
     limits: DefragLimits,
     partial: KeyedTable<DatagramKey, Partial>,
+    /// Datagrams completed within the timeout (at most `max_datagrams`).
+    completed: KeyedTable<DatagramKey, Completed>,
     swept_ns: i64,
     /// The latest capture time seen.
     latest_ns: i64,
@@ -92,6 +112,7 @@ impl Defragmenter {
         Defragmenter {
             limits,
             partial: KeyedTable::default(),
+            completed: KeyedTable::default(),
             swept_ns: i64::MIN,
             latest_ns: i64::MIN,
             assembled: Vec::new(),
@@ -119,6 +140,10 @@ impl Defragmenter {
         // A datagram of no bytes was never fragmented; past 64 KiB none can be.
         if end > MAX_DATAGRAM || (end == 0 && !more) {
             self.counters.inconsistent += 1;
+            return None;
+        }
+        if !self.partial.contains_key(&key) && self.copy_of_completed(&key, offset, data, now_ns) {
+            self.counters.duplicates += 1;
             return None;
         }
         if !self.partial.contains_key(&key) && self.partial.len() >= self.limits.max_datagrams {
@@ -172,7 +197,41 @@ impl Defragmenter {
             self.assembled.extend_from_slice(bytes);
         }
         self.counters.reassembled += 1;
+        self.remember_completed(key, &partial.pieces, now_ns);
         Some((&self.assembled, partial.pieces.len() as u32))
+    }
+
+    /// Whether a fragment of `key` at `offset` with `data` is a copy of one
+    /// of a datagram completed within the timeout.
+    fn copy_of_completed(&self, key: &DatagramKey, offset: u32, data: &[u8], now_ns: i64) -> bool {
+        let Some(done) = self.completed.get(key) else {
+            return false;
+        };
+        if idle_past(now_ns, done.at_ns, self.limits.timeout_ns) {
+            return false;
+        }
+        let hash = piece_hash(&self.completed, data);
+        done.pieces
+            .iter()
+            .any(|&(o, len, h)| o == offset && len as usize == data.len() && h == hash)
+    }
+
+    /// Keeps what a copy of the fragments of `key`, just completed, would match.
+    fn remember_completed(&mut self, key: DatagramKey, pieces: &[(u32, Vec<u8>)], now_ns: i64) {
+        if self.completed.len() >= self.limits.max_datagrams {
+            take_quietest(&mut self.completed, |c| c.at_ns);
+        }
+        let pieces = pieces
+            .iter()
+            .map(|(o, b)| (*o, b.len() as u32, piece_hash(&self.completed, b)))
+            .collect();
+        self.completed.insert(
+            key,
+            Completed {
+                at_ns: now_ns,
+                pieces,
+            },
+        );
     }
 
     /// Reports every datagram still incomplete (end of input): as expired
@@ -217,6 +276,7 @@ impl Defragmenter {
             return;
         }
         self.swept_ns = now_ns;
+        take_expired(&mut self.completed, now_ns, timeout, |c| c.at_ns);
         for (key, partial) in take_expired(&mut self.partial, now_ns, timeout, |p| p.first_ns) {
             self.counters.expired += 1;
             self.describe_lost(&key, &partial, "expired with fragments missing");
@@ -285,6 +345,37 @@ mod tests {
             }
             assert_eq!(whole, Some((data.clone(), 3)), "{order:?}");
         }
+    }
+
+    /// A copy of a fragment of a datagram already completed (a mirror port
+    /// that duplicates) is a duplicate: no new datagram is started for it,
+    /// so none is reported lost at the end. A fragment with the same IP id
+    /// but other bytes is a new datagram's, and a copy after the timeout too.
+    #[test]
+    fn a_copy_of_a_completed_datagrams_fragment_is_a_duplicate() {
+        let mut d = defrag();
+        let data: Vec<u8> = (0..=255).cycle().take(2000).collect();
+        let (first, last) = (&data[..1480], &data[1480..]);
+        assert!(d.fragment(key(7), 0, true, first, 0, 1).is_none());
+        assert!(d.fragment(key(7), 1480, false, last, 1, 2).is_some());
+        assert!(d.fragment(key(7), 1480, false, last, 2, 3).is_none());
+        assert_eq!(d.counters.duplicates, 1);
+        // The id again, other bytes: a new datagram, completed.
+        let other: Vec<u8> = data.iter().map(|b| b ^ 0xff).collect();
+        assert!(d.fragment(key(7), 0, true, &other[..1480], 3, 4).is_none());
+        assert!(d
+            .fragment(key(7), 1480, false, &other[1480..], 4, 5)
+            .is_some());
+        assert_eq!(d.counters.reassembled, 2);
+        // A copy of its first fragment long after: a datagram of its own.
+        let late = 31_000_000_000;
+        assert!(d
+            .fragment(key(7), 0, true, &other[..1480], late, 6)
+            .is_none());
+        d.finish(None);
+        assert_eq!(d.counters.duplicates, 1);
+        assert_eq!(d.counters.incomplete_at_end, 1);
+        assert_eq!(d.lost.len(), 1, "{:?}", d.lost);
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod flow_key;
 mod resync;
 mod table;
 pub mod tcp;
+mod tcp_stream;
 
 use counters::DnsCounters;
 use defrag::{DatagramKey, DefragLimits, Defragmenter};
