@@ -52,6 +52,10 @@ pub enum Behaviour {
     /// `refusedtwice`: REFUSED, over UDP in two copies of one datagram (as
     /// a network that duplicates); over TCP, TLS and HTTPS once.
     RefusedTwice,
+    /// `flip`: the `ok` answer the first time a server is asked the name
+    /// (the whole name: `flip.1.example` and `flip.2.example` are two),
+    /// NXDOMAIN every later time: an answer that changes when asked again.
+    Flip,
 }
 
 impl Behaviour {
@@ -73,6 +77,7 @@ impl Behaviour {
             "loopa" => Behaviour::LoopA,
             "loopb" => Behaviour::LoopB,
             "refusedtwice" => Behaviour::RefusedTwice,
+            "flip" => Behaviour::Flip,
             _ => {
                 let number = |prefix| label.strip_prefix(prefix).and_then(|n| n.parse().ok());
                 if let Some(ms) = number("late") {

@@ -80,6 +80,13 @@ fn decide(msg: &[u8], transport: Transport, counters: &Counters) -> Action {
             Action::SendTwice(answer(wire::REFUSED, &[]))
         }
         Behaviour::RefusedTwice => Action::Send(answer(wire::REFUSED, &[])),
+        Behaviour::Flip => {
+            let mut flipped = counters.flipped.lock().unwrap_or_else(|p| p.into_inner());
+            match flipped.insert(query.question.to_ascii_lowercase()) {
+                true => Action::Send(answer(wire::NOERROR, &[OK_ADDR])),
+                false => Action::Send(answer(wire::NXDOMAIN, &[])),
+            }
+        }
         Behaviour::Drop => Action::Nothing,
         Behaviour::Late(ms) => {
             Action::SendAfter(Duration::from_millis(ms), answer(wire::NOERROR, &[OK_ADDR]))
@@ -141,6 +148,8 @@ struct Counters {
     doh_posts: AtomicU64,
     /// A `resetonce` query has been reset.
     reset_once: std::sync::atomic::AtomicBool,
+    /// The questions of the `flip` queries answered so far.
+    flipped: std::sync::Mutex<std::collections::HashSet<Vec<u8>>>,
 }
 
 fn bump(counter: &AtomicU64) {

@@ -134,12 +134,12 @@ pub async fn run_job(shared: &DohShared, job: Job) -> Outcome {
 
 /// Takes jobs until the channel closes, running at most `inflight` at once;
 /// returns when every one has finished. Outcomes go to `outcomes` when given
-/// (the channel is sized so that this never waits; see `DnsCli`).
+/// (unbounded: none is dropped; see `DnsCli`).
 pub async fn dispatch(
     shared: Arc<DohShared>,
     mut jobs: mpsc::Receiver<Job>,
     inflight: usize,
-    outcomes: Option<mpsc::Sender<Outcome>>,
+    outcomes: Option<mpsc::UnboundedSender<Outcome>>,
 ) {
     let permits = Arc::new(Semaphore::new(inflight));
     while let Some(job) = jobs.recv().await {
@@ -152,8 +152,8 @@ pub async fn dispatch(
         tokio::spawn(async move {
             let outcome = run_job(&shared, job).await;
             if let Some(outcomes) = outcomes {
-                // Sized to never be full; if the chain has gone, nobody reads.
-                let _ = outcomes.try_send(outcome);
+                // Unbounded: it fails only when the chain has gone, and nobody reads.
+                let _ = outcomes.send(outcome);
             }
             drop(permit);
         });

@@ -118,7 +118,7 @@ pub struct DnsCli {
     runtime: Option<tokio::runtime::Runtime>,
     jobs: Option<mpsc::Sender<Job>>,
     dispatcher: Option<tokio::task::JoinHandle<()>>,
-    outcomes: Option<mpsc::Receiver<Outcome>>,
+    outcomes: Option<mpsc::UnboundedReceiver<Outcome>>,
     responses: Option<Box<dyn Receiver>>,
     shared: Arc<DohShared>,
     map: ClientMap,
@@ -296,11 +296,13 @@ impl DnsCli {
     fn start(&mut self, inflight: usize, keep: bool, responses: Option<Box<dyn Receiver>>) {
         let Some(runtime) = &self.runtime else { return };
         let (jobs_tx, jobs_rx) = mpsc::channel(QUEUE);
-        // Between two drains (one per query received) at most `inflight` running
-        // queries and the `QUEUE` waiting ones (+1) can finish: with this room
-        // a query task never waits to hand over its outcome.
+        // Unbounded, so that no outcome is ever dropped: with a receiver they
+        // are drained at each query sent (at most `inflight` + `QUEUE` + 1
+        // wait), but kept for `take_ready` they wait for as long as the caller
+        // sends (`diff --reask` sends up to 65,535 first; a channel sized for
+        // the first case dropped all but about 1,100 of them).
         let (outcomes_tx, outcomes_rx) = if keep || responses.is_some() {
-            let (tx, rx) = mpsc::channel(inflight + QUEUE + 2);
+            let (tx, rx) = mpsc::unbounded_channel();
             (Some(tx), Some(rx))
         } else {
             (None, None)
