@@ -3,7 +3,8 @@
 //! query's second segment overtaken by the next query, in both directions
 //! of one connection. Every message comes out, as in tshark. The overtaking
 //! segment used to be taken for the stream resuming after lost bytes: the
-//! message it overtook was dropped and a gap counted.
+//! message it overtook was dropped and a gap counted. And a message whose
+//! middle segment is in a pcapng Simple Packet Block, which has no time.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -128,4 +129,68 @@ fn a_segment_overtaken_by_the_next_message_is_reassembled_as_tshark_does() {
     let dns: &Value = &stats["stages"][2];
     assert_eq!(dns["module"], "filter.dns");
     assert_eq!(dns["counters"].get("tcp_gaps"), None, "{dns}");
+}
+
+/// A pcapng block of type `kind` around `body` (little-endian, padded).
+fn block(kind: u32, body: &[u8]) -> Vec<u8> {
+    let padded = body.len().div_ceil(4) * 4;
+    let total = (12 + padded) as u32;
+    let mut b = kind.to_le_bytes().to_vec();
+    b.extend(total.to_le_bytes());
+    b.extend(body);
+    b.resize(8 + padded, 0);
+    b.extend(total.to_le_bytes());
+    b
+}
+
+/// An Enhanced Packet Block on interface 0 at `micros` (the default
+/// resolution), and a Simple Packet Block, which has no time.
+fn epb(micros: u64, packet: &[u8]) -> Vec<u8> {
+    let mut body = 0u32.to_le_bytes().to_vec();
+    body.extend(((micros >> 32) as u32).to_le_bytes());
+    body.extend((micros as u32).to_le_bytes());
+    body.extend((packet.len() as u32).to_le_bytes());
+    body.extend((packet.len() as u32).to_le_bytes());
+    body.extend(packet);
+    block(6, &body)
+}
+
+fn spb(packet: &[u8]) -> Vec<u8> {
+    let mut body = (packet.len() as u32).to_le_bytes().to_vec();
+    body.extend(packet);
+    block(3, &body)
+}
+
+/// A message cut in three segments, the middle one in a Simple Packet Block
+/// (no time): the message comes out, as tshark finds it. The block's packet
+/// was taken as of 1970, and the flow's next packet found it idle for 55
+/// years: the flow expired, the message lost.
+#[test]
+fn a_segment_without_a_time_does_not_age_its_flow() {
+    let a = framed_query(4, "spread-over-three-segments");
+    let client = 1000u32;
+    let at = |offset: usize| client + 1 + offset as u32;
+    let mut file = block(0x0a0d_0d0a, &{
+        let mut shb = 0x1a2b_3c4du32.to_le_bytes().to_vec();
+        shb.extend([1, 0, 0, 0]);
+        shb.extend([0xff; 8]);
+        shb
+    });
+    // Interface 0: raw IP (101), snaplen 65535.
+    file.extend(block(1, &[101, 0, 0, 0, 0xff, 0xff, 0, 0]));
+    let start = 1_700_000_000_000_000u64;
+    file.extend(epb(start, &segment(true, client, SYN, b"")));
+    file.extend(epb(start + 1000, &segment(true, at(0), PSH_ACK, &a[..10])));
+    file.extend(spb(&segment(true, at(10), PSH_ACK, &a[10..20])));
+    file.extend(epb(start + 2000, &segment(true, at(20), PSH_ACK, &a[20..])));
+    let capture = temp_path("timeless.pcapng");
+    std::fs::write(&capture, file).unwrap();
+    assert_eq!(tshark_ids(&capture), [4]);
+    let (rows, stats, out) = dns_run("input.fpcap", &capture);
+    assert_ok(&out, "dnsluice");
+    let ids: Vec<u64> = rows
+        .iter()
+        .filter_map(|r| r["dns"]["id"].as_u64())
+        .collect();
+    assert_eq!(ids, [4], "{stats}");
 }
