@@ -5,8 +5,9 @@
 //! the last fragment (more-fragments clear); it is then credited to the
 //! fragment that completed it. A fragment that overlaps bytes already held is
 //! dropped and counted (overlaps are how fragment attacks work; a correct
-//! sender never produces them). A copy of a fragment of a datagram completed
-//! within the timeout is a duplicate, not a new datagram's start. Datagrams still incomplete after `timeout` of
+//! sender never produces them). Fragments that only copy those of a datagram
+//! completed within the timeout and never complete one again are counted as
+//! duplicates, not as a datagram lost. Datagrams still incomplete after `timeout` of
 //! capture time, or at the end of the input, are reported, not silently lost.
 
 use super::table::{idle_past, take_expired, take_quietest, KeyedTable};
@@ -60,6 +61,17 @@ struct Partial {
     total: Option<u32>,
     first_ns: i64,
     first_frame: u64,
+    /// Every fragment held is a copy of one of a datagram completed within
+    /// the timeout: if this never completes, it was a copy, not a loss.
+    copies: bool,
+}
+
+/// Why an incomplete datagram is given up.
+#[derive(Clone, Copy)]
+enum GivenUp {
+    Evicted,
+    Expired,
+    AtEnd,
 }
 
 /// What happened to fragments, for the summary.
@@ -142,22 +154,20 @@ impl Defragmenter {
             self.counters.inconsistent += 1;
             return None;
         }
-        if !self.partial.contains_key(&key) && self.copy_of_completed(&key, offset, data, now_ns) {
-            self.counters.duplicates += 1;
-            return None;
-        }
+        let copy = self.copy_of_completed(&key, offset, data, now_ns);
         if !self.partial.contains_key(&key) && self.partial.len() >= self.limits.max_datagrams {
             // Full: make room for many new datagrams at once, oldest first.
             for (old, partial) in take_quietest(&mut self.partial, |p| p.first_ns) {
-                self.counters.evicted += 1;
-                self.describe_lost(&old, &partial, "dropped: too many datagrams in flight");
+                self.give_up(&old, &partial, GivenUp::Evicted);
             }
         }
         let partial = self.partial.entry(key).or_insert_with(|| Partial {
             first_ns: now_ns,
             first_frame: frame,
+            copies: true,
             ..Default::default()
         });
+        partial.copies &= copy;
         if partial
             .pieces
             .iter()
@@ -244,13 +254,11 @@ impl Defragmenter {
         let mut left: Vec<(DatagramKey, Partial)> = self.partial.drain().collect();
         left.sort_by_key(|(_, p)| p.first_frame);
         for (key, partial) in left {
-            if idle_past(end, partial.first_ns, timeout) {
-                self.counters.expired += 1;
-                self.describe_lost(&key, &partial, "expired with fragments missing");
-            } else {
-                self.counters.incomplete_at_end += 1;
-                self.describe_lost(&key, &partial, "incomplete at the end of the input");
-            }
+            let why = match idle_past(end, partial.first_ns, timeout) {
+                true => GivenUp::Expired,
+                false => GivenUp::AtEnd,
+            };
+            self.give_up(&key, &partial, why);
         }
     }
 
@@ -265,8 +273,7 @@ impl Defragmenter {
             .get(key)
             .is_some_and(|p| idle_past(now_ns, p.first_ns, timeout));
         if let Some(partial) = late.then(|| self.partial.remove(key)).flatten() {
-            self.counters.expired += 1;
-            self.describe_lost(key, &partial, "expired with fragments missing");
+            self.give_up(key, &partial, GivenUp::Expired);
         }
     }
 
@@ -278,9 +285,32 @@ impl Defragmenter {
         self.swept_ns = now_ns;
         take_expired(&mut self.completed, now_ns, timeout, |c| c.at_ns);
         for (key, partial) in take_expired(&mut self.partial, now_ns, timeout, |p| p.first_ns) {
-            self.counters.expired += 1;
-            self.describe_lost(&key, &partial, "expired with fragments missing");
+            self.give_up(&key, &partial, GivenUp::Expired);
         }
+    }
+
+    /// Counts an incomplete datagram given up, and describes it, unless it
+    /// held only copies of fragments of a datagram completed before (a
+    /// network or mirror port that duplicates): then its fragments are
+    /// duplicates. (A whole datagram copied completes again, as in tshark.)
+    fn give_up(&mut self, key: &DatagramKey, partial: &Partial, why: GivenUp) {
+        if partial.copies {
+            self.counters.duplicates += partial.pieces.len() as u64;
+            return;
+        }
+        let (counter, text) = match why {
+            GivenUp::Evicted => (
+                &mut self.counters.evicted,
+                "dropped: too many datagrams in flight",
+            ),
+            GivenUp::Expired => (&mut self.counters.expired, "expired with fragments missing"),
+            GivenUp::AtEnd => (
+                &mut self.counters.incomplete_at_end,
+                "incomplete at the end of the input",
+            ),
+        };
+        *counter += 1;
+        self.describe_lost(key, partial, text);
     }
 
     fn describe_lost(&mut self, key: &DatagramKey, partial: &Partial, why: &str) {
@@ -348,34 +378,44 @@ mod tests {
     }
 
     /// A copy of a fragment of a datagram already completed (a mirror port
-    /// that duplicates) is a duplicate: no new datagram is started for it,
-    /// so none is reported lost at the end. A fragment with the same IP id
-    /// but other bytes is a new datagram's, and a copy after the timeout too.
+    /// that duplicates) is a duplicate, not a datagram lost at the end; a
+    /// whole datagram copied completes again (as tshark reassembles it); a
+    /// fragment with the same IP id but other bytes, never completed, is a
+    /// datagram lost.
     #[test]
     fn a_copy_of_a_completed_datagrams_fragment_is_a_duplicate() {
-        let mut d = defrag();
         let data: Vec<u8> = (0..=255).cycle().take(2000).collect();
         let (first, last) = (&data[..1480], &data[1480..]);
-        assert!(d.fragment(key(7), 0, true, first, 0, 1).is_none());
-        assert!(d.fragment(key(7), 1480, false, last, 1, 2).is_some());
+        let whole = |d: &mut Defragmenter, at: i64| {
+            assert!(d.fragment(key(7), 0, true, first, at, 1).is_none());
+            assert!(d.fragment(key(7), 1480, false, last, at + 1, 2).is_some());
+        };
+        // The last fragment copied after the datagram: a duplicate.
+        let mut d = defrag();
+        whole(&mut d, 0);
         assert!(d.fragment(key(7), 1480, false, last, 2, 3).is_none());
-        assert_eq!(d.counters.duplicates, 1);
-        // The id again, other bytes: a new datagram, completed.
-        let other: Vec<u8> = data.iter().map(|b| b ^ 0xff).collect();
-        assert!(d.fragment(key(7), 0, true, &other[..1480], 3, 4).is_none());
-        assert!(d
-            .fragment(key(7), 1480, false, &other[1480..], 4, 5)
-            .is_some());
-        assert_eq!(d.counters.reassembled, 2);
-        // A copy of its first fragment long after: a datagram of its own.
-        let late = 31_000_000_000;
-        assert!(d
-            .fragment(key(7), 0, true, &other[..1480], late, 6)
-            .is_none());
         d.finish(None);
-        assert_eq!(d.counters.duplicates, 1);
-        assert_eq!(d.counters.incomplete_at_end, 1);
-        assert_eq!(d.lost.len(), 1, "{:?}", d.lost);
+        assert_eq!(
+            (d.counters.duplicates, d.counters.incomplete_at_end),
+            (1, 0)
+        );
+        assert!(d.lost.is_empty(), "{:?}", d.lost);
+        // The whole datagram twice: two datagrams.
+        let mut d = defrag();
+        whole(&mut d, 0);
+        whole(&mut d, 2);
+        assert_eq!((d.counters.reassembled, d.counters.duplicates), (2, 0));
+        // The id again with other bytes, never completed: lost.
+        let mut d = defrag();
+        whole(&mut d, 0);
+        let other: Vec<u8> = first.iter().map(|b| b ^ 0xff).collect();
+        assert!(d.fragment(key(7), 0, true, &other, 2, 3).is_none());
+        d.finish(None);
+        assert_eq!(
+            (d.counters.duplicates, d.counters.incomplete_at_end),
+            (0, 1)
+        );
+        assert_eq!(d.lost.len(), 1);
     }
 
     #[test]
