@@ -9,6 +9,24 @@ use testkit::queue::{
 };
 use testkit::{assert_ok, dnsluice, temp_dir};
 
+/// A worker's flags: items unacknowledged for a second go to another, an
+/// item is given up after `max_deliver` deliveries, lookups are not retried
+/// and wait a minute (a nameserver that never answers holds its item).
+fn worker_flags(max_deliver: &'static str) -> [&'static str; 10] {
+    [
+        "--ack-wait",
+        "1s",
+        "--max-deliver",
+        max_deliver,
+        "--idle-exit",
+        "1",
+        "--timeout",
+        "60s",
+        "--retries",
+        "0",
+    ]
+}
+
 #[test]
 fn poison_item_gets_an_error_record_after_max_deliver() {
     let dir = temp_dir("queue-poison");
@@ -20,18 +38,7 @@ fn poison_item_gets_an_error_record_after_max_deliver() {
     // One item of two lines: the poison and a name knot answers.
     std::fs::write(&file, format!("{line}\nn8.lookup.test\n")).unwrap();
     put(&work, &file, &[]);
-    let flags = [
-        "--ack-wait",
-        "1s",
-        "--max-deliver",
-        "2",
-        "--idle-exit",
-        "1",
-        "--timeout",
-        "60s",
-        "--retries",
-        "0",
-    ];
+    let flags = worker_flags("2");
     // First delivery: the worker dies holding it.
     let mut first = lookup_worker(&dir, "first", &work, &results, &flags);
     wait_for(&work, &[], Duration::from_secs(20), |st| {
@@ -66,6 +73,52 @@ fn poison_item_gets_an_error_record_after_max_deliver() {
         0,
         "the poison item is acknowledged"
     );
+}
+
+/// The broker leaves the counting of deliveries to the workers: an item
+/// whose last allowed delivery (by the first worker's `--max-deliver 2`,
+/// the one the consumer was made with) dies with the worker that held it
+/// comes once more, and its ERROR records are written then. (The consumer
+/// was made with the broker limited to that count too: the item was never
+/// delivered again, and no record at all was written.)
+#[test]
+fn a_last_delivery_lost_with_its_worker_comes_again() {
+    let dir = temp_dir("queue-last-delivery");
+    let (work, results) = work_and_results("lastdelivery");
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let line = format!("n9.lookup.test,{}", silent.local_addr().unwrap());
+    let file = dir.join("held.txt");
+    std::fs::write(&file, format!("{line}\n")).unwrap();
+    put(&work, &file, &[]);
+    let flags = worker_flags;
+    let delivered = |n: u64| {
+        move |st: &serde_json::Value| {
+            let c = consumer(st, "workers");
+            c["delivered"].as_u64() >= Some(n) && c["in_flight"] == 1
+        }
+    };
+    // Two workers die holding the item's first and second deliveries (the
+    // second allows itself five, so it tries the name).
+    let mut first = lookup_worker(&dir, "first", &work, &results, &flags("2"));
+    wait_for(&work, &[], Duration::from_secs(20), delivered(1));
+    freeze_and_kill(&mut first);
+    let mut second = lookup_worker(&dir, "second", &work, &results, &flags("5"));
+    wait_for(&work, &[], Duration::from_secs(20), delivered(2));
+    freeze_and_kill(&mut second);
+    // A third delivery: given up by a worker that allows three.
+    let mut third = lookup_worker(&dir, "third", &work, &results, &flags("3"));
+    wait_ok(&mut third, &dir, "third");
+    let records = get(&results, 1, &[]);
+    assert_eq!(records[0]["status"], "ERROR", "{}", records[0]);
+    assert!(
+        records[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("delivered 3 times (max_deliver)"),
+        "{}",
+        records[0]
+    );
+    assert_eq!(status(&work, &[])["messages"], 0);
 }
 
 /// Whether process `pid` holds an established TCP connection to local

@@ -92,7 +92,7 @@ pub struct WorkerFlags {
     #[arg(long, value_name = "DURATION")]
     pub ack_wait: Option<String>,
     /// With a nats:// input: deliveries of an item at most, the last one
-    /// answered with an ERROR record (set when the consumer is made; default 5).
+    /// answered with an ERROR record (counted by each worker; default 5).
     #[arg(long, value_name = "N")]
     pub max_deliver: Option<i64>,
     /// With a nats:// input: lines this worker holds at most, in the items

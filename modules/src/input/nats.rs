@@ -69,7 +69,9 @@ pub struct NatsInputOptions {
     #[option(default = Duration::from_secs(30), range = Duration::from_secs(1)..=Duration::from_secs(86_400))]
     pub ack_wait: Duration,
     /// Deliveries of one item at most; the last one is answered with an
-    /// ERROR record instead of being tried again. Set when the consumer is made.
+    /// ERROR record instead of being tried again. Counted by this worker
+    /// (the broker's consumer has no limit, so a last delivery lost with
+    /// its worker comes again).
     #[option(default = 5, range = 2..=1000)]
     pub max_deliver: i64,
     /// Unacknowledged items across all workers of the consumer at most.

@@ -61,21 +61,27 @@ pub struct WorkConsumer {
     pub name: String,
     /// How long an item may stay unacknowledged before it goes to another worker.
     pub ack_wait: Duration,
-    /// Deliveries of one item at most; the last one gets an ERROR record.
+    /// Deliveries of one item after which a worker gives up on it (an ERROR
+    /// record for each line). The workers count, not the broker: see
+    /// [`WorkConsumer::config`].
     pub max_deliver: i64,
     /// Unacknowledged items across all workers at most.
     pub max_ack_pending: i64,
 }
 
 impl WorkConsumer {
-    /// The consumer's configuration.
+    /// The consumer's configuration. The broker is told no limit on
+    /// deliveries: told the workers' `max_deliver`, it never delivered an
+    /// item again once a worker holding its last delivery (the one that
+    /// writes the ERROR records) died or handed it back, and the item was
+    /// lost with no record at all.
     pub fn config(&self) -> consumer::pull::Config {
         consumer::pull::Config {
             durable_name: Some(self.name.clone()),
             ack_policy: consumer::AckPolicy::Explicit,
             deliver_policy: consumer::DeliverPolicy::All,
             ack_wait: self.ack_wait,
-            max_deliver: self.max_deliver,
+            max_deliver: -1,
             max_ack_pending: self.max_ack_pending,
             ..Default::default()
         }
@@ -192,6 +198,7 @@ mod tests {
         }
         .config();
         assert_eq!(c.ack_policy, consumer::AckPolicy::Explicit);
-        assert_eq!((c.max_deliver, c.max_ack_pending), (4, 100));
+        // The workers give up after 4 deliveries; the broker never does.
+        assert_eq!((c.max_deliver, c.max_ack_pending), (-1, 100));
     }
 }
