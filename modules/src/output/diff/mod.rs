@@ -21,6 +21,7 @@
 
 pub mod compare;
 mod report;
+mod waiting;
 
 use crate::clients::query_bytes;
 use crate::output::dnscli::outcome::Outcome;
@@ -96,9 +97,6 @@ pub(crate) struct Done {
     pub(crate) mismatches: Vec<Mismatch>,
 }
 
-/// (client address and port, id, question) of a recorded query.
-type RecordedKey = (Option<std::net::IpAddr>, u16, u16, Vec<u8>);
-
 /// Compares servers' answers; see the module docs.
 pub struct Diff {
     options: DiffOptions,
@@ -110,7 +108,7 @@ pub struct Diff {
     pending: HashMap<u16, Pending>,
     free: Vec<u16>,
     ready: VecDeque<Outcome>,
-    recorded: HashMap<RecordedKey, Vec<u8>>,
+    recorded: waiting::WaitingQueries,
     held: Vec<Done>,
     report: Report,
     query_options: QueryOptions,
@@ -179,7 +177,7 @@ impl Diff {
             pending: HashMap::new(),
             free: (0..=u16::MAX).rev().collect(),
             ready: VecDeque::new(),
-            recorded: HashMap::new(),
+            recorded: waiting::WaitingQueries::default(),
             held: Vec::new(),
             report,
             query_options: QueryOptions {
@@ -286,13 +284,15 @@ impl Diff {
         };
         let id = u16::from_be_bytes([id[0], id[1]]);
         let question = m.bytes[q.name as usize..q.qtype_at as usize + 4].to_ascii_lowercase();
+        let (from, to) = ((p.src(), m.flow.sport), (p.dst(), m.flow.dport));
+        let ts_ns = p.meta.ts_ns;
         if m.bytes[2] & 0x80 == 0 {
-            let key = (p.src(), m.flow.sport, id, question);
-            self.recorded.insert(key, m.bytes.to_vec());
+            let key = (from, to, id, question);
+            self.recorded.query(key, m.bytes.to_vec(), ts_ns);
             return Ok(());
         }
-        let key = (p.dst(), m.flow.dport, id, question);
-        match self.recorded.remove(&key) {
+        let key = (to, from, id, question);
+        match self.recorded.response(&key, ts_ns) {
             Some(query) => self.ask(&query, Some(m.bytes.to_vec())),
             None => {
                 self.report.unmatched_responses += 1;
@@ -418,7 +418,9 @@ impl Receiver for Diff {
             self.clients[i].finish_client()?;
             self.collect();
         }
-        self.report.unanswered_in_capture = self.recorded.len() as u64;
+        self.recorded.finish();
+        self.report.unanswered_in_capture = self.recorded.unanswered;
+        self.report.repeated_queries = self.recorded.repeated;
         if !self.held.is_empty() {
             self.reask()?;
         }

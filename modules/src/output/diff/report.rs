@@ -32,6 +32,8 @@ pub(super) struct Report {
     pub(super) bad_lines: u64,
     pub(super) unmatched_responses: u64,
     pub(super) unanswered_in_capture: u64,
+    /// Queries of the capture seen again before their response (retries).
+    pub(super) repeated_queries: u64,
     pub(super) unstable: u64,
     queries: u64,
     differing: u64,
@@ -60,6 +62,7 @@ struct Skipped {
     not_queries: u64,
     responses_without_query: u64,
     queries_without_response: u64,
+    repeated_queries: u64,
 }
 
 /// A difference and how often it was seen: `values` are the first
@@ -100,6 +103,7 @@ impl Report {
             bad_lines: 0,
             unmatched_responses: 0,
             unanswered_in_capture: 0,
+            repeated_queries: 0,
             unstable: 0,
             queries: 0,
             differing: 0,
@@ -216,6 +220,7 @@ impl Report {
                 not_queries: self.skipped,
                 responses_without_query: self.unmatched_responses,
                 queries_without_response: self.unanswered_in_capture,
+                repeated_queries: self.repeated_queries,
             },
         };
         let text = serde_json::to_string_pretty(&summary).expect("plain data");
@@ -236,6 +241,7 @@ impl Report {
         stats.add_error("bad_lines", self.bad_lines);
         stats.add_error("responses_without_query", self.unmatched_responses);
         stats.add_error("queries_without_response", self.unanswered_in_capture);
+        stats.add_counter("repeated_queries", self.repeated_queries);
         stats
     }
 }
