@@ -1232,10 +1232,12 @@ fn caalookup_finds_the_closest_caa_rrset_up_the_tree() {
         assert_eq!(record["status"], "NOERROR", "{record}");
         assert_eq!(answers_of(record), truth.answers, "{name}: {record}");
     }
-    // Asked at the name and each parent up to rdata.com: 4 questions at
-    // least for the name that is not there (its NXDOMAIN climbs too).
+    // Asked at the name and each parent below rdata.com: 3 questions at
+    // least for the name that is not there (its NXDOMAIN climbs too);
+    // rdata.com's own CAA may come from the run's cache, filled by the
+    // other names' climbs (CI once saw 3 attempts: the 4th was cached).
     let deep = &got[&key("no.such.name.rdata.com.")];
-    assert!(deep["attempts"].as_u64().unwrap() >= 4, "{deep}");
+    assert!(deep["attempts"].as_u64().unwrap() >= 3, "{deep}");
     let record = &got[&key(&leaf.name)];
     assert_eq!(record["status"], "NOERROR", "{record}");
     assert!(answers_of(record).is_empty(), "no CAA up to com.: {record}");
