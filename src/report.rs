@@ -1,7 +1,7 @@
 //! End-of-run reporting: the per-stage summary on stderr, `--stats-json`,
 //! and a stage's statistics as JSON (also what interval lines hold).
 
-use dnsluice_core::{Histogram, StageStats, TopList};
+use dnsluice_core::{Histogram, StageStats, TopEntry, TopList};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -140,6 +140,9 @@ pub fn stage_value(s: &StageStats, detail: bool) -> Value {
                 .collect();
             v["histograms"] = Value::Object(h);
         }
+        if !s.listed.is_empty() {
+            v["listed"] = json!(s.listed);
+        }
         if let Some(r) = &s.reading {
             v["reading"] = json!({
                 "offset": r.offset,
@@ -150,4 +153,68 @@ pub fn stage_value(s: &StageStats, detail: bool) -> Value {
         }
     }
     v
+}
+
+/// `--stats-json` of every stage with its detail (breakdowns, histograms,
+/// the breakdowns its counters list): what a run's summary must carry to be
+/// merged exactly with others' ([`stage_from_value`]).
+pub fn stats_json_detailed(stats: &[StageStats], elapsed: f64) -> Value {
+    let stages: Vec<Value> = stats.iter().map(|s| stage_value(s, true)).collect();
+    json!({ "stages": stages, "elapsed_s": elapsed })
+}
+
+/// The statistics [`stage_value`] wrote, as far as it wrote them: counts,
+/// warnings and top lists always, breakdowns, histograms and the listed
+/// breakdowns when written with their detail.
+pub fn stage_from_value(v: &Value) -> StageStats {
+    let mut s = StageStats::new(v["module"].as_str().unwrap_or(""));
+    s.input = v["in"].as_u64().unwrap_or(0);
+    s.output = v["out"].as_u64().unwrap_or(0);
+    s.errors = counts_from(&v["errors"]);
+    s.counters = counts_from(&v["counters"]);
+    s.warnings = v["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w.as_str().map(str::to_string))
+        .collect();
+    for (name, list) in v["top"].as_object().into_iter().flatten() {
+        let entries: Vec<TopEntry> = list["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| TopEntry {
+                key: e["key"].as_str().unwrap_or("").to_string(),
+                count: e["count"].as_u64().unwrap_or(0),
+                error: e["error"].as_u64().unwrap_or(0),
+            })
+            .collect();
+        let top = TopList {
+            length: entries.len(),
+            entries,
+            counted: list["counted"].as_u64().unwrap_or(0),
+            capacity: list["capacity"].as_u64().unwrap_or(0),
+            unlisted_max: list["unlisted_max"].as_u64().unwrap_or(0),
+        };
+        s.top.insert(name.clone(), top);
+    }
+    for (name, breakdown) in v["breakdowns"].as_object().into_iter().flatten() {
+        s.breakdowns.insert(name.clone(), counts_from(breakdown));
+    }
+    for (name, histogram) in v["histograms"].as_object().into_iter().flatten() {
+        s.histograms.insert(name.clone(), histogram_from(histogram));
+    }
+    for (name, n) in v["listed"].as_object().into_iter().flatten() {
+        s.listed
+            .insert(name.clone(), n.as_u64().unwrap_or(0) as usize);
+    }
+    s
+}
+
+fn counts_from(map: &Value) -> BTreeMap<String, u64> {
+    map.as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0)))
+        .collect()
 }

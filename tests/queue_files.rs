@@ -13,9 +13,10 @@ use testkit::queue::{
 };
 use testkit::{dnsluice, run_ok, temp_dir, wait_within};
 
-/// Ten captures whose qtype and rcode kinds together fit the summary's
-/// top-10 lists (so no file's list is cut and sums are exact): the
-/// corpus's eight small distinct captures, two of them twice (as copies).
+/// Ten captures: the corpus's eight small distinct captures, two of them
+/// twice (as copies). (Their qtype and rcode kinds together fit the
+/// summary's top-10 lists; `files_whose_query_types_together_pass_the_top_ten_merge_to_one_run`
+/// has files whose kinds do not.)
 fn capture_set(dir: &Path) -> Vec<PathBuf> {
     capture_set_with(dir, 0)
 }
@@ -296,17 +297,7 @@ fn files_run_several_at_once_add_up_to_one_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let one = comparable(&one_run_over(&dir, &files));
     for jobs in ["1", "2", "3"] {
-        let stats = dir.join(format!("jobs{jobs}.json"));
-        run_ok(
-            dnsluice()
-                .arg("run")
-                .arg(root.join("configs/qtype-stats.toml"))
-                .arg("--files")
-                .args(&files)
-                .args(["--jobs", jobs, "-q", "--stats-json"])
-                .arg(&stats),
-        );
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let v = files_run(&dir, &files, jobs);
         assert_eq!(v["files"], files.len(), "--jobs {jobs}");
         assert_eq!(comparable(&v), one, "--jobs {jobs}");
     }
@@ -326,4 +317,64 @@ fn files_run_several_at_once_add_up_to_one_run() {
         stderr.contains("--jobs 2: the runs would write output.json's output at once"),
         "{stderr}"
     );
+}
+
+/// Four captures, each with six query types of its own (24 in all), so
+/// that each file's summary lists all of its own and the files together
+/// have more than the ten the summary lists: `--files --jobs 2` lists the
+/// ten most frequent of all four, as one run over their concatenation
+/// does. (The runs' listed counters were added up: every type of every
+/// file was listed.)
+#[test]
+fn files_whose_query_types_together_pass_the_top_ten_merge_to_one_run() {
+    let dir = temp_dir("files-top");
+    let files: Vec<PathBuf> = (0..4u16)
+        .map(|k| {
+            let queries: Vec<testkit::replay::Q> = (0..6u16)
+                .flat_map(|t| {
+                    let qtype = 1 + 6 * k + t;
+                    // Counts 3 to 26, none the same: one order for any merge.
+                    let count = 3 + usize::from((qtype * 7) % 24);
+                    (0..count).map(move |i| testkit::replay::Q {
+                        source: 1 + (i % 5) as u8,
+                        name: format!("q{i}.t{qtype}.example"),
+                        qtype,
+                        at_us: u64::from(qtype) * 1000 + i as u64,
+                    })
+                })
+                .collect();
+            let path = dir.join(format!("types{k}.pcap"));
+            testkit::replay::write_capture(&path, &queries);
+            path
+        })
+        .collect();
+    let one = one_run_over(&dir, &files);
+    let listed = |summary: &Value| {
+        summary["stages"][2]["counters"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| k.starts_with("qtype "))
+            .count()
+    };
+    assert_eq!(listed(&one), 10, "{one}");
+    let merged = files_run(&dir, &files, "2");
+    assert_eq!(comparable(&merged), comparable(&one));
+}
+
+/// `dnsluice run configs/qtype-stats.toml --files FILES --jobs JOBS`: its
+/// merged summary.
+fn files_run(dir: &Path, files: &[PathBuf], jobs: &str) -> Value {
+    let stats = dir.join(format!("jobs{jobs}.json"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    run_ok(
+        dnsluice()
+            .arg("run")
+            .arg(root.join("configs/qtype-stats.toml"))
+            .arg("--files")
+            .args(files)
+            .args(["--jobs", jobs, "-q", "--stats-json"])
+            .arg(&stats),
+    );
+    serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap()
 }

@@ -1,30 +1,29 @@
 //! Adding up the summaries of many runs of one pipeline (one per file) into
 //! the summary one run over all the files gives: per stage (matched by
-//! position and module) `in`, `out`, every error and counter are summed,
-//! warnings collected; `elapsed_s` is the sum of the runs' times.
+//! position and module) as threads' statistics merge
+//! ([`StageStats::absorb`]): counts and errors add up, breakdowns and
+//! histograms too (so the counters listing a breakdown's most frequent keys
+//! and a histogram's percentiles are computed again from the sums, not
+//! added), top lists merge with their error bounds, largest values stay the
+//! largest, and gauges (what was held as a run ended) are the last run's
+//! ([`StageStats::absorb_later`]); warnings are kept once each;
+//! `elapsed_s` is the sum of the runs' times.
 //!
 //! A worker's result record is `{"item": PATH, "status": "OK", "stats":
-//! SUMMARY}`, or `{"item"|"name": ..., "status": "ERROR", "error": WHY}` for
-//! a file that failed; failed files are listed, not added.
+//! SUMMARY}`, its summary with each stage's detail
+//! ([`crate::report::stats_json_detailed`]), or `{"item"|"name": ...,
+//! "status": "ERROR", "error": WHY}` for a file that failed; failed files are
+//! listed, not added. A summary without the detail (a plain `--stats-json`)
+//! is added as well as it can be: its listed and percentile counters add up.
 
-use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
-
-/// One stage's sums.
-#[derive(Debug, Default, Clone, PartialEq)]
-struct StageSum {
-    module: String,
-    input: u64,
-    output: u64,
-    errors: BTreeMap<String, u64>,
-    counters: BTreeMap<String, u64>,
-    warnings: Vec<String>,
-}
+use crate::report::{stage_from_value, stage_value};
+use dnsluice_core::StageStats;
+use serde_json::{json, Value};
 
 /// The sums so far.
 #[derive(Debug, Default)]
 pub struct Merged {
-    stages: Vec<StageSum>,
+    stages: Vec<StageStats>,
     elapsed: f64,
     files: u64,
     failed: Vec<(String, String)>,
@@ -57,45 +56,47 @@ impl Merged {
         }
     }
 
-    /// Adds one `--stats-json` summary.
+    /// Adds one `--stats-json` summary (with or without each stage's detail).
     pub fn add_summary(&mut self, summary: &Value) -> Result<(), String> {
         let stages = summary
             .get("stages")
             .and_then(Value::as_array)
             .ok_or("no `stages` list in the summary")?;
-        if self.files > 0 && stages.len() != self.stages.len() {
-            return Err(format!(
-                "{} stages, where the summaries before had {}: not the same pipeline",
-                stages.len(),
-                self.stages.len()
-            ));
-        }
-        let mut sums = Vec::with_capacity(stages.len());
-        for (i, stage) in stages.iter().enumerate() {
-            let mut sum = self.stages.get(i).cloned().unwrap_or_default();
-            let module = stage.get("module").and_then(Value::as_str).unwrap_or("");
-            if self.files > 0 && sum.module != module {
-                return Err(format!(
-                    "stage {i} is {module}, where the summaries before had {}",
-                    sum.module
-                ));
-            }
-            sum.module = module.to_string();
-            sum.input += number(stage, "in");
-            sum.output += number(stage, "out");
-            add_map(&mut sum.errors, stage.get("errors"));
-            add_map(&mut sum.counters, stage.get("counters"));
-            if let Some(list) = stage.get("warnings").and_then(Value::as_array) {
-                sum.warnings
-                    .extend(list.iter().filter_map(Value::as_str).map(str::to_string));
-            }
-            sums.push(sum);
-        }
-        self.stages = sums;
-        self.elapsed += summary
+        let elapsed = summary
             .get("elapsed_s")
             .and_then(Value::as_f64)
             .unwrap_or(0.0);
+        self.add_run(stages.iter().map(stage_from_value).collect(), elapsed)
+    }
+
+    /// Adds one run's statistics, stage by stage.
+    pub fn add_run(&mut self, stages: Vec<StageStats>, elapsed: f64) -> Result<(), String> {
+        if self.files > 0 {
+            if stages.len() != self.stages.len() {
+                return Err(format!(
+                    "{} stages, where the summaries before had {}: not the same pipeline",
+                    stages.len(),
+                    self.stages.len()
+                ));
+            }
+            if let Some((i, (s, mine))) = stages
+                .iter()
+                .zip(&self.stages)
+                .enumerate()
+                .find(|(_, (s, mine))| s.module != mine.module)
+            {
+                return Err(format!(
+                    "stage {i} is {}, where the summaries before had {}",
+                    s.module, mine.module
+                ));
+            }
+            for (mine, stage) in self.stages.iter_mut().zip(stages) {
+                mine.absorb_later(stage);
+            }
+        } else {
+            self.stages = stages;
+        }
+        self.elapsed += elapsed;
         self.files += 1;
         Ok(())
     }
@@ -110,22 +111,14 @@ impl Merged {
         &self.failed
     }
 
+    /// The merged statistics, stage by stage.
+    pub fn stages(&self) -> &[StageStats] {
+        &self.stages
+    }
+
     /// The merged summary, shaped as `--stats-json` (plus `files` and `failed`).
     pub fn to_json(&self) -> String {
-        let stages: Vec<Value> = self
-            .stages
-            .iter()
-            .map(|s| {
-                json!({
-                    "module": s.module,
-                    "in": s.input,
-                    "out": s.output,
-                    "errors": s.errors,
-                    "counters": s.counters,
-                    "warnings": s.warnings,
-                })
-            })
-            .collect();
+        let stages: Vec<Value> = self.stages.iter().map(|s| stage_value(s, false)).collect();
         let failed: Vec<Value> = self
             .failed
             .iter()
@@ -140,20 +133,6 @@ impl Merged {
         .to_string();
         text.push('\n');
         text
-    }
-}
-
-fn number(stage: &Value, key: &str) -> u64 {
-    stage.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
-
-fn add_map(sum: &mut BTreeMap<String, u64>, map: Option<&Value>) {
-    let Some(map) = map.and_then(Value::as_object) else {
-        return;
-    };
-    let map: &Map<String, Value> = map;
-    for (key, value) in map {
-        *sum.entry(key.clone()).or_default() += value.as_u64().unwrap_or(0);
     }
 }
 
@@ -181,10 +160,57 @@ mod tests {
         assert_eq!(v["stages"][0]["in"], 7);
         assert_eq!(v["stages"][0]["counters"]["a"], 3);
         assert_eq!(v["stages"][1]["errors"]["e"], 2);
-        assert_eq!(v["stages"][1]["warnings"], json!(["w", "w"]));
+        assert_eq!(v["stages"][1]["warnings"], json!(["w"]));
         assert_eq!(v["elapsed_s"], 1.0);
         assert_eq!(v["files"], 2);
         assert_eq!(v["failed"][0]["item"], "c.pcap");
+    }
+
+    /// Two runs' statistics of one stage merge as one run's would be: the
+    /// percentile counters from the summed histogram, the listed breakdown
+    /// from the summed breakdown, the largest value the largest, a gauge
+    /// the last run's; and they do so after a trip through a result
+    /// record's JSON too.
+    #[test]
+    fn runs_merge_their_detail_not_their_summaries() {
+        let run = |latencies: &[(u64, u64)], qtypes: &[(&str, u64)], held: u64, drift: u64| {
+            let mut s = StageStats::new("output.dnscli");
+            let h = s.histograms.entry("latency_us".into()).or_default();
+            for &(bucket, n) in latencies {
+                h.add(bucket, n);
+            }
+            s.counters.insert("latency_us.p50".into(), 0);
+            for &(key, n) in qtypes {
+                s.add_breakdown("qtype", key, n);
+            }
+            s.list_top("qtype", 1);
+            s.counters.insert("held_items".into(), held);
+            s.counters.insert("max_drift_us".into(), drift);
+            s
+        };
+        // p50 of each run alone: 100 and 100; of both: 900 (6 of 10 above).
+        let first = run(&[(100, 3), (900, 1)], &[("A", 5), ("MX", 1)], 7, 40);
+        let second = run(&[(100, 1), (900, 5)], &[("AAAA", 4), ("MX", 3)], 2, 30);
+        let check = |m: &Merged| {
+            let c = &m.stages()[0].counters;
+            // (A bucket's highest value: under 1 % above 900.)
+            assert!((900..910).contains(&c["latency_us.p50"]), "{c:?}");
+            // MX: 1 + 3; A: 5; AAAA: 4: A is the most frequent, alone listed.
+            assert_eq!(c.get("qtype A"), Some(&5));
+            assert_eq!(c.get("qtype AAAA"), None);
+            assert_eq!(c["held_items"], 2);
+            assert_eq!(c["max_drift_us"], 40);
+        };
+        let mut direct = Merged::default();
+        direct.add_run(vec![first.clone()], 1.0).unwrap();
+        direct.add_run(vec![second.clone()], 1.0).unwrap();
+        check(&direct);
+        let mut through_json = Merged::default();
+        for stats in [first, second] {
+            let summary = crate::report::stats_json_detailed(&[stats], 1.0);
+            through_json.add_summary(&summary).unwrap();
+        }
+        check(&through_json);
     }
 
     #[test]

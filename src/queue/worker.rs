@@ -10,12 +10,12 @@ use super::{Shard, WorkerFlags};
 use crate::cpu_report::CpuReport;
 use crate::flags::flag_error;
 use crate::metrics::{Endpoint, MetricsFlags};
-use crate::report::{print_summary, stats_json};
+use crate::report::{print_summary, stats_json_detailed};
 use crate::running::{run_collecting, Ran, Reporting};
 use anyhow::{bail, Context, Result};
 use dnsluice_core::options::Options;
 use dnsluice_core::pipeline::{Pipeline, Threads};
-use dnsluice_core::{Object, Producer, Receiver, Registry, StageStats, Text, TextKind};
+use dnsluice_core::{Object, Producer, Receiver, Registry, Text, TextKind};
 use dnsluice_modules::input::nats::{NatsInput, NatsInputOptions};
 use dnsluice_modules::nats::tickets;
 use dnsluice_modules::output::nats::{NatsOutput, NatsOutputOptions};
@@ -140,8 +140,9 @@ fn summary_record(item: &str, ran: Result<Ran>) -> Value {
             result: Ok(_),
             ..
         }) => {
-            let summary: Value =
-                serde_json::from_str(&stats_json(&stats, elapsed)).unwrap_or(Value::Null);
+            // With each stage's detail, so that `queue get --merge` adds
+            // breakdowns, histograms and top lists, not their summaries.
+            let summary = stats_json_detailed(&stats, elapsed);
             json!({"item": item, "status": "OK", "stats": summary})
         }
         Ok(Ran { result: Err(e), .. }) => {
@@ -210,8 +211,9 @@ pub fn files(
     };
     let mut merged = Merged::default();
     for ran in &ran {
-        let summary: Value = serde_json::from_str(&stats_json(&ran.stats, ran.elapsed))?;
-        merged.add_summary(&summary).map_err(anyhow::Error::msg)?;
+        merged
+            .add_run(ran.stats.clone(), ran.elapsed)
+            .map_err(anyhow::Error::msg)?;
     }
     let cpu = CpuReport::take();
     let text = cpu.added_to_text(merged.to_json());
@@ -236,7 +238,7 @@ pub fn files(
             None => eprintln!("dnsluice: {} files", merged.files()),
         }
         print_summary(
-            &stage_stats(&summary),
+            merged.stages(),
             summary["elapsed_s"].as_f64().unwrap_or(0.0),
         );
         eprintln!("  {}", cpu.line());
@@ -246,26 +248,4 @@ pub fn files(
             .with_context(|| format!("cannot write stats to {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A summary's stages as counters again, for printing.
-fn stage_stats(summary: &Value) -> Vec<StageStats> {
-    let stages = summary["stages"].as_array().cloned().unwrap_or_default();
-    stages
-        .iter()
-        .map(|s| {
-            let mut stats = StageStats::new(s["module"].as_str().unwrap_or(""));
-            stats.input = s["in"].as_u64().unwrap_or(0);
-            stats.output = s["out"].as_u64().unwrap_or(0);
-            for (key, map) in [
-                ("errors", &mut stats.errors),
-                ("counters", &mut stats.counters),
-            ] {
-                for (k, v) in s[key].as_object().into_iter().flatten() {
-                    map.insert(k.clone(), v.as_u64().unwrap_or(0));
-                }
-            }
-            stats
-        })
-        .collect()
 }

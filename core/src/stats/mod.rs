@@ -86,6 +86,10 @@ pub const GAUGE_BREAKDOWNS: [&str; 3] = [
     "nameserver_srtt_us",
 ];
 
+/// Counters that hold the largest value seen, not a count: merged by
+/// taking the larger (`filter.timing`'s largest drift).
+pub const MAX_COUNTERS: [&str; 1] = ["max_drift_us"];
+
 /// Whether counter `name` is a gauge ([`GAUGE_COUNTERS`]).
 pub fn is_gauge(name: &str) -> bool {
     GAUGE_COUNTERS.contains(&name)
@@ -323,7 +327,11 @@ impl StageStats {
                 .absorb(histogram);
         }
         for (name, n) in &other.counters {
-            *self.counters.entry(name.clone()).or_default() += n;
+            let mine = self.counters.entry(name.clone()).or_default();
+            match MAX_COUNTERS.contains(&name.as_str()) {
+                true => *mine = (*mine).max(*n),
+                false => *mine += n,
+            }
         }
         self.derive();
         for (name, n) in other.listed {
@@ -358,6 +366,30 @@ impl StageStats {
         for (frame, line) in other.examples {
             self.add_example(frame, line);
         }
+    }
+}
+
+impl StageStats {
+    /// Adds `later`, the same stage's statistics over a later run of the
+    /// same pipeline (the next file of a set), as [`StageStats::absorb`]
+    /// does, but its gauges ([`GAUGE_COUNTERS`], [`GAUGE_BREAKDOWNS`]: what
+    /// was held as the run ended) replace this one's instead of adding up.
+    pub fn absorb_later(&mut self, later: StageStats) {
+        let gauges: Vec<(String, u64)> = later
+            .counters
+            .iter()
+            .filter(|(name, _)| is_gauge(name))
+            .map(|(name, n)| (name.clone(), *n))
+            .collect();
+        let gauge_breakdowns: Vec<(String, BTreeMap<String, u64>)> = later
+            .breakdowns
+            .iter()
+            .filter(|(name, _)| is_gauge_breakdown(name))
+            .map(|(name, b)| (name.clone(), b.clone()))
+            .collect();
+        self.absorb(later);
+        self.counters.extend(gauges);
+        self.breakdowns.extend(gauge_breakdowns);
     }
 }
 
