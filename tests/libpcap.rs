@@ -305,3 +305,89 @@ fn capture_lua_prints_the_dns_queries_sent_on_loopback() {
     let want: String = (0..3).map(|i| block(sent[(first - 1 + i) % 3])).collect();
     assert_eq!(out, want);
 }
+
+/// A live capture that cannot keep up (stopped while 20,000 packets of a
+/// kilobyte come, with a 256 KiB kernel buffer) says what the kernel
+/// matched and dropped (its own counts, as tcpdump prints them: on `lo`
+/// each packet twice), and a warning says so. The kernel's counts were
+/// never asked for.
+#[test]
+fn a_live_capture_reports_what_the_kernel_dropped() {
+    const FLOOD: u64 = 20_000;
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let (stats, intervals, file) = (
+        temp_path("drops.json"),
+        temp_path("drops_intervals.jsonl"),
+        temp_path("drops.toml"),
+    );
+    std::fs::write(
+        &file,
+        format!(
+            "[[stage]]\nmodule = \"input.pcap\"\ninterface = \"lo\"\nfilter = \"udp and dst port {port} and host 127.0.0.1\"\nbuffer_kib = 256\n\
+             [[stage]]\nmodule = \"output.null\"\n"
+        ),
+    )
+    .unwrap();
+    let mut child = testkit::dnsluice()
+        .args(["run", &file.display().to_string(), "-q", "--stats-json"])
+        .arg(&stats)
+        .args(["--stats-interval", "100ms", "--stats-jsonl"])
+        .arg(&intervals)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the capture has read a packet: it is open.
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut early = 0u64;
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&intervals)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|l| l["stages"][0]["in"].as_u64() > Some(0))
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "no packet read"
+        );
+        socket.send_to(b"up?", ("127.0.0.1", port)).unwrap();
+        early += 1;
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = child.id() as i32;
+    // SAFETY: signals to our own child.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let payload = [0u8; 1000];
+    for _ in 0..FLOOD {
+        socket.send_to(&payload, ("127.0.0.1", port)).unwrap();
+    }
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = testkit::wait_within(&mut child, std::time::Duration::from_secs(20))
+        .expect("the capture did not stop");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{err}");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let input = &summary["stages"][0];
+    let read = input["in"].as_u64().unwrap();
+    let dropped = input["errors"]["dropped_by_kernel"].as_u64().unwrap_or(0);
+    let received = input["counters"]["received_by_filter"]
+        .as_u64()
+        .unwrap_or(0);
+    // On `lo` the kernel sees each packet twice, sent and received (libpcap
+    // skips the sent copy after the ring): its counts are of both.
+    let sent = FLOOD + early;
+    assert!(
+        (2 * FLOOD..=2 * sent).contains(&received),
+        "the kernel matched {received}, {sent} sent: {input}"
+    );
+    assert!(dropped > FLOOD && dropped <= received, "{input}");
+    assert!(read <= sent - dropped / 2 + 1, "{input}");
+    assert!(
+        err.contains(&format!("lo: the kernel dropped {dropped} packets")),
+        "{err}"
+    );
+}

@@ -41,6 +41,11 @@ pub struct PcapOptions {
     /// Stop after this many packets (0: no limit).
     #[option(default)]
     pub count: u64,
+    /// The kernel's buffer for packets not read yet, in KiB (live; 0:
+    /// libpcap's default, 2 MiB on Linux). What overflows it is lost and
+    /// counted (`dropped_by_kernel`): give more for a busy interface.
+    #[option(default, range = 0..=4_194_304)]
+    pub buffer_kib: u32,
 }
 
 /// The registry entry.

@@ -28,7 +28,13 @@ pub struct LibpcapInput {
     /// one: a packet borrowed from libpcap could not leave the loop that
     /// waits (the loop calls libpcap again), a copy can.
     held: Vec<u8>,
+    /// What the kernel counted for a live capture, as last asked (while
+    /// waiting, every [`KERNEL_STATS_EVERY`] packets, and at the end).
+    kernel: Option<pcap::Stat>,
 }
+
+/// Live packets between two looks at the kernel's counts.
+const KERNEL_STATS_EVERY: u64 = 1 << 16;
 
 /// What has been read, apart from the handle (so that a packet borrowed
 /// from the handle can be counted here).
@@ -70,11 +76,18 @@ impl LibpcapInput {
             (None, Some(interface)) => {
                 let capture = Capture::from_device(interface.as_str())
                     .and_then(|c| {
-                        c.promisc(o.promisc)
+                        let c = c
+                            .promisc(o.promisc)
                             .snaplen(o.snaplen)
                             .precision(Precision::Nano)
-                            .immediate_mode(true)
-                            .open()
+                            .immediate_mode(true);
+                        match o.buffer_kib {
+                            0 => c,
+                            kib => {
+                                c.buffer_size((u64::from(kib) * 1024).min(i32::MAX as u64) as i32)
+                            }
+                        }
+                        .open()
                     })
                     .and_then(|c| c.setnonblock())
                     .map_err(|e| pcap_error(interface, e))?;
@@ -107,6 +120,7 @@ impl LibpcapInput {
             },
             live,
             held: Vec::new(),
+            kernel: None,
         })
     }
 }
@@ -155,6 +169,9 @@ impl LibpcapInput {
     /// into `held`; gives way when a stop is asked for (the end) or, with
     /// `due`, when the watcher is due.
     fn wait_live(&mut self, fd: RawFd, due: Option<&AtomicBool>) -> Result<Live, StageError> {
+        if self.read.frames.is_multiple_of(KERNEL_STATS_EVERY) {
+            self.note_kernel();
+        }
         loop {
             match self.capture.next_packet() {
                 Ok(packet) => {
@@ -163,6 +180,7 @@ impl LibpcapInput {
                     return Ok(Live::Packet(*packet.header));
                 }
                 Err(pcap::Error::TimeoutExpired) => {
+                    self.note_kernel();
                     if stop::requested().is_some() {
                         self.read.done = true;
                         return Ok(Live::Over);
@@ -177,6 +195,13 @@ impl LibpcapInput {
         }
     }
 
+    /// Asks the kernel what it counted for the live capture.
+    fn note_kernel(&mut self) {
+        if self.live.is_some() {
+            self.kernel = self.capture.stats().ok().or(self.kernel);
+        }
+    }
+
     /// The packet `wait_live` copied into `held`, with its `header`.
     fn held_packet(&mut self, header: PacketHeader) -> Object<'_> {
         let meta = self.read.next_meta(&header);
@@ -187,6 +212,7 @@ impl LibpcapInput {
 impl Producer for LibpcapInput {
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
         if self.read.at_end() {
+            self.note_kernel();
             return Ok(None);
         }
         if let Some(fd) = self.live {
@@ -214,6 +240,7 @@ impl Producer for LibpcapInput {
             return Ok(self.produce()?.map_or(Pulled::End, Pulled::Object));
         };
         if self.read.at_end() {
+            self.note_kernel();
             return Ok(Pulled::End);
         }
         Ok(match self.wait_live(fd, Some(due))? {
@@ -231,6 +258,19 @@ impl Producer for LibpcapInput {
             stats.add_error("truncated_file", 1);
         }
         stats.warnings = self.read.warnings.clone();
+        if let Some(kernel) = self.kernel {
+            // Matched by the filter, and lost before we could read them.
+            stats.add_counter("received_by_filter", u64::from(kernel.received));
+            stats.add_error("dropped_by_kernel", u64::from(kernel.dropped));
+            stats.add_error("dropped_by_interface", u64::from(kernel.if_dropped));
+            if kernel.dropped > 0 {
+                stats.warnings.push(format!(
+                    "{}: the kernel dropped {} packets the capture did not read in time \
+                     (more buffer_kib, or a narrower filter)",
+                    self.read.source, kernel.dropped
+                ));
+            }
+        }
         out.push(stats);
     }
 }
