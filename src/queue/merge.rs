@@ -189,8 +189,10 @@ mod tests {
             s
         };
         // p50 of each run alone: 100 and 100; of both: 900 (6 of 10 above).
-        let first = run(&[(100, 3), (900, 1)], &[("A", 5), ("MX", 1)], 7, 40);
+        let mut first = run(&[(100, 3), (900, 1)], &[("A", 5), ("MX", 1)], 7, 40);
         let second = run(&[(100, 1), (900, 5)], &[("AAAA", 4), ("MX", 3)], 2, 30);
+        // A gauge only the first run has: 0 as the second ended (left out).
+        first.counters.insert("inflight_cap".into(), 100);
         let check = |m: &Merged| {
             let c = &m.stages()[0].counters;
             // (A bucket's highest value: under 1 % above 900.)
@@ -199,6 +201,7 @@ mod tests {
             assert_eq!(c.get("qtype A"), Some(&5));
             assert_eq!(c.get("qtype AAAA"), None);
             assert_eq!(c["held_items"], 2);
+            assert_eq!(c.get("inflight_cap"), None);
             assert_eq!(c["max_drift_us"], 40);
         };
         let mut direct = Merged::default();

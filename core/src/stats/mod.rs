@@ -388,6 +388,10 @@ impl StageStats {
             .map(|(name, b)| (name.clone(), b.clone()))
             .collect();
         self.absorb(later);
+        // A gauge the later run does not have was 0 as it ended (zeros are
+        // left out), not what an earlier run held.
+        self.counters.retain(|name, _| !is_gauge(name));
+        self.breakdowns.retain(|name, _| !is_gauge_breakdown(name));
         self.counters.extend(gauges);
         self.breakdowns.extend(gauge_breakdowns);
     }

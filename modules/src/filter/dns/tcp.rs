@@ -158,6 +158,11 @@ impl TcpReassembler {
                     take_segment(flow, seq, payload, counters, emit);
                 }
                 if flow.held() > limits.max_flow_bytes {
+                    // Holding a message start for the rest of the one
+                    // before it: stop waiting before giving the flow up.
+                    resync_at_held_start(flow, counters, emit);
+                }
+                if flow.held() > limits.max_flow_bytes {
                     counters.flows_overflowed += 1;
                     let flow = self.flows.remove(&key).unwrap_or_default();
                     self.drop_flow(flow);
@@ -549,26 +554,72 @@ mod tests {
         assert_eq!(r.counters.incomplete_messages, 0);
     }
 
+    /// Messages that came out, with the segments each spans.
+    type Emitted = Vec<(Vec<u8>, u32)>;
+
+    /// A connection on port `port` with a's first ten bytes, then b (whole,
+    /// beyond the rest of a: held). The reassembler, a, b and what came out.
+    fn b_held_after_a_part(port: u16) -> (TcpReassembler, Vec<u8>, Vec<u8>, Emitted) {
+        let mut r = TcpReassembler::new(limits());
+        let a = query(1, b"first-message-name");
+        let b = query(2, b"second");
+        let start = [
+            (0, SYN, &b""[..], 0),
+            (1, ACK, &a[..10], 1),
+            (1 + a.len() as u32, ACK, &b[..], 2),
+        ];
+        let got = run(&mut r, key(port), &start);
+        assert!(got.is_empty(), "b is held");
+        (r, a, b, got)
+    }
+
+    /// A copy of the held message start (a retransmission, a mirror port's
+    /// duplicate) is no other message start: the wait goes on and both
+    /// messages come out whole. (It ended the wait, and the first message
+    /// was lost.)
+    #[test]
+    fn a_copy_of_the_held_start_does_not_end_the_wait() {
+        let (mut r, a, b, mut got) = b_held_after_a_part(26);
+        let at = |offset: usize| 1 + offset as u32;
+        let rest = [(at(a.len()), ACK, &b[..], 3), (at(10), ACK, &a[10..], 4)];
+        got.extend(run(&mut r, key(26), &rest));
+        assert_eq!(ids(&got), [1, 2]);
+        assert_eq!((r.counters.gaps, r.counters.retransmissions), (0, 1));
+    }
+
+    /// A message held whose own later segments fill the early list: the
+    /// wait ends at the held start when no room is left (the rest of its
+    /// segments were dropped as beyond the window).
+    #[test]
+    fn a_held_message_longer_than_the_early_list_comes_out() {
+        let mut r = TcpReassembler::new(limits());
+        let a = query(1, b"first-message-name");
+        // b: a long name, cut in 2-byte segments after its first 14 bytes.
+        let b = query(2, &[b'x'; 60]);
+        let at = |offset: usize| 1 + offset as u32;
+        let mut segments: Vec<(u32, u8, &[u8], i64)> = vec![
+            (0, SYN, b"", 0),
+            (at(0), ACK, &a[..10], 1),
+            (at(a.len()), ACK, &b[..14], 2),
+        ];
+        for (k, piece) in b[14..].chunks(1).enumerate() {
+            segments.push((at(a.len() + 14 + k), ACK, piece, 3 + k as i64));
+        }
+        let got = run(&mut r, key(27), &segments);
+        assert_eq!(ids(&got), [2]);
+        assert_eq!(r.counters.gaps, 1);
+        assert_eq!(r.counters.beyond_window, 0);
+    }
+
     /// A message start held while the rest of the message before it is
     /// awaited: when that rest never comes, the connection's end (FIN)
     /// declares the gap and hands the held message on.
     #[test]
     fn a_held_message_comes_out_when_the_connection_ends() {
-        let mut r = TcpReassembler::new(limits());
-        let a = query(1, b"first-message-name");
-        let b = query(2, b"second");
-        let at = |offset: usize| 1 + offset as u32;
-        let got = run(
-            &mut r,
-            key(25),
-            &[
-                (0, SYN, b"", 0),
-                (at(0), ACK, &a[..10], 1),
-                // The rest of a was never captured.
-                (at(a.len()), ACK, &b, 2),
-                (at(a.len() + b.len()), ACK | FIN, b"", 3),
-            ],
-        );
+        // The rest of a was never captured.
+        let (mut r, a, b, mut got) = b_held_after_a_part(25);
+        let end = 1 + (a.len() + b.len()) as u32;
+        got.extend(run(&mut r, key(25), &[(end, ACK | FIN, b"", 3)]));
         assert_eq!(ids(&got), [2]);
         assert_eq!(
             (r.counters.gaps, r.counters.gap_bytes),

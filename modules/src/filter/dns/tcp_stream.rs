@@ -105,23 +105,38 @@ pub(super) fn take_segment(
         counters.overlaps += 1;
         &payload[seen..]
     } else if offset > 0 {
+        if flow
+            .early
+            .iter()
+            .any(|(s, bytes)| *s == seq && bytes.len() >= payload.len())
+        {
+            // A copy of a segment held early (retransmitted, or a mirror
+            // port's duplicate): nothing new, and no other message start.
+            counters.retransmissions += 1;
+            return;
+        }
         let room = offset as u32 <= WINDOW && flow.early.len() < MAX_EARLY;
-        if !resync::starts_message(payload) {
+        let starts = resync::starts_message(payload);
+        // A message starts beyond a gap. Bytes lost to the capture would
+        // hold the stream back for ever: the gap is declared and the stream
+        // resumes here. But the segment may only have overtaken the rest of
+        // the message held (segments seen out of order): while no other
+        // message start waits, and there is room, it waits for more. Another
+        // message start, or no room left, ends the wait at the one held.
+        if held_start(flow).is_some() && (starts || !room) {
+            resync_at_held_start(flow, counters, emit);
+            if flow.lost && !resume(flow, seq, payload, counters) {
+                return;
+            }
+            return take_segment(flow, seq, payload, counters, emit);
+        }
+        if !starts {
             if room {
                 hold_early(flow, seq, payload, counters);
             } else {
                 counters.beyond_window += 1;
             }
             return;
-        }
-        // A message starts beyond a gap. Bytes lost to the capture would
-        // hold the stream back for ever: the gap is declared and the stream
-        // resumes here. But the segment may only have overtaken the rest of
-        // the message held (segments seen out of order): while no other
-        // message start waits, it waits for one more segment.
-        if held_start(flow).is_some() {
-            resync_at_held_start(flow, counters, emit);
-            return take_segment(flow, seq, payload, counters, emit);
         }
         if !flow.buffer.is_empty() && room {
             hold_early(flow, seq, payload, counters);
@@ -227,6 +242,8 @@ pub(super) fn take_cut_segment(
         flow.buffer.clear();
         flow.buffered_segments = 0;
     }
+    // Early segments cannot be placed after a cut: skipped, counted.
+    counters.skipped_bytes += flow.early_bytes as u64;
     flow.early.clear();
     flow.early_bytes = 0;
     flow.next_seq = seq.wrapping_add(wire_len as u32);
