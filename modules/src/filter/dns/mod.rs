@@ -75,10 +75,10 @@ pub struct DnsFilter {
     /// The input's latest capture time, when a split told it (its thread's
     /// own packets may end earlier).
     input_end_ns: Option<i64>,
-    /// The latest capture time of the packets seen here: the time of a packet
-    /// that has none (a pcapng Simple Packet Block), for the reassemblers'
-    /// timeouts.
-    latest_ns: Option<i64>,
+    /// The capture time of the last packet seen here that had one: the time
+    /// of a packet that has none (a pcapng Simple Packet Block), for the
+    /// reassemblers' timeouts (0 before any).
+    last_ns: i64,
 }
 
 impl DnsFilter {
@@ -102,7 +102,7 @@ impl DnsFilter {
             }),
             counters: DnsCounters::default(),
             input_end_ns: None,
-            latest_ns: None,
+            last_ns: 0,
         }
     }
 
@@ -135,15 +135,10 @@ impl DnsFilter {
             original
         };
         let l = &packet.layers;
-        // A packet without a time is taken as of the latest time seen: as of
+        // A packet without a time is taken as of the last time seen: as of
         // 1970, its flow's next packet found the flow idle for 55 years.
-        let now = match packet.meta.ts_ns {
-            Some(ts) => {
-                self.latest_ns = Some(self.latest_ns.map_or(ts, |t| t.max(ts)));
-                ts
-            }
-            None => self.latest_ns.unwrap_or(0),
-        };
+        let now = packet.meta.ts_ns.unwrap_or(self.last_ns);
+        self.last_ns = now;
         match l.transport {
             Transport::Udp if self.dns_port(l.sport, l.dport) => {
                 let Some((bytes, flow)) = udp_dns(&self.ports, packet) else {

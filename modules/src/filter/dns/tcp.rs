@@ -161,19 +161,21 @@ impl TcpReassembler {
                     // Holding a message start for the rest of the one
                     // before it: stop waiting before giving the flow up.
                     resync_at_held_start(flow, counters, emit);
-                }
-                if flow.held() > limits.max_flow_bytes {
-                    counters.flows_overflowed += 1;
-                    let flow = self.flows.remove(&key).unwrap_or_default();
-                    self.drop_flow(flow);
+                    if flow.held() > limits.max_flow_bytes {
+                        counters.flows_overflowed += 1;
+                        let flow = self.flows.remove(&key).unwrap_or_default();
+                        self.drop_flow(flow);
+                    }
                 }
             }
         }
         if flags & (FIN | RST) != 0 {
             if let Some(mut flow) = self.flows.remove(&key) {
-                // A message held back, waiting for the rest of the one before
-                // it, which will not come now.
-                resync_at_held_start(&mut flow, &mut self.counters, emit);
+                if !flow.early.is_empty() {
+                    // A message held back, waiting for the rest of the one
+                    // before it, which will not come now.
+                    resync_at_held_start(&mut flow, &mut self.counters, emit);
+                }
                 self.drop_flow(flow);
             }
         }
