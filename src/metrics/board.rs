@@ -9,7 +9,6 @@
 //! the watch in that time (blocked on a full window, waiting for input) is
 //! served the last snapshot. Nothing is snapshotted while nobody scrapes.
 
-use dnsluice_core::stats::{is_gauge, is_gauge_breakdown};
 use dnsluice_core::sync::lock;
 use dnsluice_core::StageStats;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,26 +150,13 @@ impl Board {
 
 /// Adds `more` (a later run's, or the running one's) to `sum` stage by
 /// stage (by position, when the modules agree; a stage with no counterpart
-/// is appended). Gauges are not added: `more`'s values replace `sum`'s
-/// (50 runs of a replay had 50 times its window's cap).
+/// is appended), as [`StageStats::absorb_later`] does: gauges are not
+/// added, `more`'s values replace `sum`'s (50 runs of a replay had 50 times
+/// its window's cap).
 fn add_stages(sum: &mut Vec<StageStats>, more: &[StageStats]) {
     for (i, stage) in more.iter().enumerate() {
         match sum.get_mut(i).filter(|s| s.module == stage.module) {
-            Some(s) => {
-                s.absorb(stage.clone());
-                s.counters.retain(|name, _| !is_gauge(name));
-                s.breakdowns.retain(|name, _| !is_gauge_breakdown(name));
-                for (name, n) in &stage.counters {
-                    if is_gauge(name) {
-                        s.counters.insert(name.clone(), *n);
-                    }
-                }
-                for (name, breakdown) in &stage.breakdowns {
-                    if is_gauge_breakdown(name) {
-                        s.breakdowns.insert(name.clone(), breakdown.clone());
-                    }
-                }
-            }
+            Some(s) => s.absorb_later(stage.clone()),
             None => sum.push(stage.clone()),
         }
     }

@@ -167,7 +167,6 @@ impl Defragmenter {
             copies: true,
             ..Default::default()
         });
-        partial.copies &= copy;
         if partial
             .pieces
             .iter()
@@ -193,6 +192,7 @@ impl Defragmenter {
         if !more {
             partial.total = Some(end);
         }
+        partial.copies &= copy;
         partial.pieces.push((offset, data.to_vec()));
         let total = partial.total?;
         let covered: u32 = partial.pieces.iter().map(|(_, b)| b.len() as u32).sum();

@@ -10,7 +10,7 @@ mod counters;
 pub mod defrag;
 mod flow_key;
 mod resync;
-mod table;
+pub(crate) mod table;
 pub mod tcp;
 mod tcp_stream;
 

@@ -1,5 +1,5 @@
-//! Bounded tables keyed by flow or datagram, shared by TCP reassembly and IP
-//! defragmentation: drop what has been quiet too long, and when full, make
+//! Bounded tables keyed by flow, datagram or query, shared by TCP
+//! reassembly, IP defragmentation and `output.diff`'s waiting queries: drop what has been quiet too long, and when full, make
 //! room in one go (so a flood of new keys costs amortised constant time per
 //! packet, not a scan of the table each).
 
@@ -20,36 +20,38 @@ pub fn idle_past(now: i64, then: i64, timeout: i64) -> bool {
 }
 
 /// Removes the entries whose time (`time_of`) is more than `timeout` before `now`.
-pub fn take_expired<K: Copy + Eq + Hash, V, S: BuildHasher>(
+pub fn take_expired<K: Eq + Hash, V, S: BuildHasher>(
     table: &mut HashMap<K, V, S>,
     now: i64,
     timeout: i64,
     time_of: impl Fn(&V) -> i64,
 ) -> Vec<(K, V)> {
-    let keys: Vec<K> = table
-        .iter()
-        .filter(|(_, v)| idle_past(now, time_of(v), timeout))
-        .map(|(k, _)| *k)
-        .collect();
-    keys.into_iter()
-        .filter_map(|k| table.remove(&k).map(|v| (k, v)))
+    table
+        .extract_if(|_, v| idle_past(now, time_of(v), timeout))
         .collect()
 }
 
 /// Removes the quietest eighth of the entries (at least one), by `time_of`.
-pub fn take_quietest<K: Copy + Eq + Hash, V, S: BuildHasher>(
+pub fn take_quietest<K: Eq + Hash, V, S: BuildHasher>(
     table: &mut HashMap<K, V, S>,
     time_of: impl Fn(&V) -> i64,
 ) -> Vec<(K, V)> {
-    let mut times: Vec<(i64, K)> = table.iter().map(|(k, v)| (time_of(v), *k)).collect();
+    let mut times: Vec<i64> = table.values().map(&time_of).collect();
     let count = (times.len() / 8).max(1).min(times.len());
     if count == 0 {
         return Vec::new();
     }
-    times.select_nth_unstable_by_key(count - 1, |(t, _)| *t);
-    times[..count]
-        .iter()
-        .filter_map(|(_, k)| table.remove(k).map(|v| (*k, v)))
+    // The count-th quietest time: every entry quieter goes, and of those
+    // at it as many as make the count.
+    let (quieter, &mut cut, _) = times.select_nth_unstable(count - 1);
+    let mut ties = count - quieter.iter().filter(|&&t| t < cut).count();
+    table
+        .extract_if(|_, v| {
+            let t = time_of(v);
+            let take = t < cut || (t == cut && ties > 0);
+            ties -= usize::from(t == cut && take);
+            take
+        })
         .collect()
 }
 
@@ -87,5 +89,18 @@ mod tests {
         quiet.sort();
         assert_eq!(quiet, [5]); // 11 left: an eighth rounds down to 1
         assert_eq!(t.len(), 10);
+    }
+
+    /// Of entries tied at the cut, only as many as make the count go; an
+    /// entry quieter than the cut always goes, wherever the table keeps it.
+    #[test]
+    fn the_quietest_go_first_whatever_the_ties() {
+        for seed in 0..20u32 {
+            let mut t: HashMap<u32, i64> = (0..16).map(|k| (k * 97 + seed, 5)).collect();
+            t.insert(1_000_000 + seed, 1);
+            let taken = take_quietest(&mut t, |v| *v);
+            assert_eq!(taken.len(), 2, "17 entries: an eighth is 2");
+            assert!(taken.iter().any(|(_, v)| *v == 1), "{taken:?}");
+        }
     }
 }

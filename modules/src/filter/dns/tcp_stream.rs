@@ -123,7 +123,7 @@ pub(super) fn take_segment(
         // the message held (segments seen out of order): while no other
         // message start waits, and there is room, it waits for more. Another
         // message start, or no room left, ends the wait at the one held.
-        if held_start(flow).is_some() && (starts || !room) {
+        if (starts || !room) && held_start(flow).is_some() {
             resync_at_held_start(flow, counters, emit);
             if flow.lost && !resume(flow, seq, payload, counters) {
                 return;

@@ -6,7 +6,7 @@
 //! of queries never answered (random subdomains at a server that has gone)
 //! kept every one of them in memory to the end.
 
-use std::collections::HashMap;
+use crate::filter::dns::table::{take_expired, take_quietest, KeyedTable};
 use std::net::IpAddr;
 
 /// How long (capture time) a query waits for its response: more than any
@@ -30,7 +30,7 @@ struct Waiting {
 /// The waiting queries; see the module docs.
 #[derive(Default)]
 pub(super) struct WaitingQueries {
-    table: HashMap<Key, Waiting>,
+    table: KeyedTable<Key, Waiting>,
     /// Capture time of the last look for queries waiting too long.
     swept_ns: Option<i64>,
     /// The latest capture time seen (the time of a packet without one).
@@ -85,25 +85,14 @@ impl WaitingQueries {
             return;
         }
         self.swept_ns = Some(now_ns);
-        let before = self.table.len();
-        self.table
-            .retain(|_, w| now_ns.saturating_sub(w.ts_ns) <= WAIT_NS);
-        self.unanswered += (before - self.table.len()) as u64;
+        let gone = take_expired(&mut self.table, now_ns, WAIT_NS, |w| w.ts_ns);
+        self.unanswered += gone.len() as u64;
     }
 
     /// Forgets the oldest eighth of the table (one pass for many inserts).
     fn forget_oldest(&mut self) {
-        let mut times: Vec<i64> = self.table.values().map(|w| w.ts_ns).collect();
-        let count = (times.len() / 8).max(1);
-        let (_, &mut cut, _) = times.select_nth_unstable(count - 1);
-        let before = self.table.len();
-        let mut left = count;
-        self.table.retain(|_, w| {
-            let forget = w.ts_ns <= cut && left > 0;
-            left -= usize::from(forget);
-            !forget
-        });
-        self.unanswered += (before - self.table.len()) as u64;
+        let gone = take_quietest(&mut self.table, |w| w.ts_ns);
+        self.unanswered += gone.len() as u64;
     }
 }
 
