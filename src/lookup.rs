@@ -206,7 +206,13 @@ pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
         return run_pipeline(registry, &pipeline, name, &reporting, &args.record)
             .map_err(in_flag_terms);
     }
-    let config = options.to_config().map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Said in the flags' terms: `--retry-rcodes: ...`, not the stage's key.
+    let config = options.to_config().map_err(|e| match e.into_kind() {
+        dnsluice_core::error::ErrorKind::Option { key, message, .. } => {
+            crate::flags::flag_error(key.as_deref(), message)
+        }
+        other => anyhow::anyhow!("{other}"),
+    })?;
     if config.nameservers.is_empty() && config.iterative.is_none() {
         eprintln!(
             "dnsluice: warning: no nameservers (none given, none in /etc/resolv.conf): \
@@ -257,7 +263,7 @@ pub fn run(registry: &Registry, args: LookupArgs) -> Result<ExitCode> {
             .collect::<Vec<_>>()),
     );
     let mut recorder = Recorder::new(&args.record, header, lookup_view)?;
-    let total = count_names(&args.input).map(|n| n.saturating_sub(recorded));
+    let total = count_names(&args.input, args.shard).map(|n| n.saturating_sub(recorded));
     let endpoint = args.metrics.start(None, args.quiet)?;
     let board = endpoint.as_ref().map(Endpoint::board);
     let Ran {
@@ -316,18 +322,23 @@ fn counter(stats: &[StageStats], module: &str, key: &str) -> u64 {
 }
 
 /// Names in the names file at `path`, when it is a regular file: lines
-/// that are not blank or comments (what gets a record), for the progress
-/// bar's total.
-fn count_names(path: &Path) -> Option<u64> {
+/// of this shard that are not blank or comments (what gets a record),
+/// for the progress bar's total.
+fn count_names(path: &Path, shard: Option<crate::queue::Shard>) -> Option<u64> {
     if path.as_os_str() == "-" || !std::fs::metadata(path).ok()?.is_file() {
         return None;
     }
     let file = BufReader::with_capacity(1 << 16, File::open(path).ok()?);
     let mut names = 0;
-    for line in file.split(b'\n') {
+    for (k, line) in file.split(b'\n').enumerate() {
         let line = line.ok()?;
-        let text = line.trim_ascii();
-        names += u64::from(!text.is_empty() && !text.starts_with(b"#"));
+        if shard.is_some_and(|s| !s.takes(k as u64)) {
+            continue;
+        }
+        // Trimmed as input.lines trims (Unicode white space).
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim();
+        names += u64::from(!text.is_empty() && !text.starts_with('#'));
     }
     Some(names)
 }

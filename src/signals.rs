@@ -1,8 +1,9 @@
 //! SIGINT and SIGTERM stop a run cleanly: the handler asks the drivers to
 //! stop ([`dnsluice_core::stop`]), which then finish their chains as at the
 //! end of the input, so every output is closed (a Parquet file gets its
-//! footer). The handler is reset by its first signal: a second SIGINT or
-//! SIGTERM ends the process at once, as without a handler.
+//! footer). The first signal resets the handler of both: a second SIGINT
+//! or SIGTERM, either after either, ends the process at once, as without a
+//! handler.
 
 /// Installs the handler for SIGINT and SIGTERM.
 pub fn install() {
@@ -12,7 +13,7 @@ pub fn install() {
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as *const () as usize;
-            action.sa_flags = libc::SA_RESTART | libc::SA_RESETHAND;
+            action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }
@@ -21,6 +22,12 @@ pub fn install() {
 
 extern "C" fn on_signal(signal: libc::c_int) {
     dnsluice_core::stop::request(signal);
+    for either in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: signal(2) is async-signal-safe; SIG_DFL is a valid handler.
+        unsafe {
+            libc::signal(either, libc::SIG_DFL);
+        }
+    }
 }
 
 /// The exit code of a run a signal stopped (128 + the signal, as a shell

@@ -1242,3 +1242,45 @@ fn caalookup_finds_the_closest_caa_rrset_up_the_tree() {
     assert_eq!(record["status"], "NOERROR", "{record}");
     assert!(answers_of(record).is_empty(), "no CAA up to com.: {record}");
 }
+
+/// `--rate` holds for the walks of `--iterative`: 40 leaves asked at
+/// `--rate 50` take at least their queries ÷ 50 seconds, and each still
+/// gets the generator's answer (the cap was read only by the UDP engine of
+/// the direct lookups). `--rate-per-nameserver`, which has no nameservers
+/// to cap here, is refused with the reason.
+#[test]
+fn the_rate_cap_holds_for_the_walks() {
+    let world = world();
+    let all = expected(&world);
+    let leaves: Vec<&Expected> = all
+        .iter()
+        .filter(|e| e.case == "leaf" && e.qtype == "A")
+        .take(40)
+        .collect();
+    let names: Vec<&str> = leaves.iter().map(|e| e.name.as_str()).collect();
+    let started = Instant::now();
+    let (got, stats) = iterate(&world, "A", &["--rate", "50"], &names);
+    let took = started.elapsed();
+    for e in &leaves {
+        let record = &got[&key(&e.name)];
+        assert_eq!(record["status"], e.rcode.as_str(), "{record}");
+        assert_eq!(answers_of(record), e.answers, "{record}");
+    }
+    let queries = stats["queries"].as_u64().unwrap();
+    assert!(queries >= names.len() as u64, "{stats}");
+    let least = Duration::from_secs_f64((queries - 1) as f64 / 50.0 * 0.95);
+    assert!(took >= least, "{took:?} for {queries} queries: {stats}");
+    let hints = world.root_hints.to_str().unwrap();
+    let out = dnsluice()
+        .args(["lookup", "A", "--iterative", "--root-hints", hints])
+        .args(["--rate-per-nameserver", "10"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--rate-per-nameserver: ") && err.contains("authorities"),
+        "{err}"
+    );
+}

@@ -986,7 +986,7 @@ fn a_bad_tls_name_is_refused_at_the_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("tls_name") && err.contains("bad name!"),
+        err.contains("--tls-name: ") && err.contains("bad name!"),
         "{err}"
     );
     assert!(out.stdout.is_empty(), "no records");

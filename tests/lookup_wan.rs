@@ -350,3 +350,145 @@ fn local_addresses_are_the_sources_the_server_sees() {
         "{stderr}"
     );
 }
+
+/// The time `count` queries take at `rate` a second, one at a time: the
+/// least a run under that cap may take, less 5 % for the clocks.
+fn least_time(queries: u64, rate: f64) -> Duration {
+    Duration::from_secs_f64(queries.saturating_sub(1) as f64 / rate * 0.95)
+}
+
+/// `--rate` holds for the lookups the workers run (the `fifo` scheduler
+/// over UDP, and TCP): behind a limiter of 120 queries/s a client (burst
+/// 10, for the emulator's own stalls) that answers REFUSED above it, `--rate 100` is never refused, and
+/// the names take at least names ÷ 100 seconds. (The cap was read only by
+/// the UDP engine: the workers sent at full speed, and the limiter refused
+/// most of the names.)
+#[test]
+fn the_rate_cap_holds_off_the_udp_engine() {
+    let _turn = one_at_a_time();
+    let servers = testkit::servers();
+    let count = 200;
+    let names = names_file(count);
+    let netem = Netem::start(
+        "127.0.0.26",
+        servers.knot,
+        &[
+            "--udp-only",
+            "--rate",
+            "120",
+            "--burst",
+            "10",
+            "--over",
+            "refused",
+        ],
+    );
+    let out = temp_path("out.jsonl");
+    let started = Instant::now();
+    let stats = lookup(
+        netem.addr,
+        &names,
+        &out,
+        &["--scheduler", "fifo", "--rate", "100"],
+    );
+    let took = started.elapsed();
+    let net = netem.stop();
+    assert_every_name_answered(&records(&out), count);
+    assert_eq!(Netem::link(&net, "limited_refused"), 0, "{stats} {net}");
+    let queries = stats["queries"].as_u64().unwrap();
+    assert!(took >= least_time(queries, 100.0), "{took:?} {stats}");
+    // Over TCP straight to knot (no limiter): the time says the cap held.
+    let out = temp_path("out.jsonl");
+    let started = Instant::now();
+    let stats = lookup(
+        servers.knot,
+        &names,
+        &out,
+        &["--transport", "tcp", "--rate", "100"],
+    );
+    let took = started.elapsed();
+    assert_every_name_answered(&records(&out), count);
+    let queries = stats["queries"].as_u64().unwrap();
+    assert!(queries >= u64::from(count), "{stats}");
+    assert!(took >= least_time(queries, 100.0), "{took:?} {stats}");
+}
+
+/// The TCP query after TC=1 is under `--rate` too: every UDP answer comes
+/// truncated (a limiter of 1 query/s that slips), so each name asks twice,
+/// and 100 names at `--rate 100` take about 2 s (the TCP queries went
+/// uncapped: about 1 s).
+#[test]
+fn the_rate_cap_counts_the_tcp_query_after_truncation() {
+    let _turn = one_at_a_time();
+    let servers = testkit::servers();
+    let count = 100;
+    let names = names_file(count);
+    let netem = Netem::start(
+        "127.0.0.27",
+        servers.knot,
+        &["--rate", "1", "--burst", "1", "--over", "tc"],
+    );
+    let out = temp_path("out.jsonl");
+    let started = Instant::now();
+    let stats = lookup(netem.addr, &names, &out, &["--rate", "100"]);
+    let took = started.elapsed();
+    let addr = netem.addr.to_string();
+    let net = netem.stop();
+    let records = records(&out);
+    assert_every_name_answered(&records, count);
+    let over_tcp = records
+        .values()
+        .filter(|r| r["data"]["protocol"] == "tcp")
+        .count() as u64;
+    assert!(
+        over_tcp >= u64::from(count) - 2,
+        "{over_tcp} over TCP, {net}"
+    );
+    // The nameserver's queries count both, as the run's do.
+    let ns = &stats["per_nameserver"][addr.as_str()];
+    assert_eq!(ns["queries"], stats["queries"], "{stats}");
+    let udp_queries = Netem::link(&net, "up_received");
+    assert!(
+        took >= least_time(udp_queries + over_tcp, 100.0),
+        "{took:?} for {udp_queries} UDP and {over_tcp} TCP queries: {stats} {net}"
+    );
+}
+
+/// A retry that waits for `--rate` past its name's budget is not sent:
+/// against a server that answers nothing, `--rate 1` lets the retry of a
+/// try lost after 900 ms (`--timeout`) go only at 1 s, after the budget of
+/// 950 ms (`--name-timeout`); the name ends TIMEOUT after its one query
+/// (the retry went out anyway, waited for 1 ms, and was counted lost).
+#[test]
+fn a_retry_past_the_budget_is_not_sent() {
+    let _turn = one_at_a_time();
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let server = socket.local_addr().unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let names = temp_path("names.txt");
+    std::fs::write(&names, "silent.example\n").unwrap();
+    let out = temp_path("out.jsonl");
+    let stats = lookup(
+        server,
+        &names,
+        &out,
+        &[
+            "--rate",
+            "1",
+            "--timeout",
+            "900ms",
+            "--name-timeout",
+            "950ms",
+        ],
+    );
+    let mut buf = [0u8; 1500];
+    let mut received = 0;
+    while socket.recv_from(&mut buf).is_ok() {
+        received += 1;
+    }
+    let records = records(&out);
+    assert_eq!(records["silent.example"]["status"], "TIMEOUT", "{stats}");
+    assert_eq!(received, 1, "{stats}");
+    assert_eq!(stats["queries"], 1, "{stats}");
+}

@@ -156,3 +156,53 @@ fn promtool_passes_the_final_scrapes_of_a_replay_and_a_lookup() {
     );
     assert!(body.contains("dnsluice_build_info{version=\""), "{body}");
 }
+
+/// SIGTERM while the endpoint lingers after a finished run ends the wait
+/// at once, and the run keeps its exit code, 0 (the signal was not looked
+/// at: the process waited out its linger, then exited 143).
+#[test]
+fn sigterm_ends_the_linger_of_a_finished_run() {
+    use std::io::BufRead;
+    let dir = temp_dir("metrics-linger-term");
+    let names = dir.join("names.txt");
+    std::fs::write(&names, names_text()).unwrap();
+    let ns = servers().knot.to_string();
+    let port = free_port();
+    let mut child = testkit::dnsluice()
+        .args(["lookup", "A", "--name-servers", &ns, "--input"])
+        .arg(&names)
+        .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-linger", "5m"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The summary is written when the run is over, before the linger;
+    // stderr is read to its end meanwhile (a write to a closed pipe fails).
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let mut said = String::new();
+    while let Ok(line) = seen.recv_timeout(std::time::Duration::from_secs(30)) {
+        said.push_str(&line);
+        said.push('\n');
+        if line.starts_with("lookup: ") {
+            break;
+        }
+    }
+    assert!(said.contains("lookup: "), "{said}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "no linger: {said}");
+    let signalled = std::time::Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    let took = signalled.elapsed();
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

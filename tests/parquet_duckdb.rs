@@ -170,6 +170,28 @@ fn max_rows_starts_new_files_that_together_hold_every_message() {
             .unwrap()
     );
     std::fs::remove_dir_all(&dir).unwrap();
+    // A capture that ends just as a file is full leaves no empty file
+    // after it (part-1.parquet, no rows, was written).
+    let messages = truth["counts"]["dns_messages"].as_u64().unwrap();
+    let dir = testkit::temp_dir("parquet-rotate-exact");
+    let path = dir.join("part-{n}.parquet");
+    write_parquet(
+        &capture,
+        &path,
+        &format!("max_rows = {messages}\nrow_group_rows = 200\n"),
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["part-0.parquet"]);
+    let count = query(&format!(
+        "SELECT count(*) AS n FROM read_parquet('{}/part-0.parquet')",
+        dir.display()
+    ));
+    assert_eq!(count, [json!({ "n": messages })]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// tshark's fields of the UDP responses of live_mini_en10mb.pcap (the

@@ -273,3 +273,26 @@ fn queue_get_draws_a_bar_on_a_terminal_only() {
         assert!(worker.wait().unwrap().success());
     }
 }
+
+/// A shard's bar counts the shard's names only, so it goes past half way
+/// (its total was every line of the file, and it stopped at 50 %).
+#[test]
+fn a_shards_bar_counts_its_own_names() {
+    let servers = testkit::servers();
+    let names = zone_names("progress-shard-names.txt", 600);
+    let mut command = dnsluice();
+    command
+        .args(["lookup", "A", "--name-servers", &servers.slow.to_string()])
+        // 8 names at once of 40 ms each: about 1.5 s for the shard's 300.
+        .args(["--inflight", "8", "--shard", "0/2"])
+        .arg("--input")
+        .arg(&names)
+        .args(["--output", "/dev/null"]);
+    let (screen, ok) = on_a_terminal(command);
+    assert!(ok, "{screen}");
+    let most = screen
+        .split('%')
+        .filter_map(|before| before.rsplit(' ').next()?.parse::<u32>().ok())
+        .max();
+    assert!(most.is_some_and(|p| p > 50), "{most:?}: {screen:?}");
+}

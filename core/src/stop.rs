@@ -40,3 +40,12 @@ pub fn requested() -> Option<i32> {
 pub fn signal() -> Option<i32> {
     requested().filter(|signal| *signal > 0)
 }
+
+/// Forgets a signal that came after the run it would have stopped was
+/// over (a lingering metrics endpoint's wait, which it ended instead): the
+/// exit code is then the run's own.
+pub fn forget_signal() {
+    let _ = STOP.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |signal| {
+        (signal > 0).then_some(0)
+    });
+}

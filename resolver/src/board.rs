@@ -10,6 +10,7 @@
 
 use super::job::Job;
 use super::stats::NameserverStats;
+use super::turns::Turns;
 use crossbeam_queue::{ArrayQueue, SegQueue};
 use dnsluice_core::sync;
 use dnsluice_net::Endpoint;
@@ -48,6 +49,8 @@ pub struct Nameserver {
     notify: Notify,
     /// What happened on its sockets.
     pub stats: Arc<NameserverStats>,
+    /// Its cap, `--rate-per-nameserver`.
+    pub turns: Option<Turns>,
     consecutive_failures: AtomicU32,
     cooling_until: Mutex<Option<Instant>>,
 }
@@ -87,15 +90,19 @@ pub struct Board {
     global_notify: Notify,
     input_done: AtomicBool,
     round_robin: AtomicU32,
+    /// `--rate-per-nameserver`, each nameserver's cap.
+    rate_per_nameserver: Option<f64>,
 }
 
 impl Board {
-    /// A board for `configured` nameservers and `threads` workers.
+    /// A board for `configured` nameservers and `threads` workers, each
+    /// nameserver capped at `rate_per_nameserver` queries a second.
     pub fn new(
         scheduler: Scheduler,
         configured: &[Endpoint],
         threads: usize,
         queue_capacity: usize,
+        rate_per_nameserver: Option<f64>,
     ) -> Board {
         let board = Board {
             scheduler,
@@ -108,6 +115,7 @@ impl Board {
             global_notify: Notify::new(),
             input_done: AtomicBool::new(false),
             round_robin: AtomicU32::new(0),
+            rate_per_nameserver,
         };
         for endpoint in configured {
             board.nameserver(endpoint);
@@ -137,6 +145,7 @@ impl Board {
             queue: ArrayQueue::new(self.queue_capacity),
             notify: Notify::new(),
             stats: Arc::default(),
+            turns: self.rate_per_nameserver.map(Turns::new),
             consecutive_failures: AtomicU32::new(0),
             cooling_until: Mutex::new(None),
         });
@@ -332,7 +341,7 @@ mod tests {
     #[test]
     fn unpinned_work_avoids_a_backed_up_nameserver() {
         let ns = endpoints(2);
-        let board = Board::new(Scheduler::Sticky, &ns, 2, 8);
+        let board = Board::new(Scheduler::Sticky, &ns, 2, 8, None);
         let slow = board.nameserver(&ns[0]);
         for i in 0..5 {
             board.offer(job(i), &slow);
@@ -346,7 +355,7 @@ mod tests {
     #[test]
     fn baselines_choose_round_robin() {
         let ns = endpoints(3);
-        let board = Board::new(Scheduler::Fifo, &ns, 2, 8);
+        let board = Board::new(Scheduler::Fifo, &ns, 2, 8, None);
         let picks: Vec<Endpoint> = (0..6)
             .map(|_| board.choose().unwrap().endpoint.clone())
             .collect();
@@ -356,7 +365,7 @@ mod tests {
     #[test]
     fn full_priority_queue_overflows_to_the_global_queue_and_is_stolen() {
         let ns = endpoints(2);
-        let board = Board::new(Scheduler::Sticky, &ns, 2, 2);
+        let board = Board::new(Scheduler::Sticky, &ns, 2, 2, None);
         let first = board.nameserver(&ns[0]);
         for i in 0..3 {
             board.offer(job(i), &first);
@@ -384,7 +393,7 @@ mod tests {
     #[test]
     fn failing_nameserver_cools_down() {
         let ns = endpoints(2);
-        let board = Board::new(Scheduler::Sticky, &ns, 2, 8);
+        let board = Board::new(Scheduler::Sticky, &ns, 2, 8, None);
         let bad = board.nameserver(&ns[0]);
         for _ in 0..FAILURES_TO_COOL {
             bad.record_health(false);

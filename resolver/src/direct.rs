@@ -9,6 +9,7 @@ use super::record::Outcome;
 use super::shared::Shared;
 use super::trace::TraceStep;
 use super::transfer::transfer_from;
+use super::turns::FirstTurn;
 use dnsluice_core::dns;
 use dnsluice_core::sync;
 use dnsluice_net::{connect, Connection, DnsTransport, NetError};
@@ -124,6 +125,7 @@ async fn dial(
 }
 
 /// Asks a job's questions of its nameserver.
+#[derive(Clone, Copy)]
 pub struct DirectAsk<'a> {
     /// What the workers share.
     pub shared: &'a Shared,
@@ -135,6 +137,8 @@ pub struct DirectAsk<'a> {
     pub pinned: bool,
     /// When the name's budget (`--name-timeout`) runs out: no try starts after it.
     pub deadline: Instant,
+    /// The name's first turn under `--rate`, taken before its budget started.
+    pub first: &'a FirstTurn,
 }
 
 impl Ask for DirectAsk<'_> {
@@ -143,15 +147,7 @@ impl Ask for DirectAsk<'_> {
         question: Question<'_>,
         outcome: &mut Outcome,
     ) -> impl Future<Output = Result<Vec<u8>, AskError>> + Send {
-        let asked = ask(
-            self.shared,
-            self.connections,
-            self.ns,
-            self.pinned,
-            self.deadline,
-            question,
-            outcome,
-        );
+        let asked = ask(self, question, outcome);
         async move { asked.await.map_err(AskError::from) }
     }
 
@@ -161,7 +157,7 @@ impl Ask for DirectAsk<'_> {
         server: Option<IpAddr>,
         outcome: &mut Outcome,
     ) -> impl Future<Output = Result<Vec<Vec<u8>>, NetError>> + Send {
-        transfer(self.shared, self.ns, zone, server, outcome)
+        transfer(self, zone, server, outcome)
     }
 
     fn pinned(&self) -> Option<IpAddr> {
@@ -172,12 +168,13 @@ impl Ask for DirectAsk<'_> {
 /// AXFR of `zone` from `server` (at the job's nameserver's port) or from
 /// the job's nameserver itself; one try (a transfer is not retried).
 async fn transfer(
-    shared: &Shared,
-    ns: &Nameserver,
+    this: &DirectAsk<'_>,
     zone: &str,
     server: Option<IpAddr>,
     outcome: &mut Outcome,
 ) -> Result<Vec<Vec<u8>>, NetError> {
+    let (shared, ns) = (this.shared, this.ns);
+    shared.caps(Some(ns)).take(this.first).await;
     let mut endpoint = ns.endpoint.clone();
     if let Some(ip) = server {
         endpoint.addr = SocketAddr::new(ip, endpoint.addr.port());
@@ -192,14 +189,18 @@ async fn transfer(
 
 /// Sends one question with retries; the response, or the last error.
 async fn ask(
-    shared: &Shared,
-    connections: &Connections,
-    ns: &Nameserver,
-    pinned: bool,
-    deadline: Instant,
+    this: &DirectAsk<'_>,
     question: Question<'_>,
     outcome: &mut Outcome,
 ) -> Result<Vec<u8>, NetError> {
+    let DirectAsk {
+        shared,
+        connections,
+        ns,
+        pinned,
+        deadline,
+        first,
+    } = *this;
     let config = &shared.config;
     let mut query = Vec::with_capacity(64);
     let Question {
@@ -229,7 +230,16 @@ async fn ask(
         }
         outcome.attempts += 1;
         let started = Instant::now();
-        let result = exchange_once(shared, connections, ns, config.transport, &query).await;
+        let result = exchange_once(
+            shared,
+            connections,
+            ns,
+            config.transport,
+            &query,
+            first,
+            deadline,
+        )
+        .await;
         note_step(
             outcome,
             ns,
@@ -259,8 +269,9 @@ async fn ask(
                 outcome.attempts += 1;
                 outcome.protocol = DnsTransport::Tcp.protocol_name();
                 let started = Instant::now();
+                let tcp = DnsTransport::Tcp;
                 let result =
-                    exchange_once(shared, connections, ns, DnsTransport::Tcp, &query).await;
+                    exchange_once(shared, connections, ns, tcp, &query, first, deadline).await;
                 note_step(
                     outcome,
                     ns,
@@ -314,20 +325,30 @@ fn note_step(
     }
 }
 
-/// One exchange on a kept (or new) connection, with the counters. A query
-/// that finds its kept connection closed by the server (closed or reset, or
-/// the write failed: the server timed the idle connection out just before)
-/// is sent again once on a new connection, without counting as an attempt.
+/// One exchange on a kept (or new) connection, with the counters, when
+/// the caps (`--rate`) give it a turn before the name's `deadline` (else
+/// a timeout, nothing sent). A query that finds its kept connection closed
+/// by the server (closed or reset, or the write failed: the server timed
+/// the idle connection out just before) is sent again once on a new
+/// connection, without counting as an attempt (with a turn of its own).
 async fn exchange_once(
     shared: &Shared,
     connections: &Connections,
     ns: &Nameserver,
     transport: DnsTransport,
     query: &[u8],
+    first: &FirstTurn,
+    deadline: Instant,
 ) -> Result<Vec<u8>, NetError> {
+    let caps = shared.caps(Some(ns));
+    caps.take(first).await;
+    if Instant::now() >= deadline {
+        return Err(NetError::Timeout);
+    }
     match exchange_on_kept(shared, connections, ns, transport, query).await {
         Err((NetError::Closed(_) | NetError::Send(_), true)) => {
             shared.run.stale_redials.fetch_add(1, Ordering::Relaxed);
+            caps.take(&FirstTurn::new(false)).await;
             exchange_on_kept(shared, connections, ns, transport, query)
                 .await
                 .map_err(|(error, _)| error)

@@ -81,22 +81,25 @@ pub struct LookupOptions {
     /// Answers with these RCODEs are asked again (on another nameserver
     /// when there are several) while the name's budget lasts, as massdns's
     /// --retry: a loaded or rate-limiting server refuses. The last such
-    /// answer is the record when the budget runs out. UDP lookups of one
-    /// record type.
+    /// answer is the record when the budget runs out. Not with --iterative
+    /// (its walk asks a zone's other servers).
     #[option(default = vec!["REFUSED".to_string(), "SERVFAIL".to_string()])]
     pub retry_rcodes: Vec<String>,
     /// Queries per second at most, to every nameserver together (no limit
-    /// when not given). UDP lookups of one record type.
+    /// when not given); retries, TCP after TC=1, a module's questions and
+    /// the steps of --iterative included. A name's budget (--name-timeout)
+    /// starts when the rate lets its first query go.
     #[option(default, range = 1.0..=1e9)]
     pub rate: Option<f64>,
-    /// Queries per second at most to each nameserver. UDP lookups of one
-    /// record type.
+    /// Queries per second at most to each nameserver (not with
+    /// --iterative, whose servers are the authorities it finds: use --rate).
     #[option(default, range = 1.0..=1e9)]
     pub rate_per_nameserver: Option<f64>,
     /// Adapt each nameserver's rate to what it does: fewer queries when it
     /// drops them (timeouts) or refuses above its usual share, more while
     /// it answers (additive increase, multiplicative decrease), within
-    /// --rate-per-nameserver. UDP lookups of one record type.
+    /// --rate-per-nameserver. UDP lookups of one record type with the
+    /// sticky scheduler; the others hold to the caps as given.
     #[option(default = true)]
     pub adaptive_rate: bool,
     /// Source addresses of the queries, used in turn (IPv4 and IPv6; each
@@ -170,6 +173,15 @@ impl LookupOptions {
                     "iterative resolution talks to authoritative servers over udp or tcp, not {}",
                     transport.as_str()
                 ),
+            ));
+        }
+        if iterative.is_some() && self.rate_per_nameserver.is_some() {
+            return Err(StageError::option(
+                MODULE,
+                Some("rate_per_nameserver"),
+                "iterative resolution asks the authorities it finds, not given nameservers \
+                 (cap it with --rate)"
+                    .to_string(),
             ));
         }
         let retry_rcodes = self

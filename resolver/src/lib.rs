@@ -11,7 +11,7 @@
 //! take jobs and hand each to [`modules`] (one question, or a ZDNS module's
 //! several: NSLOOKUP, MXLOOKUP, AXFR, ...), which asks through [`ask::Ask`]: [`direct`] asks the job's
 //! nameserver over UDP, TCP, DoT or DoH with retries, sharing what [`shared`]
-//! holds, or [`iterative`] resolves it from the root; [`engine`] runs them; [`dns`] is the `lookup.dns` module (its
+//! holds, or [`iterative`] resolves it from the root; [`turns`] holds their queries to `--rate`; [`engine`] runs them; [`dns`] is the `lookup.dns` module (its
 //! options, [`dns::LookupOptions`], are also `dnsluice lookup`'s flags).
 //! Records are written by [`record`] in dnsluice's or ZDNS's shape
 //! ([`format`]), with [`sections`], [`results`] and [`trace`].
@@ -38,6 +38,7 @@ pub mod slots;
 pub mod stats;
 pub mod trace;
 pub mod transfer;
+pub mod turns;
 pub mod worker;
 
 pub use board::Scheduler;

@@ -2,11 +2,12 @@
 //! work, the connection setups and counters, and the channel their finished
 //! records go back on.
 
-use super::board::Board;
+use super::board::{Board, Nameserver};
 use super::config::LookupConfig;
 use super::iterative::Resolver;
 use super::record::{Batch, Finished, Outcome};
 use super::stats::RunCounters;
+use super::turns::{Caps, Turns};
 use dnsluice_net::{ClientSetup, DnsTransport, Endpoint, NetCounters, NetError};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -27,6 +28,8 @@ pub struct Shared {
     pub run: Arc<RunCounters>,
     /// The iterative resolver, when names are resolved from the root.
     pub iterative: Option<Arc<Resolver>>,
+    /// `--rate`, the run's cap.
+    turns: Option<Arc<Turns>>,
     results: mpsc::Sender<Batch>,
 }
 
@@ -58,16 +61,20 @@ impl Shared {
         .with_local_addrs(&config.local_addrs);
         let threads = config.threads.max(1);
         let inflight = config.inflight.max(1);
+        let turns = config.rate.map(|rate| Arc::new(Turns::new(rate)));
         let iterative = match &config.iterative {
-            Some(iterative) => Some(Arc::new(Resolver::new(
-                iterative.clone(),
-                config.transport,
-                config.timeout,
-                config.retries,
-                config.query,
-                config.tcp_fallback,
-                net.clone(),
-            )?)),
+            Some(iterative) => Some(Arc::new(
+                Resolver::new(
+                    iterative.clone(),
+                    config.transport,
+                    config.timeout,
+                    config.retries,
+                    config.query,
+                    config.tcp_fallback,
+                    net.clone(),
+                )?
+                .with_turns(turns.clone()),
+            )),
             None => None,
         };
         // Iterative names all start at the root: one queue, under the first
@@ -90,7 +97,13 @@ impl Shared {
         };
         // Each nameserver's queue holds what a pool of workers can have in flight, twice.
         let queue_capacity = (2 * threads * inflight / routes.len().max(1)).clamp(2, 4096);
-        let board = Board::new(config.scheduler, &routes, threads, queue_capacity);
+        let board = Board::new(
+            config.scheduler,
+            &routes,
+            threads,
+            queue_capacity,
+            config.rate_per_nameserver,
+        );
         Ok(Shared {
             config,
             board,
@@ -99,8 +112,18 @@ impl Shared {
             net,
             run,
             iterative,
+            turns,
             results,
         })
+    }
+
+    /// The caps a query to `ns` is under (`ns`: none for the walks of
+    /// `--iterative`, which have only the run's).
+    pub fn caps<'a>(&'a self, ns: Option<&'a Nameserver>) -> Caps<'a> {
+        Caps {
+            run: self.turns.as_deref(),
+            nameserver: ns.and_then(|ns| ns.turns.as_ref()),
+        }
     }
 
     /// The setup for connections over `transport`.

@@ -9,6 +9,7 @@ use super::job::Job;
 use super::modules;
 use super::record::{Finished, Outcome};
 use super::shared::Shared;
+use super::turns::FirstTurn;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -92,6 +93,11 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
             ns = healthy;
         }
     }
+    // Under --rate and --rate-per-nameserver, the name's budget starts
+    // with its first turn.
+    let caps = shared.caps(shared.iterative.is_none().then_some(&*ns));
+    caps.take_first().await;
+    let first = FirstTurn::new(caps.any());
     let started = Instant::now();
     let start = Outcome {
         trace: shared.config.style.trace().then(Vec::new),
@@ -103,6 +109,7 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
             let ask = IterativeAsk {
                 resolver,
                 deadline: started + resolver.config.name_timeout,
+                first: &first,
             };
             modules::run(config.qtype, &config.module, &ask, &job.name, start).await
         }
@@ -113,6 +120,7 @@ async fn resolve_job(shared: &Shared, connections: &Connections, job: Job, ns_id
                 ns: &ns,
                 pinned,
                 deadline: started + config.name_timeout,
+                first: &first,
             };
             let mut outcome =
                 modules::run(config.qtype, &config.module, &ask, &job.name, start).await;

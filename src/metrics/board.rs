@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 /// How long a scrape waits for the driver's fresh snapshot.
 pub const FRESH_WAIT: Duration = Duration::from_millis(100);
 
+/// How often a lingering endpoint looks whether a signal asked it to end.
+pub const LINGER_LOOK: Duration = Duration::from_millis(100);
+
 /// The shared snapshot; see the module docs.
 #[derive(Default)]
 pub struct Board {
@@ -128,19 +131,21 @@ impl Board {
         }
     }
 
-    /// Waits until a scrape has taken the final values, at most `linger`.
-    /// Whether one did.
-    pub fn wait_final_scrape(&self, linger: Duration) -> bool {
+    /// Waits until a scrape has taken the final values, at most `linger`,
+    /// or until `stopped` says to stop waiting (a signal: looked at every
+    /// [`LINGER_LOOK`], as a signal handler cannot wake a condition
+    /// variable). Whether a scrape took them.
+    pub fn wait_final_scrape(&self, linger: Duration, stopped: &dyn Fn() -> bool) -> bool {
         let until = Instant::now() + linger;
         let mut state = lock(&self.state);
         while !state.final_served {
             let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || stopped() {
                 return false;
             }
             state = self
                 .changed
-                .wait_timeout(state, left)
+                .wait_timeout(state, left.min(LINGER_LOOK))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
@@ -215,16 +220,16 @@ mod tests {
         });
         assert_eq!(board.scrape().0[0].input, 9);
         t.join().unwrap();
-        assert!(!board.wait_final_scrape(Duration::from_millis(10)));
+        assert!(!board.wait_final_scrape(Duration::from_millis(10), &|| false));
         board.run_ended(&[stage(6)]);
         board.finish();
         let (stages, finished) = board.scrape();
         assert_eq!((stages[0].input, finished), (11, true));
         assert!(
-            !board.wait_final_scrape(Duration::ZERO),
+            !board.wait_final_scrape(Duration::ZERO, &|| false),
             "not before it is sent"
         );
         board.served(true);
-        assert!(board.wait_final_scrape(Duration::ZERO));
+        assert!(board.wait_final_scrape(Duration::ZERO, &|| false));
     }
 }

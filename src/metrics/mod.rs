@@ -32,7 +32,8 @@ pub struct MetricsFlags {
     pub metrics_listen: Option<SocketAddr>,
     /// With --metrics-listen: after the run, keep serving until a scrape has
     /// taken the final values, at most DURATION (give it at least the
-    /// scrape interval).
+    /// scrape interval); SIGINT or SIGTERM ends the wait (exit code the
+    /// run's own), and a run a signal stopped does not wait.
     #[arg(long, value_name = "DURATION", default_value = "0s",
           value_parser = parse_linger)]
     pub metrics_linger: Duration,
@@ -100,8 +101,12 @@ impl Endpoint {
 impl Drop for Endpoint {
     fn drop(&mut self) {
         self.board.finish();
-        if !self.linger.is_zero() {
-            self.board.wait_final_scrape(self.linger);
+        if !self.linger.is_zero() && dnsluice_core::stop::signal().is_none() {
+            // The run is over: a signal now ends the wait, not the run,
+            // whose exit code stays its own (0 for one that finished).
+            self.board
+                .wait_final_scrape(self.linger, &|| dnsluice_core::stop::signal().is_some());
+            dnsluice_core::stop::forget_signal();
         }
     }
 }

@@ -21,9 +21,11 @@ pub fn resident_bytes() -> Option<f64> {
     (page > 0).then_some(pages * page as f64)
 }
 
-/// Each live thread's user and system time in seconds, added up by thread
-/// name (threads that ended are no longer counted); empty where `/proc`
-/// has no tasks.
+/// Each thread's user and system time in seconds, added up by thread
+/// name: the live threads' time now, and the last time read of those that
+/// ended since the process started (so each name's sum only grows, as a
+/// counter must: a name's sum once fell when one of its threads ended,
+/// which Prometheus reads as a reset); empty where `/proc` has no tasks.
 pub fn thread_cpu_seconds() -> Vec<(String, f64)> {
     // SAFETY: sysconf has no memory effects.
     #[allow(unsafe_code)]
@@ -31,9 +33,16 @@ pub fn thread_cpu_seconds() -> Vec<(String, f64)> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
+    // Read under the lock: two scrapes at once (an HA pair of Prometheus
+    // servers) must not fold an older reading after a newer one.
+    static SEEN: std::sync::Mutex<ThreadTimes> = std::sync::Mutex::new(ThreadTimes::new());
+    let mut seen = dnsluice_core::sync::lock(&SEEN);
     let main = std::process::id().to_string();
-    let mut by_name: Vec<(String, f64)> = Vec::new();
+    let mut live: Vec<(u64, String, u64)> = Vec::new();
     for task in tasks.flatten() {
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
         let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
             continue;
         };
@@ -45,14 +54,61 @@ pub fn thread_cpu_seconds() -> Vec<(String, f64)> {
         if task.file_name().to_str() == Some(main.as_str()) {
             name = "main".into();
         }
-        let seconds = ticks_used as f64 / ticks.max(1) as f64;
-        match by_name.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, total)) => *total += seconds,
-            None => by_name.push((name, seconds)),
+        live.push((tid, name, ticks_used));
+    }
+    let totals = seen.update(live);
+    let seconds = |t: u64| t as f64 / ticks.max(1) as f64;
+    totals
+        .into_iter()
+        .map(|(name, t)| (name, seconds(t)))
+        .collect()
+}
+
+/// What the threads of the process have used, in clock ticks: each live
+/// thread's last reading, and by name what the ended ones had.
+struct ThreadTimes {
+    /// (thread id, name, ticks) of the threads seen live at the last reading.
+    live: Vec<(u64, String, u64)>,
+    /// By name, the ticks of the threads that ended.
+    ended: Vec<(String, u64)>,
+}
+
+impl ThreadTimes {
+    const fn new() -> ThreadTimes {
+        ThreadTimes {
+            live: Vec::new(),
+            ended: Vec::new(),
         }
     }
-    by_name.sort_by(|a, b| a.0.cmp(&b.0));
-    by_name
+
+    /// Takes a new reading of the live threads; the ticks by name, sorted.
+    /// A thread of the last reading that is gone (or whose id now names
+    /// another thread: another name, or fewer ticks) has ended.
+    fn update(&mut self, live: Vec<(u64, String, u64)>) -> Vec<(String, u64)> {
+        for (tid, name, ticks) in std::mem::take(&mut self.live) {
+            let same = live
+                .iter()
+                .any(|(t, n, now)| *t == tid && *n == name && *now >= ticks);
+            if !same {
+                add(&mut self.ended, &name, ticks);
+            }
+        }
+        self.live = live;
+        let mut totals = self.ended.clone();
+        for (_, name, ticks) in &self.live {
+            add(&mut totals, name, *ticks);
+        }
+        totals.sort();
+        totals
+    }
+}
+
+/// Adds `ticks` to `name`'s sum in `sums`.
+fn add(sums: &mut Vec<(String, u64)>, name: &str, ticks: u64) {
+    match sums.iter_mut().find(|(n, _)| n == name) {
+        Some((_, sum)) => *sum += ticks,
+        None => sums.push((name.to_string(), ticks)),
+    }
 }
 
 /// A task's name and its user plus system time in clock ticks, from its
@@ -80,6 +136,26 @@ mod tests {
         let line = "4242 (split (0) x) R 1 2 3 4 5 6 7 8 9 10 250 38 0 0 20";
         assert_eq!(parse_stat(line), Some(("split (0) x".to_string(), 288)));
         assert_eq!(parse_stat("4242 (cut"), None);
+    }
+
+    #[test]
+    fn a_names_time_keeps_what_its_ended_threads_used() {
+        let mut times = ThreadTimes::new();
+        let live = |list: &[(u64, &str, u64)]| -> Vec<(u64, String, u64)> {
+            list.iter()
+                .map(|(t, n, k)| (*t, n.to_string(), *k))
+                .collect()
+        };
+        let got = times.update(live(&[(1, "main", 5), (2, "w", 10), (3, "w", 20)]));
+        assert_eq!(got, [("main".to_string(), 5), ("w".to_string(), 30)]);
+        // Thread 3 ended; thread 2 went on: 20 + 15.
+        let got = times.update(live(&[(1, "main", 6), (2, "w", 15)]));
+        assert_eq!(got, [("main".to_string(), 6), ("w".to_string(), 35)]);
+        // Thread 2's id now names a new thread of another name.
+        let got = times.update(live(&[(1, "main", 7), (2, "x", 1)]));
+        let want = [("main", 7), ("w", 35), ("x", 1)];
+        let want: Vec<(String, u64)> = want.iter().map(|(n, k)| (n.to_string(), *k)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! - `dnsluice_build_info{version}` and `dnsluice_run_finished`;
 //! - the process's own: `process_cpu_seconds_total`,
 //!   `process_resident_memory_bytes` and `dnsluice_thread_cpu_seconds_total{thread}`
-//!   (each live thread's time by name: see [`super::process`]).
+//!   (each thread's time by name, ended ones included: see [`super::process`]).
 
 use dnsluice_core::{Histogram, StageStats};
 use std::collections::BTreeMap;
@@ -245,7 +245,7 @@ fn process_families(f: &mut Families, none: &Labels) {
             (
                 "dnsluice_thread_cpu_seconds_total",
                 "counter",
-                "User and system processor time of the process's live threads of a name, in seconds.",
+                "User and system processor time of the process's threads of a name (ended ones included), in seconds.",
             ),
             &none.with("thread", &name),
             seconds,

@@ -30,6 +30,7 @@ pub mod walk;
 use super::ask::{Ask, AskError, Question};
 use super::record::Outcome;
 use super::transfer::transfer_from;
+use super::turns::{Caps, FirstTurn, Turns};
 use authorities::Authorities;
 use cache::Cache;
 use delegation::{Delegation, Shuffler};
@@ -95,6 +96,8 @@ pub struct Resolver {
     pub shuffler: Shuffler,
     /// Counters.
     pub counters: IterativeCounters,
+    /// `--rate`, the run's cap, when there is one.
+    pub turns: Option<Arc<Turns>>,
 }
 
 impl Resolver {
@@ -129,7 +132,13 @@ impl Resolver {
             tcp_fallback,
             shuffler: Shuffler::default(),
             counters: IterativeCounters::default(),
+            turns: None,
         })
+    }
+
+    /// The same resolver, its queries held to `turns` (`--rate`).
+    pub fn with_turns(self, turns: Option<Arc<Turns>>) -> Resolver {
+        Resolver { turns, ..self }
     }
 
     /// Counts a query to a server of `zone`.
@@ -145,6 +154,8 @@ pub struct IterativeAsk<'a> {
     pub resolver: &'a Resolver,
     /// When the job's budget (`--name-timeout`) runs out.
     pub deadline: Instant,
+    /// The job's first turn under `--rate`, taken before its budget started.
+    pub first: &'a FirstTurn,
 }
 
 impl Ask for IterativeAsk<'_> {
@@ -165,7 +176,7 @@ impl Ask for IterativeAsk<'_> {
                 qtype: question.qtype,
                 qclass: question.qclass,
             };
-            let mut walk = walk::Walk::new(self.resolver, self.deadline, tracing);
+            let mut walk = walk::Walk::new(self.resolver, self.deadline, tracing, self.first);
             let result = walk.resolve(&asked, 0).await;
             outcome.attempts += walk.queries;
             if let Some(protocol) = walk.protocol {
@@ -195,7 +206,7 @@ impl Ask for IterativeAsk<'_> {
         server: Option<IpAddr>,
         outcome: &mut Outcome,
     ) -> impl Future<Output = Result<Vec<Vec<u8>>, NetError>> + Send {
-        let r = self.resolver;
+        let (r, first) = (self.resolver, self.first);
         async move {
             let Some(ip) = server else {
                 return Err(NetError::BadQuery(
@@ -208,6 +219,11 @@ impl Ask for IterativeAsk<'_> {
                 host: None,
                 path: String::new(),
             };
+            let caps = Caps {
+                run: r.turns.as_deref(),
+                nameserver: None,
+            };
+            caps.take(first).await;
             transfer_from(
                 endpoint,
                 r.authorities.tcp_setup(),

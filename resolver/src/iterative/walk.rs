@@ -18,6 +18,7 @@ use super::trust::{judge, Lame, Verdict};
 use super::Resolver;
 use crate::ask::AskError;
 use crate::trace::TraceStep;
+use crate::turns::{Caps, FirstTurn};
 use dnsluice_core::dns::mnemonic;
 use dnsluice_net::query::QueryOptions;
 use dnsluice_net::{DnsTransport, NetError};
@@ -55,6 +56,8 @@ pub struct Walk<'a> {
     r: &'a Resolver,
     deadline: Instant,
     tracing: bool,
+    /// The job's first turn under `--rate`.
+    first: &'a FirstTurn,
     /// Questions being resolved (outermost first).
     pending: Vec<Asked>,
     /// Queries sent.
@@ -78,12 +81,19 @@ enum Tried {
 }
 
 impl<'a> Walk<'a> {
-    /// A walk for one job, ending at `deadline`.
-    pub fn new(r: &'a Resolver, deadline: Instant, tracing: bool) -> Walk<'a> {
+    /// A walk for one job, ending at `deadline`; its first query uses
+    /// the job's `first` turn under `--rate`.
+    pub fn new(
+        r: &'a Resolver,
+        deadline: Instant,
+        tracing: bool,
+        first: &'a FirstTurn,
+    ) -> Walk<'a> {
         Walk {
             r,
             deadline,
             tracing,
+            first,
             pending: Vec::new(),
             queries: 0,
             protocol: None,
@@ -434,7 +444,16 @@ impl<'a> Walk<'a> {
         let mut transport = r.transport;
         let mut with_edns = r.query.edns_udp_size.is_some();
         loop {
+            let caps = Caps {
+                run: r.turns.as_deref(),
+                nameserver: None,
+            };
+            caps.take(self.first).await;
+            // The wait for the turn (--rate) came out of the step's time.
             let left = step_deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Tried::Failed(NetError::Timeout);
+            }
             let timeout = r.network_timeout.min(left).max(Duration::from_millis(1));
             self.queries += 1;
             r.count_query(&zone.zone);

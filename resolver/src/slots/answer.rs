@@ -93,7 +93,7 @@ impl Engine {
             ns.stats.refusals.fetch_add(1, Ordering::Relaxed);
         }
         if slipped {
-            self.ask_over_tcp(slot, t.ns, now);
+            self.fall_back_to_tcp(slot, t.ns, now);
         } else if verdict == Verdict::Refused {
             let s = self.table.get_mut(slot);
             s.refusal = Some(message.to_vec());

@@ -17,6 +17,7 @@ impl Engine {
     /// Sends every waiting name the pacing allows.
     pub(super) fn dispatch(&mut self, now: Instant) {
         self.blocked = false;
+        self.dispatch_tcp(now);
         let directed = std::mem::take(&mut self.directed);
         for &ns in &directed {
             self.dispatch_directed(ns, now);
@@ -27,6 +28,11 @@ impl Engine {
         while let Some(&(slot, timer)) = self.ready.front() {
             if !self.is_queued(slot, timer) {
                 self.ready.pop_front();
+                continue;
+            }
+            if self.past_budget(slot, now) {
+                self.ready.pop_front();
+                self.end_unanswered(slot, now);
                 continue;
             }
             if !self.global_ready(now) {
@@ -47,6 +53,11 @@ impl Engine {
         while let Some(&(slot, timer)) = self.nameservers.get(ns).ready.front() {
             if !self.is_queued(slot, timer) {
                 self.nameservers.get_mut(ns).ready.pop_front();
+                continue;
+            }
+            if self.past_budget(slot, now) {
+                self.nameservers.get_mut(ns).ready.pop_front();
+                self.end_unanswered(slot, now);
                 continue;
             }
             if !self.global_ready(now) {

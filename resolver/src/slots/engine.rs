@@ -91,6 +91,9 @@ pub struct Engine {
     /// `--rate`: every query of the run.
     pub(super) global: Option<Pace>,
     pub(super) fallback: Fallback,
+    /// Truncated names waiting for the caps to let their TCP query go:
+    /// (slot, the slot's timer then, nameserver).
+    pub(super) tcp_waiting: VecDeque<(u32, u32, u32)>,
     /// Set when the pacing held work back in the last dispatch.
     pub(super) blocked: bool,
     /// Room for the copy of an answer a record is written from.
@@ -133,6 +136,7 @@ impl Engine {
             out,
             global,
             fallback,
+            tcp_waiting: VecDeque::new(),
             blocked: false,
             answer_buffer: Vec::new(),
             status_buffer: String::new(),

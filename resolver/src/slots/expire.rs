@@ -5,7 +5,7 @@
 //! it got, if one came: an answer is better than none). A backoff whose
 //! time has come puts its name back on a queue. A finished name's record is
 //! written here and its slot freed; a truncated one goes to the TCP
-//! fallback.
+//! fallback, when the caps let its query go.
 
 use super::engine::Engine;
 use super::fallback::Handover;
@@ -72,7 +72,24 @@ impl Engine {
             self.requeue(slot);
             return;
         }
-        let refusal = self.table.get_mut(slot).refusal.take();
+        self.end_unanswered(slot, now);
+    }
+
+    /// Whether a name queued for another try ran out of budget while it
+    /// waited for the rate to let it go: it is then ended
+    /// ([`Engine::end_unanswered`]) rather than sent a try that could not
+    /// be waited for.
+    pub(super) fn past_budget(&self, slot: u32, now: Instant) -> bool {
+        let s = self.table.get(slot);
+        s.tries > 0 && now >= s.deadline
+    }
+
+    /// Ends `slot` without an answer to keep: with the last refusal kept,
+    /// else TIMEOUT.
+    pub(super) fn end_unanswered(&mut self, slot: u32, now: Instant) {
+        let s = self.table.get_mut(slot);
+        let (tries, deadline) = (s.tries, s.deadline);
+        let refusal = s.refusal.take();
         match refusal {
             Some(answer) => self.finish(slot, now, Some(&answer), None),
             None => {
@@ -158,11 +175,78 @@ impl Engine {
         self.table.give_back(slot);
     }
 
+    /// `slot`'s answer from `ns` was truncated: asked again over TCP at
+    /// once or, under a cap of the user's (`--rate`, `--rate-per-nameserver`),
+    /// when the caps let one more query go (a query over TCP is a query
+    /// too); until then it waits in its slot.
+    pub(super) fn fall_back_to_tcp(&mut self, slot: u32, ns: u32, now: Instant) {
+        if self.tcp_waiting.is_empty() && self.tcp_turn(ns, now) {
+            self.ask_over_tcp(slot, ns, now);
+            return;
+        }
+        self.release_tries(slot);
+        let s = self.table.get_mut(slot);
+        s.phase = Phase::Queued;
+        s.timer = s.timer.wrapping_add(1);
+        self.tcp_waiting.push_back((slot, s.timer, ns));
+        self.blocked = true;
+    }
+
+    /// Asks the truncated names waiting for the caps over TCP, in order, as
+    /// the caps allow (one whose nameserver has no token left waits, and
+    /// those of other nameservers go on); one whose budget ran out
+    /// meanwhile ends unanswered.
+    pub(super) fn dispatch_tcp(&mut self, now: Instant) {
+        if self.tcp_waiting.is_empty() {
+            return;
+        }
+        let mut waiting = std::mem::take(&mut self.tcp_waiting);
+        let mut run_out = false;
+        for (slot, timer, ns) in waiting.drain(..) {
+            let s = self.table.get(slot);
+            if s.timer != timer || s.phase != Phase::Queued {
+                continue;
+            }
+            if now >= s.deadline {
+                self.end_unanswered(slot, now);
+                continue;
+            }
+            // Once the run's cap has no token, the rest wait in order.
+            run_out = run_out || !self.global.as_mut().is_none_or(|g| g.ready(now));
+            if !run_out && self.tcp_turn(ns, now) {
+                self.ask_over_tcp(slot, ns, now);
+            } else {
+                self.tcp_waiting.push_back((slot, timer, ns));
+            }
+        }
+        self.blocked |= !self.tcp_waiting.is_empty();
+    }
+
+    /// Whether the caps let a query over TCP to `ns` go now (taking their
+    /// tokens when they do). The adaptive rate of an uncapped nameserver
+    /// paces UDP only.
+    fn tcp_turn(&mut self, ns: u32, now: Instant) -> bool {
+        if !self.global.as_mut().is_none_or(|g| g.ready(now)) {
+            return false;
+        }
+        let pace = &mut self.nameservers.get_mut(ns).pace;
+        if pace.capped() && !pace.take_aside(now) {
+            return false;
+        }
+        if let Some(global) = self.global.as_mut() {
+            global.take();
+        }
+        true
+    }
+
     /// `slot`'s answer from `ns` was truncated: the TCP fallback asks again;
     /// the slot is freed now.
-    pub(super) fn ask_over_tcp(&mut self, slot: u32, ns: u32, now: Instant) {
+    fn ask_over_tcp(&mut self, slot: u32, ns: u32, now: Instant) {
         self.release_tries(slot);
         self.out.run.tcp_fallbacks.fetch_add(1, Ordering::Relaxed);
+        // Its nameserver's queries count it, as the run's do.
+        let server = self.nameservers.get(ns);
+        server.stats.queries.fetch_add(1, Ordering::Relaxed);
         let s = self.table.get_mut(slot);
         let handover = Handover {
             index: s.index,

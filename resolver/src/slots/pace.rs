@@ -261,9 +261,21 @@ impl Pace {
     /// loop that wakes a few milliseconds late (a loaded machine) still
     /// sends at the rate: with 4, a rate of 2,000/s once sent 1,400/s, and
     /// with 2 ms worth a rate of 128,000/s sent about 75,000/s beside an
-    /// emulator and a server on two cores.
+    /// emulator and a server on two cores. Under a cap of the user's
+    /// (`--rate`, `--rate-per-nameserver`) no more than [`BURST_TIME`]'s
+    /// worth of the cap, at least one, and what a millisecond brings (the
+    /// engine looks every millisecond: with a bucket of exactly one, what
+    /// came past a token's time was lost, and a cap of 100/s sent 91/s).
+    /// The floor of 4 let `--rate 5` send 9 queries in a second after a
+    /// pause.
     fn burst(&self) -> f64 {
-        (self.rate * BURST_TIME).max((self.rate * 0.1).clamp(4.0, 16.0))
+        let burst = (self.rate * BURST_TIME).max((self.rate * 0.1).clamp(4.0, 16.0));
+        if self.config.max_rate.is_finite() {
+            let cap = self.config.max_rate;
+            burst.min((cap * BURST_TIME).max(1.0) + cap * 0.001)
+        } else {
+            burst
+        }
     }
 
     fn refill(&mut self, now: Instant) {
@@ -297,6 +309,22 @@ impl Pace {
         let ready = self.tokens >= 1.0;
         self.throttled |= !ready;
         ready
+    }
+
+    /// Whether the user capped this rate (`--rate`, `--rate-per-nameserver`).
+    pub fn capped(&self) -> bool {
+        self.config.max_rate.is_finite()
+    }
+
+    /// Takes a token at `now` for a query the control does not weigh (TCP
+    /// after TC=1: its end is not observed), if one is there.
+    pub fn take_aside(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        let there = self.tokens >= 1.0;
+        if there {
+            self.tokens -= 1.0;
+        }
+        there
     }
 
     /// Takes a token [`Pace::ready`] found.
@@ -723,6 +751,27 @@ mod tests {
     }
 
     #[test]
+    fn a_low_cap_sends_no_burst_after_a_pause() {
+        // --rate 5: after a 2 s pause, one second of trying to send every
+        // millisecond lets 1 query go at once and one about each 200 ms
+        // after: the cap and one, as any bucket of one lets go in a
+        // second (the floor of 4 for the adaptive rate let 9 go).
+        let start = Instant::now();
+        let mut pace = Pace::new(
+            PaceConfig {
+                max_rate: 5.0,
+                adaptive: false,
+            },
+            start,
+        );
+        let resumed = start + Duration::from_secs(2);
+        let sent = (0..1000)
+            .filter(|ms| pace.try_take(resumed + Duration::from_millis(*ms)))
+            .count();
+        assert_eq!(sent, 6);
+    }
+
+    #[test]
     fn a_cap_below_the_floor_holds_without_a_panic() {
         // --rate-per-nameserver 1.5: below MIN_RATE (a clamp with crossed
         // bounds panicked at the first round's end).
@@ -763,7 +812,9 @@ mod tests {
         assert!(!pace.try_take(now));
         let wait = pace.wait(now);
         assert!((wait.as_secs_f64() - 0.01).abs() < 1e-6, "{wait:?}");
-        // Over a second: a hundred tokens, and the burst (10) at most at once.
+        // Over a second: a hundred tokens, and after a pause one at once
+        // (a cap's bucket holds 10 ms of it, at least one, and what one
+        // millisecond brings).
         let mut taken = 0;
         let mut t = now;
         for _ in 0..1000 {
@@ -775,7 +826,7 @@ mod tests {
         assert!((99..=101).contains(&taken), "{taken}");
         t += Duration::from_secs(5);
         let burst = std::iter::from_fn(|| pace.try_take(t).then_some(())).count();
-        assert_eq!(burst, 10);
+        assert_eq!(burst, 1);
     }
 
     /// A fast rate keeps 10 ms of tokens: a loop that missed a scheduler

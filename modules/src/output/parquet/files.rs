@@ -91,15 +91,15 @@ impl Files {
         Ok(())
     }
 
-    /// Writes `columns`' rows as a row group (emptying them), then starts
-    /// the next file when this one is full.
+    /// Writes `columns`' rows as a row group (emptying them), then closes
+    /// the file when it is full (the next opens with the next rows).
     pub fn write(&mut self, columns: &mut Columns) -> Result<(), StageError> {
         let rows = columns.rows() as u64;
         self.row_group(rows, |rg| columns.write_row_group(rg))
     }
 
-    /// Writes a row group an encoder thread encoded, then starts the next
-    /// file when this one is full.
+    /// Writes a row group an encoder thread encoded, then closes the file
+    /// when it is full.
     pub fn append(&mut self, group: EncodedRowGroup) -> Result<(), StageError> {
         self.row_group(group.rows, |rg| encode::splice(group, rg))
     }
@@ -114,8 +114,8 @@ impl Files {
         self.properties.clone()
     }
 
-    /// Writes a row group of `rows` rows with `fill`, then starts the next
-    /// file when this one is full.
+    /// Writes a row group of `rows` rows with `fill` (in a new file when
+    /// the last one is full), then closes the file when it is full.
     fn row_group(
         &mut self,
         rows: u64,
@@ -123,6 +123,11 @@ impl Files {
     ) -> Result<(), StageError> {
         if rows == 0 {
             return Ok(());
+        }
+        if self.file.is_none() {
+            // The last one was full: the next is opened for rows to come
+            // (at its end, an input would have left an empty file).
+            self.open_next()?;
         }
         let Some(open) = self.file.as_mut() else {
             return Err(StageError::other(super::MODULE, "no file is open"));
@@ -140,7 +145,6 @@ impl Files {
         let full_bytes = self.max_bytes > 0 && open.writer.bytes_written() as u64 >= self.max_bytes;
         if full_rows || full_bytes {
             self.close()?;
-            self.open_next()?;
         }
         Ok(())
     }
