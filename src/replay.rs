@@ -1,6 +1,7 @@
 //! `dnsluice replay`: send a capture's queries to a server, a shortcut for the
 //! equivalent pipeline (`--print-pipeline` shows it):
-//! input.mmpcap → filter.layer → filter.dns → [filter.timing] → output.dnscli
+//! input.mmpcap → filter.layer → filter.dns → [filter.select (queries) → filter.timing]
+//! → output.dnscli
 //! (or output.udpcli with `--no-responses`).
 //!
 //! At the end it prints what happened, and `--stats-json` writes one JSON
@@ -107,6 +108,11 @@ impl ReplayPlan {
         // while it waited unsent).
         let from_a_file = std::fs::metadata(&args.capture).is_ok_and(|m| m.is_file());
         if !timing.is_empty() {
+            // The pace is the queries' (a capture's responses, dropped by
+            // the client anyway, halved a --rate's queries a second).
+            let mut queries = toml::Table::new();
+            queries.insert("qr".into(), "query".into());
+            stages.push(("filter.select".to_string(), queries));
             stages.push(("filter.timing".to_string(), timing));
         }
         let mut output = args.client.table.clone();

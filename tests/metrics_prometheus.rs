@@ -147,7 +147,7 @@ fn promtool_passes_the_final_scrapes_of_a_replay_and_a_lookup() {
     let port = free_port();
     let (child, _) = spawn_replay(&dir, port);
     let body = check_final_scrape(child, port, "replay");
-    assert!(body.contains("dnsluice_latency_seconds_bucket{stage=\"4\",module=\"output.dnscli\",le=\"+Inf\"} 2000\n"), "{body}");
+    assert!(body.contains("dnsluice_latency_seconds_bucket{stage=\"5\",module=\"output.dnscli\",le=\"+Inf\"} 2000\n"), "{body}");
     let port = free_port();
     let body = check_final_scrape(spawn_lookup(&dir, port), port, "lookup");
     assert!(

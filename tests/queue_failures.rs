@@ -362,3 +362,44 @@ fn broker_down_at_start_is_a_clear_error_naming_the_url() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the broker"));
 }
+
+/// `queue get` whose broker goes away, and that hears nothing more within
+/// `--idle-exit`, fails and says it may not have every result (it said
+/// "got 10 results" and ended with status 0, as at the stream's end).
+#[test]
+fn queue_get_that_loses_its_broker_fails_and_says_so() {
+    let dir = temp_dir("queue-get-lost");
+    let broker = OwnBroker::start(&dir);
+    let addr: SocketAddr = format!("127.0.0.1:{}", broker.port).parse().unwrap();
+    let items = url(addr, "LOST");
+    // Ten results: a lookup of ten names into the results stream.
+    let knot = testkit::servers().knot.to_string();
+    let lookup = dnsluice()
+        .args(["lookup", "A", "-q", "--name-servers", &knot, "--input"])
+        .arg(names_file(&dir, 10))
+        .args(["--output", &items])
+        .output()
+        .unwrap();
+    assert!(lookup.status.success(), "{lookup:?}");
+    let getter = dnsluice()
+        .args(["queue", "get", &items, "--idle-exit", "3s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the getter's consumer has been given every item, the broker dies.
+    wait_for(&items, &[], Duration::from_secs(60), |st| {
+        let all = st["messages"].as_u64().unwrap_or(u64::MAX);
+        st["consumers"]
+            .as_array()
+            .is_some_and(|list| list.iter().any(|c| c["delivered"].as_u64() >= Some(all)))
+    });
+    drop(broker);
+    let out = getter.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("lost the connection") && err.contains("results, maybe not all"),
+        "{err}"
+    );
+}

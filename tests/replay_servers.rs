@@ -511,3 +511,186 @@ fn queries_from_a_slow_pipe_go_out_as_they_come() {
         assert_eq!(n(&stats, "timeouts"), 0, "{transport}: {stats}");
     }
 }
+
+/// A TLS proxy in front of the DoT server: each connection, in the order
+/// accepted, does what `plan` says for it (no entry: held silent, its
+/// handshake never answered).
+fn tls_proxy(plan: Vec<ProxyConnection>) -> String {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    let dot = servers()["DOT"].clone();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for (k, client) in listener.incoming().enumerate() {
+            let Ok(mut client) = client else { continue };
+            let Some(&how) = plan.get(k) else {
+                held.push(client);
+                continue;
+            };
+            let mut server = TcpStream::connect(&dot).unwrap();
+            let (mut up_from, mut up_to) =
+                (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut up_from, &mut up_to);
+            });
+            if let ProxyConnection::CloseAfter(ms) = how {
+                let closing = client.try_clone().unwrap();
+                std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                    let _ = closing.shutdown(std::net::Shutdown::Both);
+                });
+            }
+            let accepted = std::time::Instant::now();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                while let Ok(n) = server.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    // What comes 200 ms after the connection (the handshake
+                    // is over by then): the answers.
+                    if let ProxyConnection::DelayAnswers(ms) = how {
+                        if accepted.elapsed() >= std::time::Duration::from_millis(200) {
+                            std::thread::sleep(std::time::Duration::from_millis(ms));
+                        }
+                    }
+                    if client.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = client.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    proxy
+}
+
+/// What [`tls_proxy`] does with one connection.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum ProxyConnection {
+    /// Passes both ways.
+    Pass,
+    /// Passes both ways, what the server sends from 200 ms after the
+    /// connection on (the answers) this many milliseconds late.
+    DelayAnswers(u64),
+    /// Passes both ways, and closes this many milliseconds after it came.
+    CloseAfter(u64),
+}
+
+/// Replays `queries` over TLS through `proxy`: 2 clients, `--timeout 2s`,
+/// `--connect-timeout 2s`, keeping the capture's times, with `extra` flags.
+fn replay_through(proxy: &str, queries: &[Q], extra: &[&str]) -> Value {
+    let s = servers();
+    let path = temp_path("through-proxy.pcap");
+    write_capture(&path, queries);
+    let (stats, _) = replay(
+        &path,
+        &[
+            "--server",
+            proxy,
+            "--transport",
+            "tls",
+            "--ca-file",
+            &s["CA_FILE"],
+            "--tls-name",
+            &s["TLS_NAME"],
+            "--clients",
+            "2",
+            "--timeout",
+            "2s",
+            "--connect-timeout",
+            "2s",
+            "--keep-timing",
+            "-q",
+        ]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect::<Vec<_>>(),
+    );
+    stats
+}
+
+/// A query at `at_ms` from source 10.0.0.`source`.
+fn query_at(source: u8, i: usize, at_ms: u64) -> Q {
+    Q {
+        source,
+        name: format!("n{i}.lookup.test"),
+        qtype: 1,
+        at_us: at_ms * 1000,
+    }
+}
+
+/// A TLS client whose connection hangs in its handshake does not stall the
+/// others' queries. The first client's query comes first, held for a batch
+/// (`--send-batch 16`); the second client's connection hangs (2 s of
+/// `--connect-timeout`). The first query is sent before that connect and
+/// answered at once (it waited the connect out unsent).
+#[test]
+fn a_hanging_handshake_does_not_hold_another_clients_query() {
+    let proxy = tls_proxy(vec![ProxyConnection::Pass]);
+    let queries = [query_at(1, 0, 0), query_at(2, 1, 0)];
+    let stats = replay_through(&proxy, &queries, &["--send-batch", "16"]);
+    assert_eq!(n(&stats, "answered"), 1, "{stats}");
+    assert_eq!(n(&stats, "errors"), 1, "{stats}");
+    let slowest = stats["latency_ms"]["max"].as_f64().unwrap();
+    assert!(slowest < 1000.0, "{stats}");
+}
+
+/// The receiver reads the answers of every client while one reconnects:
+/// the first client's connection closes at 300 ms, after its answer, and
+/// its reconnect (for its second query, at 600 ms) hangs for 2 s; the
+/// second client's second query (at 400 ms) is answered 900 ms late,
+/// meanwhile, and taken as it comes (the receiver's timeout sweep waited
+/// for the reconnecting client and read nothing meanwhile: the answer was
+/// taken at the end of the hang, 2.2 s after its query, a query with a
+/// shorter timeout swept as a timeout).
+#[test]
+fn a_hanging_reconnect_does_not_stall_the_receiver() {
+    let proxy = tls_proxy(vec![
+        ProxyConnection::CloseAfter(300),
+        ProxyConnection::DelayAnswers(900),
+    ]);
+    let queries = [
+        query_at(1, 0, 0),
+        query_at(2, 1, 0),
+        query_at(2, 2, 400),
+        query_at(1, 3, 600),
+    ];
+    let stats = replay_through(&proxy, &queries, &[]);
+    assert_eq!(n(&stats, "answered"), 3, "{stats}");
+    assert_eq!(n(&stats, "timeouts"), 0, "{stats}");
+    assert_eq!(n(&stats, "errors"), 1, "{stats}");
+    let slowest = stats["latency_ms"]["max"].as_f64().unwrap();
+    assert!(slowest < 1500.0, "{stats}");
+}
+
+/// Extended RCODEs are counted whole: knot answers a query of EDNS
+/// version 1 BADVERS (RCODE 16: 0 in the header, 1 in the OPT record), as
+/// kdig says; the replay counts BADVERS (it counted NOERROR, from the
+/// header's 4 bits).
+#[test]
+fn an_extended_rcode_is_counted_whole() {
+    let s = servers();
+    let (ip, port) = s["KNOT"].rsplit_once(':').unwrap();
+    let kdig = std::process::Command::new("kdig")
+        .args([&format!("@{ip}"), "-p", port, "+edns=1", "n0.lookup.test"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&kdig.stdout);
+    assert!(said.contains("status: BADVERS"), "{said}");
+    let mut messages = Vec::new();
+    for i in 0..3u16 {
+        let mut dns = query(i, &format!("n{i}.lookup.test"), 1);
+        dns[11] = 1; // ARCOUNT 1: an OPT record of EDNS version 1
+        dns.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 1, 0, 0, 0, 0]);
+        messages.push((1, u64::from(i), dns));
+    }
+    let path = temp_path("badvers.pcap");
+    write_messages(&path, &messages);
+    let (stats, _) = replay(&path, &["--server", &s["KNOT"], "-q"]);
+    assert_eq!(n(&stats, "answered"), 3, "{stats}");
+    assert_eq!(stats["rcodes"]["BADVERS"], 3, "{stats}");
+}

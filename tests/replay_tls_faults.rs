@@ -247,3 +247,36 @@ fn unknown_roots_and_a_wrong_tls_name_fail_with_the_certificate_error() {
         assert_eq!(server.queries_received(), 0, "{transport}");
     }
 }
+
+/// An answer to another question is no answer: over TLS it is unmatched
+/// and its query times out (it may yet come), over HTTPS (one answer a
+/// stream) the request fails, counted. Over HTTPS it was counted as
+/// answered: any 2xx body passed.
+#[test]
+fn an_answer_to_another_question_is_not_counted_answered() {
+    let cert = TestCert::generate("dns.test");
+    let capture = capture_of(&[("ok", 4), ("wrongq", 3)], "wrongq.pcap");
+    for (transport, server) in encrypted(&cert) {
+        let address = server_arg(transport, &server);
+        let (stats, _) = replay_verified(
+            &capture,
+            transport,
+            &address,
+            &cert,
+            &["--timeout", "500ms"],
+        );
+        assert_eq!(n(&stats, "sent"), 7, "{transport}: {stats}");
+        assert_eq!(n(&stats, "answered"), 4, "{transport}: {stats}");
+        assert_eq!(server.queries_received(), 7, "{transport}");
+        match transport {
+            "https" => {
+                assert_eq!(n(&stats, "errors"), 3, "{transport}: {stats}");
+                assert_eq!(stats["errors_by_kind"]["http_request"], 3, "{stats}");
+            }
+            _ => {
+                assert_eq!(n(&stats, "timeouts"), 3, "{transport}: {stats}");
+                assert_eq!(n(&stats, "unmatched_responses"), 3, "{stats}");
+            }
+        }
+    }
+}

@@ -264,3 +264,86 @@ fn replay_reads_stdin_and_any_input_module() {
         assert_eq!(input, "input.fpcap", "{how}");
     }
 }
+
+/// `--rate` paces the queries, not every message of the capture: the
+/// corpus's live_mini_en10mb.pcap holds 580 queries and 583 responses
+/// (tshark's counts); at `--rate 400` the sink gets the 580 queries, the
+/// pacing stage sees only them, and they take at least 579 ÷ 400 s. (The
+/// responses were paced too, dropped later by the client: the queries
+/// went at about half the rate.)
+#[test]
+fn the_rate_paces_queries_not_responses() {
+    let capture = testkit::corpus::corpus_dir().join("live_mini_en10mb.pcap");
+    let truth = testkit::corpus::truth("live_mini_en10mb.pcap");
+    let queries = truth["counts"]["dns_queries"].as_u64().unwrap();
+    // A sink that only counts (the corpus's queries are of every shape).
+    let socket = testkit::sink_socket();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopping = stop.clone();
+    let counter = std::thread::spawn(move || {
+        let (mut buf, mut count) = ([0u8; 65536], 0u64);
+        loop {
+            match socket.recv_from(&mut buf) {
+                Ok(_) => count += 1,
+                Err(_) if stopping.load(Ordering::Relaxed) => return count,
+                Err(_) => {}
+            }
+        }
+    });
+    let started = Instant::now();
+    let (stats, _) = replay(
+        &capture,
+        &["--server", &addr, "--no-responses", "--rate", "400", "-q"],
+    );
+    let took = started.elapsed();
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let received = counter.join().unwrap();
+    assert_eq!(received, queries, "{stats}");
+    assert_eq!(n(&stats, "sent"), queries, "{stats}");
+    let timing = stats["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["module"] == "filter.timing")
+        .unwrap();
+    assert_eq!(timing["in"], queries, "{timing}");
+    let least = Duration::from_secs_f64((queries - 1) as f64 / 400.0 * 0.95);
+    assert!(took >= least, "{took:?}");
+}
+
+/// More queries in flight than a socket has ids (65,535): 70,000 queries
+/// from one source, `--inflight 70000`, against a server that answers
+/// nothing. The queries past the ids wait for an id to come back (a
+/// timeout), and every query ends as a timeout; none fails as a bad query
+/// (4,465 did: "65535 queries already in flight").
+#[test]
+fn more_in_flight_than_ids_wait_for_an_id() {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let server = silent.local_addr().unwrap().to_string();
+    let capture = temp_path("ids.pcap");
+    let count = 70_000;
+    write_capture(&capture, &zone_queries(count, 1));
+    let (stats, _) = replay(
+        &capture,
+        &[
+            "--server",
+            &server,
+            "--inflight",
+            "70000",
+            "--clients",
+            "1",
+            "--timeout",
+            "1s",
+            "-q",
+        ],
+    );
+    drop(silent);
+    assert_eq!(n(&stats, "sent"), count as u64, "{stats}");
+    assert_eq!(n(&stats, "timeouts"), count as u64, "{stats}");
+    assert_eq!(n(&stats, "errors"), 0, "{stats}");
+}

@@ -210,6 +210,15 @@ async fn read_all(
             continue;
         };
         let message = match tokio::time::timeout(idle, stream.next()).await {
+            // Nothing new for --idle-exit while the broker is gone is no end
+            // of the stream: what was read may not be all there is.
+            Err(_) if !link.is_up() => {
+                return Err(format!(
+                    "{address}: lost the connection to the broker, and no result came for \
+                     {idle:.0?}: got {} results, maybe not all",
+                    read.distinct
+                ));
+            }
             Err(_) => break,
             Ok(Some(Ok(message))) => message,
             Ok(_) => {

@@ -20,6 +20,9 @@ pub enum Behaviour {
     Late(u64),
     /// `wrongid`: the `ok` answer with id + 1, and nothing else.
     WrongId,
+    /// `wrongq`: the `ok` answer with the right id for another name (the
+    /// question's first letter changed), and nothing else.
+    WrongQuestion,
     /// `tc`: over UDP, TC=1 and no answer; over TCP, TLS and HTTPS the `ok` answer.
     Truncated,
     /// `reset`: over TCP and TLS closes the connection at once (HTTPS: the
@@ -67,6 +70,7 @@ impl Behaviour {
             "servfail" => Behaviour::ServFail,
             "drop" => Behaviour::Drop,
             "wrongid" => Behaviour::WrongId,
+            "wrongq" => Behaviour::WrongQuestion,
             "tc" => Behaviour::Truncated,
             "reset" => Behaviour::Reset,
             "resetonce" => Behaviour::ResetOnce,

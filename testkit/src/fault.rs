@@ -98,6 +98,27 @@ fn decide(msg: &[u8], transport: Transport, counters: &Counters) -> Action {
             false,
             &[OK_ADDR],
         )),
+        Behaviour::WrongQuestion => {
+            let mut other = query.question.to_vec();
+            // `wrongq` → `vrongq`: the first letter of the first label.
+            if let Some(letter) = other.get_mut(1) {
+                *letter ^= 0x01;
+            }
+            let asked = wire::Query {
+                id: query.id,
+                flags: query.flags,
+                question: &other,
+                first_label: String::new(),
+                edns_udp_size: query.edns_udp_size,
+            };
+            Action::Send(wire::response(
+                &asked,
+                query.id,
+                wire::NOERROR,
+                false,
+                &[OK_ADDR],
+            ))
+        }
         Behaviour::Truncated if transport == Transport::Udp => Action::Send(truncated(&query)),
         Behaviour::Truncated => Action::Send(answer(wire::NOERROR, &[OK_ADDR])),
         Behaviour::OkThenClose if transport == Transport::Stream => {

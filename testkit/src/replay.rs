@@ -59,23 +59,34 @@ pub fn pcap_header(link_type: u32) -> Vec<u8> {
 /// Writes a classic pcap (LINKTYPE_RAW) with one IPv4/UDP query per packet
 /// from 10.0.0.SOURCE to 192.0.2.53:53.
 pub fn write_capture(path: &Path, queries: &[Q]) {
+    let messages: Vec<(u8, u64, Vec<u8>)> = queries
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.source, q.at_us, query(i as u16, &q.name, q.qtype)))
+        .collect();
+    write_messages(path, &messages);
+}
+
+/// Writes a classic pcap (LINKTYPE_RAW) of DNS messages over IPv4/UDP,
+/// each (source, time in µs from the first, message) from 10.0.0.SOURCE
+/// to 192.0.2.53:53.
+pub fn write_messages(path: &Path, messages: &[(u8, u64, Vec<u8>)]) {
     let mut f = pcap_header(101);
-    for (i, q) in queries.iter().enumerate() {
-        let dns = query(i as u16, &q.name, q.qtype);
+    for (i, (source, at_us, dns)) in messages.iter().enumerate() {
         let udp_len = 8 + dns.len();
         let ip_len = 20 + udp_len;
         let mut p = Vec::with_capacity(ip_len);
         p.extend_from_slice(&[0x45, 0]);
         p.extend_from_slice(&(ip_len as u16).to_be_bytes());
         p.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
-        p.extend_from_slice(&[10, 0, 0, q.source]);
+        p.extend_from_slice(&[10, 0, 0, *source]);
         p.extend_from_slice(&[192, 0, 2, 53]);
         p.extend_from_slice(&(40000 + i as u16 % 20000).to_be_bytes());
         p.extend_from_slice(&53u16.to_be_bytes());
         p.extend_from_slice(&(udp_len as u16).to_be_bytes());
         p.extend_from_slice(&[0, 0]);
-        p.extend_from_slice(&dns);
-        let ts = 1_700_000_000_000_000u64 + q.at_us;
+        p.extend_from_slice(dns);
+        let ts = 1_700_000_000_000_000u64 + at_us;
         f.extend_from_slice(&((ts / 1_000_000) as u32).to_le_bytes());
         f.extend_from_slice(&((ts % 1_000_000) as u32).to_le_bytes());
         f.extend_from_slice(&(p.len() as u32).to_le_bytes());

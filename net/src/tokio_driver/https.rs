@@ -4,6 +4,7 @@ use super::ClientSetup;
 use crate::base64url;
 use crate::endpoint::Endpoint;
 use crate::error::NetError;
+use crate::protocol::question::same_question;
 use crate::stats::NetCounters;
 use bytes::Bytes;
 use dnsluice_core::sync;
@@ -154,6 +155,15 @@ impl HttpsConnection {
         }
         if message.len() < 12 {
             return Err(self.http_error("response body shorter than a DNS header"));
+        }
+        // Only one answer can come on a stream, so nothing else is waited
+        // for; but a body that is not the answer to this query (a query,
+        // another id, another question: a proxy's mix-up) is no answer.
+        if message[2] & 0x80 == 0
+            || message.get(..2) != query.get(..2)
+            || !same_question(query, &message)
+        {
+            return Err(self.http_error("the response answers another query"));
         }
         Ok(message)
     }

@@ -118,7 +118,7 @@ pub async fn run_job(shared: &DohShared, job: Job) -> Outcome {
     {
         let mut tally = shared.tally();
         match &result {
-            Ok(answer) => tally.answered(answer, latency),
+            Ok(answer) => tally.answered(super::tally::full_rcode_of(answer), latency),
             Err((kind, message)) => tally.failed(kind, message),
         }
     }

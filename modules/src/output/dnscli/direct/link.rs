@@ -98,9 +98,18 @@ pub(super) struct Done {
     pub pending: Pending,
     /// The answer (kept only when outcomes are), or the failure.
     pub result: Result<Option<Vec<u8>>, Failure>,
-    /// Id and flags of an answer (the rcode), for the tally.
-    pub header: Option<[u8; 4]>,
+    /// An answer's full RCODE and latency (taken as it was read), for the tally.
+    pub answered: Option<Answered>,
     pub transport: DnsTransport,
+}
+
+/// What the tally counts of an answer.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Answered {
+    /// The RCODE, extended by the answer's OPT record (BADVERS, BADCOOKIE).
+    pub rcode: u16,
+    /// From the query's send to the answer's read.
+    pub latency: std::time::Duration,
 }
 
 impl Done {
@@ -108,7 +117,7 @@ impl Done {
         Done {
             pending,
             result: Err(failure),
-            header: None,
+            answered: None,
             transport,
         }
     }

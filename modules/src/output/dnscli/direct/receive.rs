@@ -4,9 +4,10 @@
 //! timeouts every tick.
 
 use super::link::Done;
-use super::link::{LinkState, Pending};
+use super::link::{Answered, LinkState, Pending};
 use super::shared::Core;
 use super::sweep::{sweep, tick};
+use crate::output::dnscli::tally::full_rcode_of;
 use dnsluice_core::sync::lock;
 use dnsluice_net::poll_driver::{Conn, RECV_SCRATCH};
 use dnsluice_net::{DnsTransport, NetCounters};
@@ -165,7 +166,10 @@ fn deliver(
         gathered.retries.push(pending);
         return;
     }
-    let header = [pending.query[0], pending.query[1], message[2], message[3]];
+    let answered = Answered {
+        rcode: full_rcode_of(message),
+        latency: pending.started.elapsed(),
+    };
     let answer = core.keep().then(|| {
         let mut answer = message.to_vec();
         answer[..2].copy_from_slice(&pending.query[..2]);
@@ -174,7 +178,7 @@ fn deliver(
     gathered.done.push(Done {
         pending,
         result: Ok(answer),
-        header: Some(header),
+        answered: Some(answered),
         transport,
     });
 }

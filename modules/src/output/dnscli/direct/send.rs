@@ -16,6 +16,14 @@ use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
+/// How long a query waits before it looks again for a free id of its link.
+const ID_WAIT: Duration = Duration::from_millis(1);
+
+/// Beyond twice the timeout, how long a query waits for a free id before it
+/// fails (the ids come back within a timeout and a sweep, unless the
+/// receiver is gone).
+const ID_WAIT_MORE: Duration = Duration::from_secs(1);
+
 impl Core {
     /// Waits while the window is full (then until it is down to its low
     /// water), sending retries meanwhile. A window that may grow doubles
@@ -72,6 +80,17 @@ impl Core {
         let link = &self.links[index];
         let retry = pending.retried;
         let mut state = lock(&link.state);
+        let dials = state.conn.is_none()
+            && link.transport.is_stream()
+            && state.redial.check(Instant::now()).is_ok();
+        if dials {
+            // A connect over TCP or TLS blocks (up to the connect timeout):
+            // the queries the other links hold for a batch go out first, or
+            // they would wait it out and time out unsent.
+            drop(state);
+            self.send_all_held();
+            state = lock(&link.state);
+        }
         if let Err(failure) = self.ensure_connected(index, link.transport, &mut state) {
             drop(state);
             let done = Done::failed(pending, failure, link.transport);
@@ -79,24 +98,42 @@ impl Core {
             return;
         }
         if !retry {
-            pending.started = Instant::now();
             self.window.enter();
         }
-        let deadline = Instant::now() + self.plan.timeout;
         let batch = self.plan.send_batch;
         // A retry goes at once: its query has waited already.
         let hold = batch > 1 && !retry;
-        let st = &mut *state;
-        let id = match st.inflight.insert(pending, Some(deadline)) {
-            Ok(id) => id,
-            Err((full, pending)) => {
-                drop(state);
-                let failure = ("bad_query", format!("bad query: {full}"));
-                let done = Done::failed(pending, failure, link.transport);
-                self.finish_all(vec![done], 1);
-                return;
+        // Every id of the link in flight (65,535: a window that grew past
+        // that, one source's queries on one client): the query waits for
+        // one to come back, answered or timed out (within a timeout and a
+        // sweep), rather than fail; what is held for a batch goes out first.
+        let waiting_since = Instant::now();
+        let id = loop {
+            if !retry {
+                pending.started = Instant::now();
+            }
+            let deadline = Instant::now() + self.plan.timeout;
+            match state.inflight.insert(pending, Some(deadline)) {
+                Ok(id) => break id,
+                Err((_, back))
+                    if waiting_since.elapsed() < 2 * self.plan.timeout + ID_WAIT_MORE =>
+                {
+                    pending = back;
+                    drop(state);
+                    self.send_all_held();
+                    std::thread::sleep(ID_WAIT);
+                    state = lock(&link.state);
+                }
+                Err((full, back)) => {
+                    drop(state);
+                    let failure = ("bad_query", format!("bad query: {full}"));
+                    let done = Done::failed(back, failure, link.transport);
+                    self.finish_all(vec![done], 1);
+                    return;
+                }
             }
         };
+        let st = &mut *state;
         let Some(query) = st.inflight.get(id).map(|p| p.query.as_slice()) else {
             return;
         };

@@ -127,10 +127,12 @@ impl Core {
             {
                 let mut tally = lock(&self.tally);
                 for d in done {
-                    let latency = d.pending.started.elapsed();
-                    match (&d.result, d.header) {
-                        (Ok(_), Some(header)) => tally.answered(&header, latency),
-                        (Ok(_), None) => tally.answered(&[0; 4], latency),
+                    let latency = d
+                        .answered
+                        .map_or_else(|| d.pending.started.elapsed(), |a| a.latency);
+                    match (&d.result, d.answered) {
+                        (Ok(_), Some(answered)) => tally.answered(answered.rcode, latency),
+                        (Ok(_), None) => tally.answered(0, latency),
                         (Err((kind, message)), _) => tally.failed(kind, message),
                     }
                     if self.keep() {

@@ -4,8 +4,8 @@
 
 use super::link::Done;
 use super::shared::Core;
-use dnsluice_core::sync::lock;
 use dnsluice_net::NetError;
+use std::sync::TryLockError;
 use std::time::{Duration, Instant};
 
 /// How often timeouts are swept: a twentieth of the timeout, between 1 and
@@ -14,14 +14,22 @@ pub(super) fn tick(timeout: Duration) -> Duration {
     (timeout / 20).clamp(Duration::from_millis(1), Duration::from_millis(50))
 }
 
-/// Times out the queries whose deadline has passed.
+/// Times out the queries whose deadline has passed. A link whose lock is
+/// held is swept at the next tick: the sender holds it while it connects
+/// (up to the connect timeout, a TLS handshake included), and a sweep that
+/// waited for it kept the receiver from reading every other link meanwhile
+/// (their answers, come in time, were then swept as timeouts).
 pub(super) fn sweep(core: &Core, done: &mut Vec<Done>) {
     if core.window.count() == 0 {
         return;
     }
     let now = Instant::now();
     for link in &core.links {
-        let mut state = lock(&link.state);
+        let mut state = match link.state.try_lock() {
+            Ok(state) => state,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => continue,
+        };
         while let Some(pending) = state.inflight.expired(now) {
             let failure = ("timeout", NetError::Timeout.to_string());
             done.push(Done::failed(pending, failure, link.transport));
