@@ -28,8 +28,7 @@ impl Ticker {
             };
         }
         let (stop, stopped) = mpsc::channel::<()>();
-        let handle = std::thread::Builder::new()
-            .name("dnsluice-ticker".into())
+        let handle = dnsluice_core::thread::named("dnsluice-ticker")
             .spawn(move || {
                 let start = Instant::now();
                 let mut next: Vec<Instant> = periods.iter().map(|p| start + *p).collect();

@@ -144,3 +144,94 @@ fn a_stopped_chain_with_a_lookup_stage_ends_soon_either_way_it_is_driven() {
         assert_eq!(written + unrecorded, names_read, "{what}: {stderr}");
     }
 }
+
+/// `lookup` reading names from a pipe whose writer stays and says nothing
+/// more, stopped by SIGTERM: it ends at once with status 143 (it panicked:
+/// the input said it was waiting where the lookup never waits), every name
+/// written has its record (the fault server's `ok` answer; they came out
+/// only with the next name, and at the stop were counted as without
+/// one), and the line the writer had not finished is not taken for a name.
+#[test]
+fn a_lookup_from_a_quiet_pipe_stops_on_sigterm_with_every_whole_line() {
+    let server = testkit::FaultServer::start(testkit::FaultKind::Udp);
+    let dir = temp_dir("lookup-quiet-pipe");
+    let stats = dir.join("stats.json");
+    let mut lookup = dnsluice();
+    lookup
+        .args(["lookup", "A", "-q", "--name-servers"])
+        .arg(server.addr().to_string())
+        .arg("--stats-json")
+        .arg(&stats);
+    let records = records_of_a_quiet_pipe(&mut lookup);
+    assert_eq!(records.len(), 5);
+    // Every name asked is one of those five (the cut line was not).
+    let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(stats["names"], 5, "{stats}");
+    // The same chain run from its input (its reader waits in the read):
+    // the cut line is left out too.
+    let pipeline = dir.join("lookup.toml");
+    let text = format!(
+        "[[stage]]\nmodule = \"input.lines\"\npath = \"-\"\n[[stage]]\nmodule = \"lookup.dns\"\nname_servers = [\"{}\"]\n[[stage]]\nmodule = \"output.json\"\n",
+        server.addr()
+    );
+    std::fs::write(&pipeline, text).unwrap();
+    let mut run = dnsluice();
+    run.args(["run", "-q"]).arg(&pipeline);
+    assert_eq!(records_of_a_quiet_pipe(&mut run).len(), 5);
+}
+
+/// Runs `command` with five names and a line cut short on its standard
+/// input, left open and quiet, then SIGTERM: it must end at once with
+/// status 143; its records, each of one of the five names, `NOERROR`.
+fn records_of_a_quiet_pipe(command: &mut Command) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let names: String = (0..5).map(|i| format!("ok.n{i}.example\n")).collect();
+    stdin.write_all(names.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // A line the writer is still on, once the others are read: the reader
+    // takes it in and waits in the read for the rest.
+    stdin.write_all(b"ok.n5.exa").unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(child.try_wait().unwrap().is_none(), "ended on an open pipe");
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let signalled = Instant::now();
+    let status = testkit::wait_within(&mut child, Duration::from_secs(20));
+    let took = signalled.elapsed();
+    drop(stdin);
+    let status = status.expect("the lookup did not stop");
+    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+    let stdout = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(
+        took < Duration::from_secs(2),
+        "stopped {took:?} after the signal"
+    );
+    let records: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut got: Vec<String> = records
+        .iter()
+        .map(|r| {
+            assert_eq!(r["status"], "NOERROR", "{r}");
+            r["name"].as_str().unwrap().to_string()
+        })
+        .collect();
+    got.sort();
+    let want: Vec<String> = (0..5).map(|i| format!("ok.n{i}.example")).collect();
+    assert_eq!(got, want, "{stderr}");
+    // And no name was read that has none (the cut line taken for a name
+    // was, asked as the stop came).
+    assert!(!stderr.contains("have no record"), "{stderr}");
+    records
+}

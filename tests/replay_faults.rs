@@ -412,3 +412,50 @@ fn a_paced_replay_stopped_while_it_waits_ends_at_once() {
     assert_eq!(status.code(), Some(143), "{stderr}");
     assert!(took < Duration::from_secs(5), "{took:?}: {stderr}");
 }
+
+/// `replay -` fed by a writer that stays and says nothing more: SIGTERM
+/// ends it at once (status 143), with every query that came counted. The
+/// reading of standard input waited on in the kernel, restarted after the
+/// signal, until more bytes or the writer's end came.
+#[test]
+fn a_replay_from_a_quiet_pipe_stops_on_sigterm() {
+    let capture = capture_of(&names(&[("ok", 7)]), "quiet-pipe.pcap");
+    let bytes = std::fs::read(&capture).unwrap();
+    let server = udp_server();
+    let stats = temp_path("quiet-pipe-stats.json");
+    let mut child = dnsluice()
+        .args(["replay", "-", "--server", &server, "-q", "--stats-json"])
+        .arg(&stats)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&bytes).unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "ended on an open pipe");
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let signalled = Instant::now();
+    let status = testkit::wait_within(&mut child, Duration::from_secs(20));
+    let took = signalled.elapsed();
+    drop(stdin);
+    let status = status.expect("the replay did not stop");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(
+        took < Duration::from_secs(2),
+        "stopped {took:?} after the signal"
+    );
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(n(&stats, "sent"), 7, "{stats}");
+    assert_eq!(n(&stats, "answered"), 7, "{stats}");
+}

@@ -33,6 +33,7 @@ pub mod stage;
 pub mod stats;
 pub mod stop;
 pub mod sync;
+pub mod thread;
 pub mod time;
 pub mod wire;
 

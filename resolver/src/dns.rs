@@ -448,13 +448,19 @@ struct LookupPull {
 
 impl Producer for LookupPull {
     fn produce(&mut self) -> Result<Option<Object<'_>>, StageError> {
-        // Never due: waits until a record or the end.
-        let never = AtomicBool::new(false);
-        match self.produce_or_wait(&never)? {
-            Pulled::Object(obj) => Ok(Some(obj)),
-            Pulled::End => Ok(None),
-            Pulled::Waiting => unreachable!("not due, so never waiting"),
+        // Always due: an input that has nothing to give yet (a quiet pipe)
+        // says so at once, and the records done meanwhile come out, not
+        // when the next name does.
+        let due = AtomicBool::new(true);
+        loop {
+            match self.produce_or_wait(&due)? {
+                Pulled::Object(_) => break,
+                Pulled::Waiting => {}
+                Pulled::End => return Ok(None),
+            }
         }
+        // The record handed out is the one kept as current.
+        Ok(self.current.as_ref().map(record_object))
     }
 
     fn waits(&self) -> bool {
@@ -473,8 +479,13 @@ impl Producer for LookupPull {
             }
             if self.upstream_done {
                 if dnsluice_core::stop::requested().is_some() {
-                    // Stopped: as in `LookupPush::finish`.
-                    return Ok(Pulled::End);
+                    // Stopped: as in `LookupPush::finish`, the records
+                    // already back come out; the names in flight get none.
+                    match self.core.engine().try_result() {
+                        Some(done) => self.ready.push_back(done),
+                        None => return Ok(Pulled::End),
+                    }
+                    continue;
                 }
                 match self.core.engine().next_result_within(LOOK) {
                     Waited::Record(done) => self.ready.push_back(done),

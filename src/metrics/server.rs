@@ -35,8 +35,7 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// Serves `board` on `listener` from a thread of its own, for the rest of
 /// the process.
 pub fn spawn(listener: TcpListener, board: Arc<Board>) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("dnsluice-metrics".into())
+    dnsluice_core::thread::named("metrics-server")
         .spawn(move || {
             let clients = Arc::new(AtomicUsize::new(0));
             for stream in listener.incoming() {
@@ -60,12 +59,10 @@ fn answer_apart(stream: TcpStream, board: &Arc<Board>, clients: &Arc<AtomicUsize
         return;
     }
     let (board, done) = (board.clone(), clients.clone());
-    let spawned = std::thread::Builder::new()
-        .name("dnsluice-metrics-client".into())
-        .spawn(move || {
-            let _ = serve(stream, &board);
-            done.fetch_sub(1, Ordering::AcqRel);
-        });
+    let spawned = dnsluice_core::thread::named("metrics-client").spawn(move || {
+        let _ = serve(stream, &board);
+        done.fetch_sub(1, Ordering::AcqRel);
+    });
     if spawned.is_err() {
         clients.fetch_sub(1, Ordering::AcqRel);
     }

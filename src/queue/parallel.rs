@@ -28,7 +28,7 @@ pub fn run_all(registry: &Registry, runs: &[(PathBuf, Pipeline)], jobs: usize) -
     let _sharing = dnsluice_modules::input::decoder_thread::RunsAtOnce::set(at_once);
     std::thread::scope(|scope| {
         for _ in 0..at_once {
-            let job = std::thread::Builder::new().name("job".into());
+            let job = dnsluice_core::thread::named("job");
             let started = job.spawn_scoped(scope, || {
                 let _cpu = dnsluice_modules::cpu::note_at_end();
                 while !failed.load(Ordering::Relaxed) && !stopped() {

@@ -154,29 +154,41 @@ fn items(args: &PutArgs) -> Result<Items<'_>> {
     }
     let path = args.file.as_ref().expect("clap requires FILE or --files");
     let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
+        let stdin = dnsluice_modules::input::until_stop::open(path)
+            .context("cannot read standard input")?;
+        Box::new(std::io::BufReader::with_capacity(1 << 16, stdin.reader))
     } else {
         let file =
             std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         Box::new(std::io::BufReader::with_capacity(1 << 16, file))
     };
-    let lines = reader
-        .split(b'\n')
-        .enumerate()
-        .filter_map(move |(k, line)| {
-            let line = match line {
-                Ok(line) => line,
-                Err(e) => {
-                    return Some(Err(e).with_context(|| format!("cannot read {}", path.display())))
+    let mut reader = reader;
+    let mut number = 0u64;
+    let lines = std::iter::from_fn(move || loop {
+        let mut line = Vec::new();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => return None,
+            Ok(_) => {
+                number += 1;
+                // A stop (SIGINT, SIGTERM) that came while the writer was
+                // still on the last line: not a whole line, so not put.
+                if line.last() != Some(&b'\n') && dnsluice_core::stop::requested().is_some() {
+                    eprintln!(
+                        "dnsluice: queue put: line {number}, cut short by the stop, is not put"
+                    );
+                    return None;
                 }
-            };
-            let text = String::from_utf8_lossy(&line);
-            let text = text.trim();
-            if !streams::is_work(text) {
-                return None;
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim();
+                if streams::is_work(text) {
+                    return Some(Ok((number, text.to_string())));
+                }
             }
-            Some(Ok((k as u64 + 1, text.to_string())))
-        });
+            Err(e) => {
+                return Some(Err(e).with_context(|| format!("cannot read {}", path.display())))
+            }
+        }
+    });
     Ok(Box::new(Batches {
         lines: Box::new(lines),
         size: args.batch,

@@ -295,30 +295,28 @@ impl ThreadReader {
         for _ in 0..CHUNKS_AHEAD + 1 {
             let _ = empty.try_send(vec![0; CHUNK]);
         }
-        let thread = std::thread::Builder::new()
-            .name("decompress".into())
-            .spawn(move || {
-                let _cpu = crate::cpu::note_at_end();
-                while let Ok(mut chunk) = empty_rx.recv() {
-                    chunk.resize(CHUNK, 0);
-                    let (filled, end) = fill(decoder.as_mut(), &mut chunk);
-                    chunk.truncate(filled);
-                    if filled > 0 && full_tx.send(Ok(chunk)).is_err() {
+        let thread = dnsluice_core::thread::named("decompress").spawn(move || {
+            let _cpu = crate::cpu::note_at_end();
+            while let Ok(mut chunk) = empty_rx.recv() {
+                chunk.resize(CHUNK, 0);
+                let (filled, end) = fill(decoder.as_mut(), &mut chunk);
+                chunk.truncate(filled);
+                if filled > 0 && full_tx.send(Ok(chunk)).is_err() {
+                    return;
+                }
+                match end {
+                    None => {}
+                    Some(Ok(())) => {
+                        let _ = full_tx.send(Ok(Vec::new()));
                         return;
                     }
-                    match end {
-                        None => {}
-                        Some(Ok(())) => {
-                            let _ = full_tx.send(Ok(Vec::new()));
-                            return;
-                        }
-                        Some(Err(e)) => {
-                            let _ = full_tx.send(Err(e));
-                            return;
-                        }
+                    Some(Err(e)) => {
+                        let _ = full_tx.send(Err(e));
+                        return;
                     }
                 }
-            })?;
+            }
+        })?;
         Ok(ThreadReader {
             full,
             empty,

@@ -32,7 +32,7 @@ use listen::{Address, Collector, Event};
 use message::Made;
 use prost::Message as _;
 use std::collections::BTreeMap;
-use std::io::{self, Read};
+
 use std::path::PathBuf;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
@@ -369,13 +369,8 @@ impl Producer for DnstapInput {
 }
 
 fn open_file(path: &std::path::Path) -> Result<FrameStreamReader, StageError> {
-    let (reader, regular): (Box<dyn Read + Send>, bool) = if path.as_os_str() == "-" {
-        (Box::new(io::stdin()), false)
-    } else {
-        let file = std::fs::File::open(path).map_err(|e| StageError::io(path, e))?;
-        let regular = file.metadata().is_ok_and(|m| m.is_file());
-        (Box::new(file), regular)
-    };
+    let source = super::until_stop::open(path).map_err(|e| StageError::io(path, e))?;
+    let (reader, regular) = (source.reader, source.metadata.is_ok_and(|m| m.is_file()));
     let thread = super::decoder_thread::decoder_gets_a_thread();
     let opened = decompressed(reader, DecoderAt::choose(thread, regular))
         .map_err(|e| StageError::io(path, e))?;

@@ -4,14 +4,14 @@
 //! on the way (told from its first bytes: [`super::decompress`]).
 
 use super::decompress::{decompressed, DecoderAt};
+use super::until_stop;
 use super::CaptureReader;
 use crate::format::compression::Compression;
 use crate::format::stream::BufferedStream;
 use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::StageError;
 use dnsluice_options::Options;
-use std::fs::File;
-use std::io::{self, Read};
+
 use std::path::PathBuf;
 
 /// Options of `input.fpcap`.
@@ -75,20 +75,17 @@ pub fn open_as(
     decompress_thread: bool,
 ) -> Result<CaptureReader<BufferedStream>, StageError> {
     // The reader, and the size of a regular file (whose reads always return).
-    let (reader, total): (Box<dyn Read + Send>, Option<u64>) = if path.as_os_str() == "-" {
-        (Box::new(io::stdin()), None)
-    } else {
-        let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
-        let metadata = file.metadata().ok();
-        if metadata.as_ref().is_some_and(|m| m.is_dir()) {
-            return Err(StageError::format(
-                &path,
-                "is a directory, not a capture file",
-            ));
-        }
-        let size = metadata.filter(|m| m.is_file()).map(|m| m.len());
-        (Box::new(file), size)
-    };
+    let source = until_stop::open(&path).map_err(|e| StageError::io(&path, e))?;
+    let metadata = source.metadata.as_ref().ok();
+    if metadata.is_some_and(|m| m.is_dir()) {
+        return Err(StageError::format(
+            &path,
+            "is a directory, not a capture file",
+        ));
+    }
+    // The size of a regular file (whose reads always return).
+    let total = metadata.filter(|m| m.is_file()).map(|m| m.len());
+    let reader = source.reader;
     let thread = decompress_thread && super::decoder_thread::decoder_gets_a_thread();
     let at = DecoderAt::choose(thread, total.is_some());
     let opened = decompressed(reader, at).map_err(|e| StageError::io(&path, e))?;

@@ -8,14 +8,15 @@
 
 use super::recorded::{name_of, read_recorded};
 use super::shard::Shard;
+use super::until_stop::{self, readable};
 use dnsluice_core::registry::ModuleEntry;
-use dnsluice_core::Pulled;
+use dnsluice_core::{stop, Pulled};
 use dnsluice_core::{Object, Producer, Reading, StageError, StageStats, Text, TextKind};
 use dnsluice_options::Options;
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -64,6 +65,8 @@ pub struct LineReader {
     produced: u64,
     skipped: u64,
     not_utf8: u64,
+    /// A last line cut short by a stop (SIGINT, SIGTERM), left out.
+    cut_by_stop: u64,
     shard: Option<Shard>,
     other_shards: u64,
     /// The names recorded already (`skip_recorded`), with their records
@@ -80,23 +83,17 @@ pub struct LineReader {
 impl LineReader {
     /// Opens `path` (`-` for standard input).
     pub fn open(path: PathBuf) -> Result<LineReader, StageError> {
-        let (reader, fd, metadata): (Box<dyn Read>, RawFd, _) = if path.as_os_str() == "-" {
-            let stdin = io::stdin();
-            let (fd, duplicate) = (stdin.as_raw_fd(), stdin.as_fd().try_clone_to_owned());
-            let metadata = duplicate.and_then(|fd| File::from(fd).metadata());
-            (Box::new(stdin), fd, metadata)
-        } else {
-            let file = File::open(&path).map_err(|e| StageError::io(&path, e))?;
-            let (fd, metadata) = (file.as_raw_fd(), file.metadata());
-            (Box::new(file), fd, metadata)
-        };
-        let regular = metadata.as_ref().is_ok_and(|m| m.is_file());
-        let mut lines = LineReader::from_reader(path, reader);
-        lines.total = metadata.ok().filter(|m| m.is_file()).map(|m| m.len());
+        let source = until_stop::open(&path).map_err(|e| StageError::io(&path, e))?;
+        let (regular, fd) = (source.regular(), source.fd);
+        let mut lines = LineReader::from_reader(path, source.reader);
+        lines.total = source
+            .metadata
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
         lines.wait_fd = (!regular).then_some(fd);
         Ok(lines)
     }
-
     /// Reads from any reader; `path` names it in errors.
     pub fn from_reader(path: PathBuf, reader: Box<dyn Read>) -> LineReader {
         LineReader {
@@ -109,6 +106,7 @@ impl LineReader {
             produced: 0,
             skipped: 0,
             not_utf8: 0,
+            cut_by_stop: 0,
             shard: None,
             other_shards: 0,
             recorded: None,
@@ -144,6 +142,12 @@ impl Producer for LineReader {
                 .read_until(b'\n', &mut self.raw)
                 .map_err(|e| StageError::io(&self.path, e))?;
             if read == 0 {
+                return Ok(None);
+            }
+            // A stop that came while the line's writer was still on it (the
+            // read ended there): not a whole line, so not a name to ask.
+            if self.raw.last() != Some(&b'\n') && stop::requested().is_some() {
+                self.cut_by_stop += 1;
                 return Ok(None);
             }
             self.offset += read as u64;
@@ -199,6 +203,10 @@ impl Producer for LineReader {
             // Read when a whole line is buffered or the descriptor has
             // more (or its end); meanwhile give way to the watcher.
             while !self.reader.buffer().contains(&b'\n') && !readable(fd, LOOK_MS) {
+                // Asked to stop (SIGINT, SIGTERM): the input ends here.
+                if stop::requested().is_some() {
+                    return Ok(Pulled::End);
+                }
                 if due.load(Ordering::Relaxed) {
                     return Ok(Pulled::Waiting);
                 }
@@ -223,6 +231,7 @@ impl Producer for LineReader {
             s.add_counter("recorded_lines", self.recorded_lines);
         }
         s.add_error("not_utf8", self.not_utf8);
+        s.add_error("line_cut_by_stop", self.cut_by_stop);
         s.reading = Some(Reading {
             offset: self.offset,
             total: self.total,
@@ -234,19 +243,6 @@ impl Producer for LineReader {
 
 /// How long a wait for a line lasts before the watcher is looked at, ms.
 const LOOK_MS: i32 = 10;
-
-/// Whether `fd` has data (or its end, or an error) within `ms` milliseconds.
-pub(crate) fn readable(fd: RawFd, ms: i32) -> bool {
-    let mut poll = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd we own, for the duration of the call.
-    let ready = unsafe { libc::poll(&mut poll, 1, ms) };
-    // An error of poll itself (EINTR) counts as ready: the read then says.
-    ready != 0
-}
 
 #[cfg(test)]
 mod tests {

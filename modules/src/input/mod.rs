@@ -16,5 +16,6 @@ pub mod pcap;
 mod reader;
 pub mod recorded;
 pub mod shard;
+pub mod until_stop;
 
 pub use reader::CaptureReader;

@@ -85,7 +85,7 @@ impl Fallback {
             Some(runtime) => runtime,
             None => match tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
-                .thread_name("dnsluice-tcp-fallback")
+                .thread_name("tcp-fallback")
                 .enable_all()
                 .build()
             {

@@ -216,8 +216,7 @@ impl SlotEngine {
             global,
             fallback,
         );
-        let thread = std::thread::Builder::new()
-            .name("dnsluice-lookup".into())
+        let thread = dnsluice_core::thread::named("dnsluice-lookup")
             .spawn(move || engine.run())
             .map_err(|e| format!("cannot start the lookup engine: {e}"))?;
         Ok(SlotEngine {

@@ -275,8 +275,7 @@ impl Split {
     ) -> Result<(), StageError> {
         let merger = Merger::new(lanes, output, self.merger_failed.clone());
         self.ordered = ordered;
-        let handle = std::thread::Builder::new()
-            .name("split-merge".into())
+        let handle = dnsluice_core::thread::named("split-merge")
             .spawn(move || {
                 let _cpu = crate::cpu::note_at_end();
                 merger.run(ordered)

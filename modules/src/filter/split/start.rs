@@ -98,8 +98,7 @@ impl Started<'_> {
     ) -> Result<Handle, StageError> {
         let (index, target, build) = (self.index, self.target.clone(), self.build.clone());
         let ready = self.ready.clone();
-        std::thread::Builder::new()
-            .name(format!("split-{index}"))
+        dnsluice_core::thread::named(format!("split-{index}"))
             .spawn(move || {
                 let _cpu = crate::cpu::note_at_end();
                 let lane_handle = merge::enter(target.clone());

@@ -109,10 +109,7 @@ fn accept<S: Read + Write + Send + 'static>(
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(f)
-        .map(drop)
+    dnsluice_core::thread::named(name).spawn(f).map(drop)
 }
 
 /// Reads one sender's frames from `reader`, answering on `writer`.

@@ -93,8 +93,7 @@ impl Helper {
             stop: AtomicBool::new(false),
         });
         let theirs = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("mmpcap-helper".into())
+        let thread = dnsluice_core::thread::named("mmpcap-helper")
             .spawn(move || {
                 let _cpu = crate::cpu::note_at_end();
                 Tending::new(&map).run(&theirs)

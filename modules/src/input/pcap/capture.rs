@@ -1,7 +1,7 @@
 //! The libpcap capture handle behind `input.pcap` (cargo feature `libpcap`).
 
 use super::{PcapOptions, MODULE};
-use crate::input::lines::readable;
+use crate::input::until_stop::readable;
 use dnsluice_core::stop;
 use dnsluice_core::{
     CaptureMeta, LinkType, Object, Packet, Producer, Pulled, StageError, StageStats,

@@ -61,7 +61,7 @@ impl Background {
             let (done_tx, done_rx) = sync_channel::<Encoded>(1);
             let (schema, properties, empty_tx) =
                 (schema.clone(), properties.clone(), empty_tx.clone());
-            let thread = spawn(&format!("parquet-encode{i}"), move || {
+            let thread = spawn(&format!("parquet-enc{i}"), move || {
                 for mut columns in rx {
                     let encoded = encode::encode(&mut columns, &schema, &properties)
                         .map_err(|e| StageError::other(super::MODULE, e.to_string()));
@@ -149,8 +149,7 @@ fn spawn<T: Send + 'static>(
     name: &str,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<JoinHandle<T>, StageError> {
-    std::thread::Builder::new()
-        .name(name.into())
+    dnsluice_core::thread::named(name)
         .spawn(work)
         .map_err(|e| StageError::other(super::MODULE, format!("cannot start a thread: {e}")))
 }

@@ -75,8 +75,7 @@ impl Direct {
         let (core, poll) = Core::new(plan, counters)?;
         let core = Arc::new(core);
         let receiver_core = core.clone();
-        let receiver = std::thread::Builder::new()
-            .name("dnscli-recv".into())
+        let receiver = dnsluice_core::thread::named("dnscli-recv")
             .spawn(move || receive::receive_loop(&receiver_core, poll))
             .map_err(|e| NetError::TlsSetup(format!("cannot start the receiver thread: {e}")))?;
         Ok(Direct {
