@@ -2,7 +2,7 @@
 
 use crate::intervals::RecordFlags;
 use crate::metrics::MetricsFlags;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 use dnsluice_core::pipeline::Pipeline;
 use dnsluice_core::registry::Registry;
@@ -192,6 +192,16 @@ fn execute(cli: Cli, registry: &Registry) -> Result<ExitCode> {
             set.extend(threads.map(|n| format!("threads={n}")));
             if unordered {
                 set.push("ordered=false".into());
+            }
+            let several = if work.is_some() { "--work" } else { "--files" };
+            if let Some(flag) = record
+                .first_given()
+                .filter(|_| work.is_some() || !files.is_empty())
+            {
+                bail!(
+                    "{flag} records one run over time; {several} makes a run of each file: \
+                     give --stats-json for the summary of them all, or run a file alone"
+                );
             }
             match (work, results) {
                 (Some(work), Some(results)) => {

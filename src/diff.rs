@@ -116,11 +116,12 @@ pub fn diff(registry: &Registry, args: &DiffArgs) -> Result<ExitCode> {
                 .filter_map(|(k, v)| Some(format!("{}={v}", k.strip_prefix("field.")?)))
                 .collect();
             eprintln!(
-                "diff: {} queries, {} differing ({}), {} unstable",
+                "diff: {} queries, {} differing ({}), {} unstable, {} answered by no server",
                 c("queries"),
                 c("differing"),
                 fields.join(" "),
-                c("unstable")
+                c("unstable"),
+                d.errors.get("no_answer_from_any").copied().unwrap_or(0)
             );
         }
         print_summary(&stats, elapsed);

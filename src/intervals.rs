@@ -45,6 +45,19 @@ pub struct RecordFlags {
     pub report: Option<PathBuf>,
 }
 
+impl RecordFlags {
+    /// The first of these flags given, as typed (`None`: none).
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            (self.stats_interval.is_some(), "--stats-interval"),
+            (self.stats_jsonl.is_some(), "--stats-jsonl"),
+            (self.report.is_some(), "--report"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
 /// Reads a duration with a unit (`1s`, `250ms`, `1m`).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text)

@@ -159,7 +159,24 @@ pub fn stage_value(s: &StageStats, detail: bool) -> Value {
 /// the breakdowns its counters list): what a run's summary must carry to be
 /// merged exactly with others' ([`stage_from_value`]).
 pub fn stats_json_detailed(stats: &[StageStats], elapsed: f64) -> Value {
-    let stages: Vec<Value> = stats.iter().map(|s| stage_value(s, true)).collect();
+    let stages: Vec<Value> = stats
+        .iter()
+        .map(|s| {
+            let mut v = stage_value(s, true);
+            // Every bucket as kept, not coarsened as for a report: the runs'
+            // percentiles merge to one run's (coarsened, up to 0.8 % high).
+            if !s.histograms.is_empty() {
+                let exact = |h: &Histogram| -> Value {
+                    Value::Array(h.buckets().map(|(b, n)| json!([b, n])).collect())
+                };
+                let h: Map<String, Value> = (s.histograms.iter())
+                    .map(|(k, h)| (k.clone(), exact(h)))
+                    .collect();
+                v["histograms"] = Value::Object(h);
+            }
+            v
+        })
+        .collect();
     json!({ "stages": stages, "elapsed_s": elapsed })
 }
 

@@ -408,6 +408,51 @@ fn chains_that_cannot_run_in_copies_are_refused_or_run_on_one_thread() {
     assert!(err.contains("pcap.toml:1: key `threads`: `0`"), "{err}");
 }
 
+/// An output of a file format runs in copies when each writes its own
+/// file (`{thread}`): the per-thread pcaps hold every record between them
+/// (`capinfos`). A client does not, whatever its paths say: each copy of
+/// `output.diff` would ask its own part and write its summary over the
+/// others' (a quarter of the queries, on four threads).
+#[test]
+fn a_file_per_thread_splits_a_writer_but_never_a_client() {
+    let dir = temp_dir("threads-own-files");
+    let capture = testkit::corpus::corpus_dir().join("dns_edns_compression.pcap");
+    let stage = |module: &str, more: &str| {
+        format!(
+            "threads = 2\n\n[[stage]]\nmodule = \"input.mmpcap\"\npath = {:?}\n[[stage]]\nmodule = {module:?}\n{more}",
+            capture.display().to_string()
+        )
+    };
+    let pcaps = format!(
+        "path = {:?}\n",
+        dir.join("out-{thread}.pcap").display().to_string()
+    );
+    let file = dir.join("pcaps.toml");
+    std::fs::write(&file, stage("output.pcap", &pcaps)).unwrap();
+    assert_ok(
+        &dnsluice().args(["run", "-q"]).arg(&file).output().unwrap(),
+        "pcaps",
+    );
+    let written: u64 = ["out-0.pcap", "out-1.pcap"]
+        .iter()
+        .map(|name| records_of(&dir.join(name)))
+        .sum();
+    assert_eq!(written, records_of(&capture));
+    let diff = format!(
+        "servers = [\"127.0.0.1:9\", \"127.0.0.2:9\"]\npath = {:?}\nsummary = {:?}\n",
+        dir.join("d-{thread}.jsonl").display().to_string(),
+        dir.join("s-{thread}.json").display().to_string()
+    );
+    let file = dir.join("diff.toml");
+    std::fs::write(&file, stage("output.diff", &diff)).unwrap();
+    let out = dnsluice().args(["run", "-q"]).arg(&file).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("diff.toml:1: key `threads`: `output.diff` cannot run in several threads"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_reader_that_goes_away_ends_the_run_quietly() {
     // Far more lines than a pipe holds.

@@ -146,8 +146,13 @@ pub enum Parallel {
     /// It keeps state per flow (TCP streams, IP fragments): the packets
     /// between two addresses must meet on one thread.
     ByFlow,
-    /// It cannot be copied: it talks to the network, paces, writes a file
-    /// of its own format, or runs user code that may keep state.
+    /// An output writing one file of its own format (a header, a footer):
+    /// its copies may run in threads only when each writes a file of its
+    /// own (`{thread}` in its path), else it is [`Parallel::No`].
+    FilePerThread,
+    /// It cannot be copied: it talks to the network, paces, or runs user
+    /// code that may keep state (its copies would each talk, pace or keep
+    /// their own part, and write their own summary over the others').
     No,
 }
 

@@ -10,6 +10,7 @@ pub mod get;
 pub mod merge;
 pub mod parallel;
 pub mod put;
+pub mod set_outputs;
 pub mod status;
 pub mod worker;
 

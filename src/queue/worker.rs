@@ -189,15 +189,23 @@ pub fn files(
         bail!("--metrics-listen serves one run at a time: give --jobs 1 (the default) with it");
     }
     let board = endpoint.as_ref().map(Endpoint::board);
+    let taken: Vec<&PathBuf> = (set.files.iter().enumerate())
+        .filter(|(k, _)| set.shard.is_none_or(|s| s.takes(*k as u64)))
+        .map(|(_, path)| path)
+        .collect();
+    if taken.len() > 1 {
+        super::set_outputs::check(&base, taken.len())?;
+    }
     let mut runs = Vec::new();
-    for (k, path) in set.files.iter().enumerate() {
-        if set.shard.is_some_and(|s| !s.takes(k as u64)) {
-            continue;
-        }
+    for path in taken {
         let mut run = base.clone();
         run.set(&format!("0.path={}", path.display()))?;
+        if !runs.is_empty() {
+            super::set_outputs::continue_file(&mut run)?;
+        }
         runs.push((path.clone(), run));
     }
+    let started = std::time::Instant::now();
     let ran = if set.jobs > 1 {
         super::parallel::run_all(registry, &runs, set.jobs)
     } else {
@@ -215,6 +223,8 @@ pub fn files(
             .add_run(ran.stats.clone(), ran.elapsed)
             .map_err(anyhow::Error::msg)?;
     }
+    // The rates are of the set's wall time (with --jobs N its runs overlap).
+    merged.took(started.elapsed().as_secs_f64());
     let cpu = CpuReport::take();
     let text = cpu.added_to_text(merged.to_json());
     let summary: Value = serde_json::from_str(&text)?;

@@ -14,9 +14,9 @@
 //! threads ([`ModuleEntry::costly`]: writing JSON; a chain that only counts
 //! is slower on threads), a file input (`input.mmpcap`, `input.fpcap`: a
 //! live source would make objects wait in batches) and no stage that cannot be copied
-//! ([`Parallel::No`]: a client, a pacer, a Lua filter, an output writing a
-//! file of its own format without `{thread}` in its path); otherwise one,
-//! and the plan says why.
+//! ([`Parallel::No`]: a client, a pacer, a Lua filter; and an output
+//! writing a file of its own format, [`Parallel::FilePerThread`], without
+//! `{thread}` in its path); otherwise one, and the plan says why.
 
 use super::{ConfigError, Drive, Pipeline, StageSpec};
 use crate::registry::{DownstreamBuilder, Factory, ModuleEntry, Parallel, StageOptions};
@@ -111,13 +111,15 @@ fn writes_own_file(options: &toml::Table) -> bool {
 }
 
 /// Whether a stage may be copied into threads: its module says so, or it
-/// is an output whose every thread writes a file of its own (`{thread}`).
+/// writes a file of its own format and every thread writes one of its own
+/// (`{thread}`). A client (`output.diff`, `output.dnscli`) stays on one
+/// thread whatever its paths say: each copy would ask its own part, and
+/// write its own summary over the others'.
 fn copyable(entry: &ModuleEntry, options: &toml::Table) -> Parallel {
-    let own_files = matches!(entry.factory, Factory::Output(_)) && writes_own_file(options);
-    if own_files {
-        Parallel::Any
-    } else {
-        entry.parallel
+    match entry.parallel {
+        Parallel::FilePerThread if writes_own_file(options) => Parallel::Any,
+        Parallel::FilePerThread => Parallel::No,
+        parallel => parallel,
     }
 }
 
@@ -163,7 +165,7 @@ impl Pipeline {
             match copyable(entry, &spec.options) {
                 Parallel::Any => {}
                 Parallel::ByFlow => by_flow = true,
-                Parallel::No => {
+                Parallel::No | Parallel::FilePerThread => {
                     let why = format!("`{}` runs on one thread", spec.module);
                     return match asked {
                         Some(_) => Err(refuse(format!(

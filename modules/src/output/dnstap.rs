@@ -18,7 +18,7 @@ use crate::format::framestream::reader::{FrameStreamReader, Next};
 use crate::format::framestream::{self, Frame, ACCEPT, FINISH, READY, START, STOP};
 use crate::format::stream::BufferedStream;
 use crate::synth;
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::wire::Transport;
 use dnsluice_core::{DnsMessage, Object, Origin, Receiver, Response, StageError, StageStats};
 use dnsluice_options::{Choice, Options};
@@ -91,6 +91,7 @@ pub fn entry() -> ModuleEntry {
         "write DNS messages as dnstap (Frame Streams) to a file, stdout or a collector's socket",
         |o: DnstapOutputOptions| Ok(Box::new(DnstapWriter::create(o)?)),
     )
+    .parallel(Parallel::FilePerThread)
 }
 
 impl DnstapWriter {

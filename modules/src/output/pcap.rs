@@ -6,7 +6,7 @@
 
 use crate::format::write;
 use crate::synth;
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::{
     CaptureMeta, LinkType, Object, Packet, Receiver, Response, StageError, StageStats,
 };
@@ -266,4 +266,5 @@ pub fn entry() -> ModuleEntry {
         "write packets (or the packets carrying DNS messages) to a pcap or pcapng file",
         |o: PcapOutputOptions| Ok(Box::new(PcapWriter::create(o)?)),
     )
+    .parallel(Parallel::FilePerThread)
 }

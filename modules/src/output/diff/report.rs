@@ -1,7 +1,9 @@
 //! What `output.diff` writes: one JSON line per differing query —
 //! `qname`, `qtype`, `fields` (the fields that differ) and `answers` (each
 //! server's answer as `output.json` shows a message, or `{"error": KIND}`)
-//! — and the summary: `queries`, `differing`, `by_field` (field → count),
+//! — and the summary: `queries`, `differing`, `no_answer_from_any` (queries
+//! every server failed: they agree, so are not differing), `failed` (server
+//! → kind of failure → count), `by_field` (field → count),
 //! `unstable`, `most_common` (the differences seen most often: a field and
 //! its two values), `field_sets` (the sets of fields that differ together,
 //! most often first), `servers` and `skipped` (what was not compared, by
@@ -37,6 +39,10 @@ pub(super) struct Report {
     pub(super) unstable: u64,
     queries: u64,
     differing: u64,
+    /// Queries no server answered (each failed, or gave no answer).
+    no_answer: u64,
+    /// Each answer's (as `names`) failed queries, by kind.
+    failures: Vec<BTreeMap<String, u64>>,
     by_field: BTreeMap<&'static str, u64>,
     combinations: HashMap<Vec<&'static str>, u64>,
     mismatches: HashMap<Mismatch, u64>,
@@ -47,6 +53,10 @@ pub(super) struct Report {
 struct Summary<'a> {
     queries: u64,
     differing: u64,
+    /// Queries that no server answered: they agree, and say nothing.
+    no_answer_from_any: u64,
+    /// By server, its queries that failed, by kind (`timeout`, ...).
+    failed: BTreeMap<&'a str, &'a BTreeMap<String, u64>>,
     by_field: &'a BTreeMap<&'static str, u64>,
     unstable: u64,
     most_common: Vec<CommonMismatch>,
@@ -107,15 +117,37 @@ impl Report {
             unstable: 0,
             queries: 0,
             differing: 0,
+            no_answer: 0,
+            failures: Vec::new(),
             by_field: BTreeMap::new(),
             combinations: HashMap::new(),
             mismatches: HashMap::new(),
         })
     }
 
-    /// Counts a compared query.
-    pub(super) fn count(&mut self, _done: &Done) {
+    /// Counts a compared query, and each answer that failed.
+    pub(super) fn count(&mut self, done: &Done) {
         self.queries += 1;
+        if self.failures.len() < done.answers.len() {
+            self.failures.resize(done.answers.len(), BTreeMap::new());
+        }
+        let mut answered = false;
+        for (answer, failures) in done.answers.iter().zip(&mut self.failures) {
+            match answer {
+                Ok(_) => answered = true,
+                Err(kind) => *failures.entry(kind.clone()).or_insert(0) += 1,
+            }
+        }
+        if !answered {
+            self.no_answer += 1;
+        }
+    }
+
+    /// The servers' names with their failures, those that had any.
+    fn failed(&self) -> impl Iterator<Item = (&str, &BTreeMap<String, u64>)> {
+        (self.names.iter().map(String::as_str))
+            .zip(&self.failures)
+            .filter(|(_, failures)| !failures.is_empty())
     }
 
     /// Counts a differing query and writes its line.
@@ -210,6 +242,8 @@ impl Report {
         let summary = Summary {
             queries: self.queries,
             differing: self.differing,
+            no_answer_from_any: self.no_answer,
+            failed: self.failed().collect(),
             by_field: &self.by_field,
             unstable: self.unstable,
             most_common,
@@ -234,6 +268,12 @@ impl Report {
         stats.add_counter("queries", self.queries);
         stats.add_counter("differing", self.differing);
         stats.add_counter("unstable", self.unstable);
+        stats.add_error("no_answer_from_any", self.no_answer);
+        for (server, failures) in self.failed() {
+            for (kind, n) in failures {
+                stats.add_breakdown(&format!("failed {server}"), kind, *n);
+            }
+        }
         for (field, n) in &self.by_field {
             stats.add_counter(&format!("field.{field}"), *n);
         }

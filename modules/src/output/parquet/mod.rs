@@ -26,7 +26,7 @@ mod sink;
 
 use background::Background;
 use columns::Columns;
-use dnsluice_core::registry::ModuleEntry;
+use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::{Object, Receiver, StageError, StageStats, TextKind};
 use dnsluice_options::Options;
 use files::Files;
@@ -256,4 +256,5 @@ pub fn entry() -> ModuleEntry {
         "write DNS messages, responses and lookup records as a Parquet file (zstd, row groups of bounded size)",
         |o: ParquetOptions| Ok(Box::new(ParquetWriter::create(o)?)),
     )
+    .parallel(Parallel::FilePerThread)
 }
