@@ -77,8 +77,14 @@ impl Caps<'_> {
 
     /// Takes the next turn of every cap at `now` or after: when the query
     /// may leave. With `free_within`, only when no cap has a turn taken
-    /// further ahead than that (else `Err`: when one may be had).
-    fn reserve(&self, now: Instant, free_within: Option<Duration>) -> Result<Instant, Instant> {
+    /// further ahead than that; with `not_after`, only a turn at or before
+    /// it (else `Err`: when one may be had; nothing is taken).
+    fn reserve(
+        &self,
+        now: Instant,
+        free_within: Option<Duration>,
+        not_after: Option<Instant>,
+    ) -> Result<Instant, Instant> {
         // Locked in one order (the nameserver's, then the run's) by all.
         let mut nameserver = self.nameserver.map(|t| (t.spacing, sync::lock(&t.next)));
         let mut run = self.run.map(|t| (t.spacing, sync::lock(&t.next)));
@@ -92,6 +98,9 @@ impl Caps<'_> {
             return Err(latest);
         }
         let at = latest.max(now);
+        if not_after.is_some_and(|deadline| at > deadline) {
+            return Err(at);
+        }
         for (spacing, next) in [&mut nameserver, &mut run].into_iter().flatten() {
             **next = at + *spacing;
         }
@@ -108,7 +117,7 @@ impl Caps<'_> {
         let at = {
             let _gate = gate.lock().await;
             loop {
-                match self.reserve(Instant::now(), Some(TIMER_SLACK)) {
+                match self.reserve(Instant::now(), Some(TIMER_SLACK), None) {
                     Ok(at) => break at,
                     Err(free_at) => sleep_until(free_at).await,
                 }
@@ -123,11 +132,24 @@ impl Caps<'_> {
     /// holds the name's first turn (taken before its budget started),
     /// which this query then uses.
     pub async fn take(&self, first: &FirstTurn) {
+        self.take_before(first, None).await;
+    }
+
+    /// [`Caps::take`], but only a turn at or before `deadline` (a query's
+    /// budget): `false`, and no turn taken, when the next one comes later
+    /// (the query would leave after its name's time, and its turn be lost
+    /// to the others).
+    pub async fn take_before(&self, first: &FirstTurn, deadline: Option<Instant>) -> bool {
         if first.use_it() || !self.any() {
-            return;
+            return true;
         }
-        let at = self.reserve(Instant::now(), None).unwrap_or_else(|at| at);
-        self.wait_for(at).await;
+        match self.reserve(Instant::now(), None, deadline) {
+            Ok(at) => {
+                self.wait_for(at).await;
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Sleeps until the turn `at`; a turn woken [`LATE_WAKE`] after it
@@ -137,7 +159,7 @@ impl Caps<'_> {
         sleep_until(at).await;
         let now = Instant::now();
         if now > at + LATE_WAKE {
-            let again = self.reserve(now, None).unwrap_or_else(|at| at);
+            let again = self.reserve(now, None, None).unwrap_or_else(|at| at);
             sleep_until(again).await;
         }
     }
@@ -173,17 +195,17 @@ mod tests {
         let turns = Turns::new(100.0);
         let run = caps(Some(&turns), None);
         let now = Instant::now() + Duration::from_secs(1);
-        let first = run.reserve(now, None).unwrap();
-        let second = run.reserve(now, None).unwrap();
-        let third = run.reserve(now, None).unwrap();
+        let first = run.reserve(now, None, None).unwrap();
+        let second = run.reserve(now, None, None).unwrap();
+        let third = run.reserve(now, None, None).unwrap();
         assert_eq!(first, now);
         assert_eq!(second - first, Duration::from_millis(10));
         assert_eq!(third - second, Duration::from_millis(10));
         // An idle spell is not saved up: the next turn is now, one only.
         let later = now + Duration::from_secs(5);
-        assert_eq!(run.reserve(later, None), Ok(later));
+        assert_eq!(run.reserve(later, None, None), Ok(later));
         assert_eq!(
-            run.reserve(later, None),
+            run.reserve(later, None, None),
             Ok(later + Duration::from_millis(10))
         );
     }
@@ -194,18 +216,18 @@ mod tests {
         let run = caps(Some(&turns), None);
         let now = Instant::now() + Duration::from_secs(1);
         for _ in 0..3 {
-            run.reserve(now, None).unwrap();
+            run.reserve(now, None, None).unwrap();
         }
         // Three turns taken: the next is 30 ms ahead, more than the slack.
         let free_at = now + Duration::from_millis(30);
-        assert_eq!(run.reserve(now, Some(TIMER_SLACK)), Err(free_at));
-        assert_eq!(run.reserve(free_at, Some(TIMER_SLACK)), Ok(free_at));
+        assert_eq!(run.reserve(now, Some(TIMER_SLACK), None), Err(free_at));
+        assert_eq!(run.reserve(free_at, Some(TIMER_SLACK), None), Ok(free_at));
         // Within the timer's slack a new name takes the turn after it.
         let fast = Turns::new(100_000.0);
         let fast = caps(Some(&fast), None);
-        assert_eq!(fast.reserve(now, Some(TIMER_SLACK)), Ok(now));
+        assert_eq!(fast.reserve(now, Some(TIMER_SLACK), None), Ok(now));
         assert_eq!(
-            fast.reserve(now, Some(TIMER_SLACK)),
+            fast.reserve(now, Some(TIMER_SLACK), None),
             Ok(now + Duration::from_micros(10))
         );
     }
@@ -219,12 +241,26 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(1);
         let busy = now + Duration::from_secs(1);
         *sync::lock(&run.next) = busy;
-        let first = both.reserve(now, None).unwrap();
-        let second = both.reserve(now, None).unwrap();
+        let first = both.reserve(now, None, None).unwrap();
+        let second = both.reserve(now, None, None).unwrap();
         assert_eq!(first, busy);
         assert_eq!(second - first, Duration::from_millis(100));
         // The run's next turn follows the later of the two.
         assert_eq!(*sync::lock(&run.next), second + Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_turn_after_the_deadline_is_not_taken() {
+        let run = Turns::new(10.0);
+        let run = caps(Some(&run), None);
+        let now = Instant::now();
+        assert_eq!(run.reserve(now, None, Some(now)), Ok(now));
+        // The next turn is 100 ms ahead: not before a deadline 50 ms away,
+        // and refusing it takes nothing (the turn after is still it).
+        let deadline = Some(now + Duration::from_millis(50));
+        let next = now + Duration::from_millis(100);
+        assert_eq!(run.reserve(now, None, deadline), Err(next));
+        assert_eq!(run.reserve(now, None, Some(next)), Ok(next));
     }
 
     #[test]

@@ -70,6 +70,11 @@ pub struct IterativeCounters {
     pub edns_fallbacks: AtomicU64,
     /// Records dropped for being outside the bailiwick of the server asked.
     pub out_of_bailiwick: AtomicU64,
+    /// Responses that could not be read (not a DNS message, another query's).
+    pub malformed_responses: AtomicU64,
+    /// Queries that failed on the network other than by a timeout (a
+    /// refused or reset connection, an unreachable server).
+    pub network_errors: AtomicU64,
 }
 
 /// Everything the walks share: configuration, cache, connections, counters.

@@ -101,12 +101,18 @@ impl IterativeOptions {
             }
             None => hints::iana(),
         };
+        // Roots on this host (a lab world): its servers are local too.
+        let local = (roots.servers.iter().flat_map(|s| &s.addrs)).any(|a| match a.to_canonical() {
+            IpAddr::V4(a) => a.is_loopback() || a.is_link_local(),
+            IpAddr::V6(a) => a.is_loopback() || a.is_unicast_link_local(),
+        });
         Ok(Some(IterativeConfig {
             roots,
             families: Families {
                 ipv4: !self.ipv6_only,
                 ipv6: !self.ipv4_only,
                 prefer_ipv6: self.prefer_ipv6,
+                local,
             },
             max_depth: self.max_depth,
             iteration_timeout: self.iteration_timeout,

@@ -14,7 +14,7 @@ pub struct IterativeSummary {
 }
 
 /// Names of the counters other than the per-level ones, in their order.
-const COUNTER_NAMES: [&str; 11] = [
+const COUNTER_NAMES: [&str; 14] = [
     "cache_hits",
     "cache_misses",
     "cache_delegation_hits",
@@ -26,6 +26,9 @@ const COUNTER_NAMES: [&str; 11] = [
     "tcp_fallbacks",
     "edns_fallbacks",
     "out_of_bailiwick_dropped",
+    "malformed_responses",
+    "network_errors",
+    "tcp_dials_spared",
 ];
 
 /// Names of the per-level query counters.
@@ -56,6 +59,9 @@ impl IterativeSummary {
             get(&r.tcp_fallbacks),
             get(&r.edns_fallbacks),
             get(&r.out_of_bailiwick),
+            get(&r.malformed_responses),
+            get(&r.network_errors),
+            get(&resolver.authorities.dials_spared),
         ];
         let levels = r.queries_by_level.iter().map(get);
         let counters = COUNTER_NAMES
@@ -110,7 +116,7 @@ impl IterativeSummary {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "  iterative: {:.2} queries per name, cache hit rate {:.1}% ({} entries), {} referrals, {} lame responses, {} glueless lookups, {} TCP fallbacks, {} EDNS fallbacks, {} out-of-bailiwick records dropped",
+            "  iterative: {:.2} queries per name, cache hit rate {:.1}% ({} entries), {} referrals, {} lame responses, {} glueless lookups, {} TCP fallbacks, {} EDNS fallbacks, {} out-of-bailiwick records dropped, {} malformed responses, {} network errors, {} TCP dials spared (the server's last failed)",
             queries as f64 / names.max(1) as f64,
             100.0 * hits as f64 / looked.max(1) as f64,
             self.get("cache_entries"),
@@ -120,6 +126,9 @@ impl IterativeSummary {
             self.get("tcp_fallbacks"),
             self.get("edns_fallbacks"),
             self.get("out_of_bailiwick_dropped"),
+            self.get("malformed_responses"),
+            self.get("network_errors"),
+            self.get("tcp_dials_spared"),
         );
         let levels: Vec<String> = LEVEL_NAMES
             .iter()

@@ -11,7 +11,10 @@
 //! a name, or a question asked again while it is being resolved (a glueless
 //! nameserver whose address needs the zone it serves).
 
-use super::delegation::Delegation;
+use super::delegation::{not_askable, Delegation, Plan};
+use trace::{describe, Sent};
+
+mod trace;
 use super::message::{rcodes, types, Asked, Reply, Rr};
 use super::name::Name;
 use super::trust::{judge, Lame, Verdict};
@@ -31,8 +34,6 @@ use std::time::{Duration, Instant};
 
 /// Most CNAME/DNAME hops across zones for one question (unbound allows 11 restarts).
 const MAX_CHAIN: usize = 12;
-/// Most glueless nameserver names looked up in one step.
-const MAX_GLUELESS_PER_STEP: usize = 3;
 /// Most problems listed in an error message.
 const MAX_PROBLEMS: usize = 4;
 
@@ -78,6 +79,8 @@ enum Tried {
     Reply(Reply, Option<Vec<u8>>),
     Failed(NetError),
     Unusable(String),
+    /// Not sent: the next turn under `--rate` comes after the step's time.
+    NoTurn,
 }
 
 impl<'a> Walk<'a> {
@@ -242,24 +245,11 @@ impl<'a> Walk<'a> {
     ) -> Result<Verdict, AskError> {
         let step_deadline = (Instant::now() + self.r.config.iteration_timeout).min(self.deadline);
         let families = self.r.config.families;
-        let mut servers = zone.servers.clone();
-        self.r.shuffler.shuffle(&mut servers);
-        let mut candidates: Vec<IpAddr> = Vec::new();
-        let mut glueless: Vec<Name> = Vec::new();
-        for server in &servers {
-            let addrs = families.order(&server.addrs);
-            if addrs.is_empty() {
-                glueless.push(server.name.clone());
-            }
-            for addr in addrs {
-                if !candidates.contains(&addr) {
-                    candidates.push(addr);
-                }
-            }
-        }
-        glueless.truncate(MAX_GLUELESS_PER_STEP);
-        glueless.reverse();
-        let mut problems: Vec<String> = Vec::new();
+        let Plan {
+            mut candidates,
+            mut glueless,
+            mut problems,
+        } = zone.plan(families, &self.r.shuffler);
         let (mut timed_out, mut lame, mut empty, mut circular) = (false, false, false, false);
         let mut try_number = 0;
         'rounds: for round in 0..=self.r.retries {
@@ -312,8 +302,27 @@ impl<'a> Walk<'a> {
                         again.push(addr);
                         (None, "timeout".to_string(), None)
                     }
-                    Tried::Failed(error) => (None, error.to_string(), None),
-                    Tried::Unusable(why) => (None, why, None),
+                    Tried::Failed(error) => {
+                        let errors = &self.r.counters.network_errors;
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        (None, error.to_string(), None)
+                    }
+                    Tried::Unusable(why) => {
+                        let malformed = &self.r.counters.malformed_responses;
+                        malformed.fetch_add(1, Ordering::Relaxed);
+                        (None, why, None)
+                    }
+                    Tried::NoTurn => {
+                        // The name's time or the step's, whichever ends first.
+                        let (status, which) = if step_deadline >= self.deadline {
+                            ("TIMEOUT", "--name-timeout")
+                        } else {
+                            ("ITERATIVE_TIMEOUT", "--iteration-timeout")
+                        };
+                        let why =
+                            format!("no turn under --rate before {which} at zone {}", zone.zone);
+                        return Err(failure(status, why));
+                    }
                 };
                 let step = Sent {
                     zone,
@@ -408,14 +417,23 @@ impl<'a> Walk<'a> {
             };
             match self.resolve(&asked, depth + 1).await {
                 Ok(resolved) => {
-                    let addrs: Vec<IpAddr> = resolved
+                    let found: Vec<IpAddr> = resolved
                         .answer
                         .iter()
                         .filter(|rr| rr.rtype == qtype)
                         .filter_map(Rr::address)
                         .collect();
+                    let families = &self.r.config.families;
+                    let addrs: Vec<IpAddr> = found
+                        .iter()
+                        .copied()
+                        .filter(|a| families.allows(a))
+                        .collect();
                     if !addrs.is_empty() {
                         return Ok(addrs);
+                    }
+                    if !found.is_empty() {
+                        first_error.get_or_insert(failure("SERVFAIL", not_askable(ns, &found)));
                     }
                 }
                 Err(error) => {
@@ -448,8 +466,11 @@ impl<'a> Walk<'a> {
                 run: r.turns.as_deref(),
                 nameserver: None,
             };
-            caps.take(self.first).await;
-            // The wait for the turn (--rate) came out of the step's time.
+            // A turn (--rate) after the step's time would be lost: none is taken.
+            if !caps.take_before(self.first, Some(step_deadline)).await {
+                return Tried::NoTurn;
+            }
+            // The wait for the turn came out of the step's time.
             let left = step_deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Tried::Failed(NetError::Timeout);
@@ -501,87 +522,10 @@ impl<'a> Walk<'a> {
             return Tried::Reply(reply, raw);
         }
     }
-
-    /// Adds a query's step to the trace, when tracing.
-    fn note_step(
-        &mut self,
-        depth: u32,
-        sent: Sent<'_>,
-        response: Option<Vec<u8>>,
-        error: Option<&String>,
-    ) {
-        if !self.tracing {
-            return;
-        }
-        self.steps.push(TraceStep {
-            name: trace_name(sent.name),
-            qtype: sent.qtype,
-            qclass: sent.qclass,
-            nameserver: SocketAddr::new(sent.addr, self.r.config.port).to_string(),
-            protocol: self.protocol.unwrap_or(self.r.transport.protocol_name()),
-            depth: depth + 1,
-            layer: sent.zone.zone.to_text(),
-            cached: false,
-            try_number: sent.try_number,
-            response,
-            error: error.cloned(),
-            duration: sent.started.elapsed(),
-        });
-    }
-
-    /// Adds a cache hit to the trace, when tracing.
-    fn note_cached(&mut self, depth: u32, name: &Name, asked: &Asked, verdict: &Verdict) {
-        if !self.tracing {
-            return;
-        }
-        self.steps.push(TraceStep {
-            name: trace_name(name),
-            qtype: asked.qtype,
-            qclass: asked.qclass,
-            depth: depth + 1,
-            cached: true,
-            error: matches!(verdict, Verdict::Lame(_)).then(|| describe(verdict)),
-            ..TraceStep::default()
-        });
-    }
 }
 
-/// A query as its trace step names it.
-struct Sent<'z> {
-    zone: &'z Delegation,
-    name: &'z Name,
-    qtype: u16,
-    qclass: u16,
-    addr: IpAddr,
-    try_number: u32,
-    started: Instant,
-}
-
-/// A name as traces write it: without the trailing dot (`.` for the root).
 /// How a server from before EDNS answers a query with an OPT record
 /// (RFC 6891 section 7): FORMERR (or NOTIMP) and no OPT of its own.
 fn refuses_edns(reply: &Reply) -> bool {
     !reply.edns && matches!(reply.rcode, rcodes::FORMERR | rcodes::NOTIMP)
-}
-
-fn trace_name(name: &Name) -> String {
-    let text = name.to_text();
-    match text.strip_suffix('.') {
-        Some(bare) if !bare.is_empty() => bare.to_string(),
-        _ => text,
-    }
-}
-
-/// A verdict in a few words, for traces and errors.
-fn describe(verdict: &Verdict) -> String {
-    match verdict {
-        Verdict::Answer(records) => format!("answer ({} records)", records.len()),
-        Verdict::Alias { target, .. } => format!("CNAME to {target}"),
-        Verdict::NoData { .. } => "NODATA".to_string(),
-        Verdict::NxDomain { .. } => "NXDOMAIN".to_string(),
-        Verdict::Referral(referral) => format!("referral to {}", referral.zone),
-        Verdict::Lame(Lame::Rcode(rcode)) => format!("lame: {}", mnemonic::rcode(*rcode)),
-        Verdict::Lame(Lame::UpwardReferral) => "lame: upward referral".to_string(),
-        Verdict::Lame(Lame::Empty) => "lame: no answer and no authority".to_string(),
-    }
 }
