@@ -201,14 +201,8 @@ fn records_of_a_quiet_pipe(command: &mut Command) -> Vec<Value> {
     stdin.write_all(b"ok.n5.exa").unwrap();
     stdin.flush().unwrap();
     std::thread::sleep(Duration::from_millis(1000));
-    assert!(child.try_wait().unwrap().is_none(), "ended on an open pipe");
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let signalled = Instant::now();
-    let status = testkit::wait_within(&mut child, Duration::from_secs(20));
-    let took = signalled.elapsed();
+    let (status, took) = testkit::sigterm_and_wait(&mut child);
     drop(stdin);
-    let status = status.expect("the lookup did not stop");
     let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
     let stdout = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
     assert_eq!(status.code(), Some(143), "{stderr}");

@@ -434,14 +434,8 @@ fn a_replay_from_a_quiet_pipe_stops_on_sigterm() {
     stdin.write_all(&bytes).unwrap();
     stdin.flush().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(child.try_wait().unwrap().is_none(), "ended on an open pipe");
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let signalled = Instant::now();
-    let status = testkit::wait_within(&mut child, Duration::from_secs(20));
-    let took = signalled.elapsed();
+    let (status, took) = testkit::sigterm_and_wait(&mut child);
     drop(stdin);
-    let status = status.expect("the replay did not stop");
     let mut stderr = String::new();
     child
         .stderr

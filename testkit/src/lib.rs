@@ -60,7 +60,7 @@ pub use netem::Netem;
 pub use pipeline::run_pipeline;
 pub use run::{
     assert_ok, dnsluice, dnsluice_exe, number_before, output_within, run_new_executable_ok, run_ok,
-    stopped_by_sigterm, wait_usage, wait_within, Usage,
+    sigterm_and_wait, stopped_by_sigterm, wait_usage, wait_within, Usage,
 };
 pub use servers::{lookup_address, servers, servers_dir, Servers};
 pub use sockets::sink_socket;

@@ -75,6 +75,22 @@ pub fn assert_ok(out: &Output, what: impl Display) {
     );
 }
 
+/// Sends SIGTERM to `child`, which must still be running, and waits for
+/// it to end (at most 20 s, else the test fails): its status, and how long
+/// it took after the signal.
+#[track_caller]
+pub fn sigterm_and_wait(child: &mut Child) -> (ExitStatus, Duration) {
+    assert!(
+        child.try_wait().expect("wait for a child").is_none(),
+        "the run ended before the signal"
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let signalled = Instant::now();
+    let status = wait_within(child, Duration::from_secs(20)).expect("the run did not stop");
+    (status, signalled.elapsed())
+}
+
 /// Waits for `child` to end, at most `limit`: `None` when it was still
 /// running then (it is killed and reaped).
 pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
