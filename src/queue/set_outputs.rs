@@ -12,7 +12,7 @@ use anyhow::{bail, Result};
 use dnsluice_core::pipeline::Pipeline;
 
 /// How the next run can go on with what a run wrote.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Continues {
     /// JSON lines that the next run appends (`output.json`'s `append`).
     Appended,

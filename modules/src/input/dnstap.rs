@@ -32,7 +32,6 @@ use listen::{Address, Collector, Event};
 use message::Made;
 use prost::Message as _;
 use std::collections::BTreeMap;
-
 use std::path::PathBuf;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};

@@ -11,7 +11,6 @@ use crate::format::stream::BufferedStream;
 use dnsluice_core::registry::{ModuleEntry, Parallel};
 use dnsluice_core::StageError;
 use dnsluice_options::Options;
-
 use std::path::PathBuf;
 
 /// Options of `input.fpcap`.

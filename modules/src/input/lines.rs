@@ -14,7 +14,6 @@ use dnsluice_core::{stop, Pulled};
 use dnsluice_core::{Object, Producer, Reading, StageError, StageStats, Text, TextKind};
 use dnsluice_options::Options;
 use std::collections::HashMap;
-
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::RawFd;
 use std::path::PathBuf;

@@ -19,9 +19,9 @@
 //! An exchange (the wait for the slot, the dial, the answer) ends within
 //! the time it is given, the name's budget included. A TCP dial that fails
 //! (refused, unreachable, or no handshake in half `--timeout` or more) is
-//! remembered for
-//! [`DIAL_MEMORY`]: the names that come meanwhile fail at once instead of
-//! each dialling, and waiting its turn behind the others' dials, again.
+//! remembered for [`DIAL_MEMORY`]: the names that come meanwhile fail at
+//! once instead of each dialling, and waiting its turn behind the others'
+//! dials, again.
 
 use dnsluice_core::sync;
 use dnsluice_net::{

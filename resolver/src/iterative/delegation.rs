@@ -99,6 +99,16 @@ impl Delegation {
     }
 }
 
+/// Whether `addr` is this host's or its link's (loopback, link-local),
+/// an IPv4 address mapped into IPv6 (`::ffff:127.0.0.1`) as that IPv4
+/// address: a dual-stack socket sends to it.
+pub fn is_local(addr: &IpAddr) -> bool {
+    match addr.to_canonical() {
+        IpAddr::V4(a) => a.is_loopback() || a.is_link_local(),
+        IpAddr::V6(a) => a.is_loopback() || a.is_unicast_link_local(),
+    }
+}
+
 /// Why nameserver `ns` is not asked at (some of) `addrs`: the addresses
 /// no server has, or that are this host's (see [`Families::askable`]).
 pub fn not_askable(ns: &Name, addrs: &[IpAddr]) -> String {
@@ -140,17 +150,11 @@ impl Families {
     pub fn askable(&self, addr: &IpAddr) -> bool {
         // An IPv4 address mapped into IPv6 (`::ffff:127.0.0.1`) is that
         // IPv4 address: a dual-stack socket sends to it.
-        let (never, local) = match addr.to_canonical() {
-            IpAddr::V4(a) => (
-                a.is_unspecified() || a.is_multicast() || a.is_broadcast(),
-                a.is_loopback() || a.is_link_local(),
-            ),
-            IpAddr::V6(a) => (
-                a.is_unspecified() || a.is_multicast(),
-                a.is_loopback() || a.is_unicast_link_local(),
-            ),
+        let never = match addr.to_canonical() {
+            IpAddr::V4(a) => a.is_unspecified() || a.is_multicast() || a.is_broadcast(),
+            IpAddr::V6(a) => a.is_unspecified() || a.is_multicast(),
         };
-        !never && (self.local || !local)
+        !never && (self.local || !is_local(addr))
     }
 
     /// The address record types to look up for a glueless nameserver, in order.

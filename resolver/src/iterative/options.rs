@@ -1,7 +1,7 @@
 //! The options of iterative resolution, part of `lookup.dns`'s (flattened:
 //! `iterative = true`, `--iterative`), and the configuration made from them.
 
-use super::delegation::{Delegation, Families};
+use super::delegation::{is_local, Delegation, Families};
 use super::hints;
 use dnsluice_net::Endpoint;
 use dnsluice_options::Options;
@@ -102,10 +102,7 @@ impl IterativeOptions {
             None => hints::iana(),
         };
         // Roots on this host (a lab world): its servers are local too.
-        let local = (roots.servers.iter().flat_map(|s| &s.addrs)).any(|a| match a.to_canonical() {
-            IpAddr::V4(a) => a.is_loopback() || a.is_link_local(),
-            IpAddr::V6(a) => a.is_loopback() || a.is_unicast_link_local(),
-        });
+        let local = (roots.servers.iter().flat_map(|s| &s.addrs)).any(is_local);
         Ok(Some(IterativeConfig {
             roots,
             families: Families {
